@@ -1,0 +1,69 @@
+"""The validator registry: every check has a stable id, a severity and a domain.
+
+A validator is a function ``(ctx) -> Iterable[Problem]`` registered with
+``@validator(...)``. It yields ``Problem(path, message, hint)``; the registry
+turns those into findings carrying the validator's id and severity, and the
+file position of the path. Spec validators see the resolved estate; artifact
+validators (``stage="artifacts"``) also see what was rendered.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable, NamedTuple
+
+from estate.check.findings import Finding, Severity
+
+
+class Problem(NamedTuple):
+    path: str
+    message: str
+    hint: str = ""
+    loc: tuple = ()  # spec location for file:line:col; derived from path when empty
+
+
+@dataclass(frozen=True)
+class Validator:
+    id: str
+    severity: Severity
+    domain: str
+    stage: str
+    summary: str
+    func: Callable
+
+
+REGISTRY: dict[str, Validator] = {}
+
+
+def validator(id: str, severity: Severity, domain: str, summary: str, stage: str = "spec"):
+    def register(func):
+        if id in REGISTRY:
+            raise ValueError(f"duplicate validator id {id}")
+        REGISTRY[id] = Validator(id, severity, domain, stage, summary, func)
+        return func
+    return register
+
+
+def path_loc(path: str) -> tuple:
+    """'nodes[3].switch' -> ('nodes', 3, 'switch')."""
+    out: list = []
+    for part in path.replace("]", "").split("."):
+        name, *indices = part.split("[")
+        if name:
+            out.append(name)
+        out.extend(int(i) for i in indices if i.isdigit())
+    return tuple(out)
+
+
+def run(stage: str, ctx, locate: Callable[[tuple], str] = lambda loc: "") -> list[Finding]:
+    findings = []
+    for v in REGISTRY.values():
+        if v.stage != stage:
+            continue
+        for p in v.func(ctx) or ():
+            findings.append(Finding(v.id, v.severity, p.path, p.message, p.hint,
+                                    locate(p.loc or path_loc(p.path))))
+    return findings
+
+
+def describe() -> Iterable[Validator]:
+    return sorted(REGISTRY.values(), key=lambda v: v.id)

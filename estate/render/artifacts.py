@@ -1,0 +1,107 @@
+"""Rendered artifacts and the one place they are written to disk.
+
+An artifact knows which nodes consume it. That drives what a role uploads,
+what a Pulumi trigger hashes and what a change reconfigures.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from estate.spec.hostlist import Hostlist
+
+
+@dataclass(frozen=True)
+class Artifact:
+    path: str                 # relative, e.g. "slurm/slurm.conf"
+    content: bytes
+    consumers: Hostlist       # nodes that install this file
+    plane: str = "shared"     # slurm | kubernetes | shared
+    mode: int = 0o644
+    meta: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.content).hexdigest()
+
+
+class Artifacts(dict):
+    """path -> Artifact, with helpers for consumers and manifests."""
+
+    def add(self, artifact: Artifact) -> None:
+        if artifact.path in self:
+            raise ValueError(f"two renderers wrote {artifact.path}")
+        self[artifact.path] = artifact
+
+    def for_node(self, name: str) -> list[Artifact]:
+        return [a for a in self.values() if _consumes(a.consumers, name)]
+
+    def digest_for_node(self, name: str) -> str:
+        h = hashlib.sha256()
+        for a in sorted(self.for_node(name), key=lambda a: a.path):
+            h.update(a.path.encode() + b"\0" + a.sha256.encode() + b"\n")
+        return h.hexdigest()
+
+    def manifest(self) -> dict:
+        return {p: {"sha256": a.sha256, "consumers": str(a.consumers), "plane": a.plane,
+                    "mode": oct(a.mode)} for p, a in sorted(self.items())}
+
+
+def _consumes(hl: Hostlist, name: str) -> bool:
+    # Range arithmetic instead of expansion: membership is cheap on 10,000 nodes.
+    for r in hl.ranges:
+        if r.single:
+            if r.prefix == name:
+                return True
+        elif name.startswith(r.prefix):
+            digits = name[len(r.prefix):]
+            if digits.isdigit() and len(digits) == max(r.width, len(str(int(digits)))) \
+                    and r.lo <= int(digits) <= r.hi:
+                return True
+    return False
+
+
+MANIFEST = "MANIFEST.json"
+
+
+def write_tree(artifacts: Artifacts, out_dir: str | Path) -> None:
+    """Replace out_dir with exactly the artifacts, atomically.
+
+    Files are written to a sibling temporary directory, then swapped in with
+    renames, so a reader never sees a half-written tree and a failure leaves
+    out_dir as it was.
+    """
+    out = Path(out_dir).absolute()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        for art in artifacts.values():
+            dest = tmp / art.path
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(art.content)
+            os.chmod(dest, art.mode)
+        (tmp / MANIFEST).write_text(json.dumps(artifacts.manifest(), indent=2) + "\n")
+        _swap(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _swap(new: Path, out: Path) -> None:
+    if not out.exists():
+        os.rename(new, out)
+        return
+    old = out.with_name(f".{out.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    os.rename(out, old)
+    try:
+        os.rename(new, out)
+    except BaseException:
+        os.rename(old, out)
+        raise
+    shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,209 @@
+"""Slurm-compatible hostlists, kept as ranges.
+
+A hostlist is a sequence of ranges ``prefix + [lo..hi] zero-padded to width``.
+Expansion and compression follow Slurm's ``src/common/hostlist.c`` so that a
+string we write in slurm.conf reads back identically from ``scontrol show
+hostlist``. Work stays on ranges; ``expand`` is only called where a per-node
+fact is needed.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+_TRAILING_DIGITS = re.compile(r"^(.*?)(\d+)$")
+
+
+class HostlistError(ValueError):
+    """A hostlist expression that Slurm would also reject."""
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    prefix: str
+    lo: int = 0
+    hi: int = 0
+    width: int = 0
+    single: bool = False  # a name without a numeric suffix: prefix is the whole name
+
+    def __len__(self) -> int:
+        return 1 if self.single else self.hi - self.lo + 1
+
+    def __iter__(self) -> Iterator[str]:
+        if self.single:
+            yield self.prefix
+            return
+        p, w = self.prefix, self.width
+        for n in range(self.lo, self.hi + 1):
+            yield f"{p}{n:0{w}d}"
+
+    def numstr(self) -> str:
+        if self.lo == self.hi:
+            return f"{self.lo:0{self.width}d}"
+        return f"{self.lo:0{self.width}d}-{self.hi:0{self.width}d}"
+
+
+def _split_top_level(expr: str) -> list[str]:
+    """Split on commas that are not inside brackets."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(expr):
+        if ch == "[":
+            depth += 1
+            if depth > 1:
+                raise HostlistError(f"nested brackets in {expr!r}")
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                raise HostlistError(f"unbalanced ']' in {expr!r}")
+        elif ch == "," and depth == 0:
+            parts.append(expr[start:i])
+            start = i + 1
+    if depth:
+        raise HostlistError(f"unbalanced '[' in {expr!r}")
+    parts.append(expr[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _parse_bracket(body: str, whole: str) -> list[tuple[int, int, int]]:
+    out = []
+    for item in body.split(","):
+        lo_s, _, hi_s = item.strip().partition("-")
+        if not lo_s.isdigit() or (hi_s and not hi_s.isdigit()):
+            raise HostlistError(f"bad range {item!r} in {whole!r}")
+        hi_s = hi_s or lo_s
+        lo, hi = int(lo_s), int(hi_s)
+        if hi < lo:
+            raise HostlistError(f"descending range {item!r} in {whole!r}")
+        out.append((lo, hi, len(lo_s)))
+    return out
+
+
+def _parse_term(term: str) -> list[Range]:
+    """One comma-free term, possibly with several bracket groups (cartesian)."""
+    open_at = term.find("[")
+    if open_at < 0:
+        return [_single(term)]
+    close_at = term.index("]", open_at)
+    prefix, body, rest = term[:open_at], term[open_at + 1:close_at], term[close_at + 1:]
+    ranges = _parse_bracket(body, term)
+    if not rest:
+        return [Range(prefix, lo, hi, w) for lo, hi, w in ranges]
+    # A suffix after the bracket: expand this level and recurse, as Slurm does.
+    out: list[Range] = []
+    for lo, hi, w in ranges:
+        for n in range(lo, hi + 1):
+            out.extend(_parse_term(f"{prefix}{n:0{w}d}{rest}"))
+    return out
+
+
+def _single(name: str) -> Range:
+    m = _TRAILING_DIGITS.match(name)
+    if not m:
+        return Range(name, single=True)
+    digits = m.group(2)
+    return Range(m.group(1), int(digits), int(digits), len(digits))
+
+
+def _joinable(a: Range, b: Range) -> bool:
+    """b directly continues a (same prefix and width, next number)."""
+    return (not a.single and not b.single and a.prefix == b.prefix
+            and a.width == b.width and b.lo == a.hi + 1)
+
+
+class Hostlist:
+    """An ordered list of host ranges, with Slurm's string forms."""
+
+    __slots__ = ("_ranges",)
+
+    def __init__(self, ranges: Iterable[Range] = ()):
+        merged: list[Range] = []
+        for r in ranges:
+            if merged and _joinable(merged[-1], r):
+                last = merged[-1]
+                merged[-1] = Range(last.prefix, last.lo, r.hi, last.width)
+            else:
+                merged.append(r)
+        self._ranges = tuple(merged)
+
+    @classmethod
+    def parse(cls, expr: str) -> "Hostlist":
+        expr = expr.strip()
+        if not expr:
+            return cls()
+        ranges: list[Range] = []
+        for term in _split_top_level(expr):
+            ranges.extend(_parse_term(term))
+        return cls(ranges)
+
+    @classmethod
+    def from_names(cls, names: Iterable[str]) -> "Hostlist":
+        return cls(_single(n) for n in names)
+
+    @property
+    def ranges(self) -> tuple[Range, ...]:
+        return self._ranges
+
+    def __len__(self) -> int:
+        return sum(len(r) for r in self._ranges)
+
+    def __iter__(self) -> Iterator[str]:
+        for r in self._ranges:
+            yield from r
+
+    def __bool__(self) -> bool:
+        return bool(self._ranges)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Hostlist) and self._ranges == other._ranges
+
+    def __hash__(self) -> int:
+        return hash(self._ranges)
+
+    def __repr__(self) -> str:
+        return f"Hostlist({str(self)!r})"
+
+    def expand(self) -> list[str]:
+        return list(self)
+
+    def sorted(self) -> "Hostlist":
+        """Sorted and de-duplicated, like Slurm's hostlist_uniq."""
+        singles = sorted({r.prefix for r in self._ranges if r.single})
+        numbered: dict[tuple[str, int], set[int]] = {}
+        for r in self._ranges:
+            if not r.single:
+                numbered.setdefault((r.prefix, r.width), set()).update(range(r.lo, r.hi + 1))
+        out = [Range(s, single=True) for s in singles]
+        for (prefix, width), nums in sorted(numbered.items()):
+            out.extend(Range(prefix, n, n, width) for n in sorted(nums))
+        return Hostlist(out)
+
+    def __str__(self) -> str:
+        """Slurm's ranged string: consecutive ranges sharing a prefix share brackets."""
+        parts: list[str] = []
+        rs = self._ranges
+        i = 0
+        while i < len(rs):
+            r = rs[i]
+            if r.single:
+                parts.append(r.prefix)
+                i += 1
+                continue
+            j = i + 1
+            while j < len(rs) and not rs[j].single and rs[j].prefix == r.prefix:
+                j += 1
+            group = rs[i:j]
+            if len(group) == 1 and r.lo == r.hi:
+                parts.append(f"{r.prefix}{r.numstr()}")
+            else:
+                parts.append(f"{r.prefix}[{','.join(g.numstr() for g in group)}]")
+            i = j
+        return ",".join(parts)
+
+
+def expand(expr: str) -> list[str]:
+    return Hostlist.parse(expr).expand()
+
+
+def compress(names: Iterable[str]) -> str:
+    return str(Hostlist.from_names(names))

@@ -1,0 +1,255 @@
+"""The estate spec: one typed model for both planes.
+
+Unknown keys are forbidden everywhere. Cross-references (a node's class, a
+partition's nodes, a mount's export) are plain names here; the validators in
+``estate.check`` resolve them and report what does not resolve, so a spec with
+many mistakes is reported whole rather than stopping at the first.
+"""
+from __future__ import annotations
+
+from ipaddress import IPv4Address, IPv4Network
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$", max_length=63)]
+HostlistExpr = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.,\[\]-]+$")]
+Plane = Literal["slurm", "kubernetes"]
+Purpose = Literal["management", "fabric", "service", "storage"]
+Role = Literal[
+    "slurm_controller", "slurm_login", "slurm_worker", "slurmrestd",
+    "storage", "k8s_control_plane", "k8s_worker",
+]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+# --- network -----------------------------------------------------------------
+
+class Segment(Strict):
+    name: Name
+    cidr: IPv4Network
+    vlan: int = Field(ge=1, le=4094)
+    purpose: Purpose
+    reserved: int = Field(
+        10, ge=1, description="Host addresses at the start of the CIDR kept for gateways "
+        "and VIPs; automatic allocation starts after them.")
+    mtu: int = Field(1500, ge=576, le=9216)
+
+
+# --- hardware ----------------------------------------------------------------
+
+class GPU(Strict):
+    vendor: Literal["nvidia"] = "nvidia"
+    model: Name = Field(description="Short model name, used as the Slurm GRES type and "
+                        "the Kueue flavor, e.g. h100.")
+    product: str = Field(description="Product string as the driver reports it, e.g. "
+                         "NVIDIA-H100-80GB-HBM3 (the nvidia.com/gpu.product label).")
+    count: int = Field(ge=1, le=16)
+    memory_gb: int = Field(ge=1)
+    mig: bool = False
+
+
+class NIC(Strict):
+    name: Name
+    speed_gbps: int = Field(ge=1)
+    kind: Literal["ethernet", "infiniband"] = "ethernet"
+
+
+class NodeClass(Strict):
+    name: Name
+    sockets: int = Field(ge=1)
+    cores_per_socket: int = Field(ge=1)
+    threads_per_core: int = Field(1, ge=1, le=8)
+    memory_mb: int = Field(ge=256)
+    gpus: GPU | None = None
+    nics: list[NIC] = []
+
+    @property
+    def cpus(self) -> int:
+        return self.sockets * self.cores_per_socket * self.threads_per_core
+
+    @property
+    def gpu_count(self) -> int:
+        return self.gpus.count if self.gpus else 0
+
+
+class NodeSlurm(Strict):
+    """Per-group Slurm overrides; defaults derive from the node class."""
+    real_memory_mb: int | None = Field(None, ge=1)
+    gres_count: int | None = Field(None, ge=0)
+    weight: int = Field(1, ge=1)
+    features: list[Name] = []
+
+
+class NodeGroup(Strict):
+    hosts: HostlistExpr = Field(description="Slurm hostlist expression, e.g. gpu[001-032].")
+    node_class: Name = Field(alias="class")
+    plane: Plane | None = Field(None, description="Scheduler that owns the nodes; "
+                                "none for shared infrastructure such as storage.")
+    roles: list[Role]
+    rack: Name
+    switch: Name | None = Field(None, description="Leaf switch (topology).")
+    addresses: dict[Name, Literal["auto"] | IPv4Address] = Field(
+        description="Segment name -> 'auto' or the first node's address "
+        "(later nodes of the group take consecutive addresses).")
+    slurm: NodeSlurm = NodeSlurm()
+    labels: dict[str, str] = {}
+
+
+# --- topology ----------------------------------------------------------------
+
+class Switch(Strict):
+    name: Name
+    switches: list[Name] = Field([], description="Child switches (SwitchName ... Switches=).")
+    nodes: HostlistExpr | None = Field(None, description="Extra nodes under this switch, "
+                                       "in addition to nodes naming it as their leaf.")
+    link_speed_gbps: int | None = None
+
+
+class Block(Strict):
+    name: Name
+    nodes: HostlistExpr
+
+
+class Topology(Strict):
+    switches: list[Switch] = []
+    blocks: list[Block] = []
+    block_sizes: list[int] = []
+
+
+# --- slurm -------------------------------------------------------------------
+
+class Partition(Strict):
+    name: Name
+    nodes: HostlistExpr
+    default: bool = False
+    max_time: str = "INFINITE"
+    qos: Name | None = None
+    allow_accounts: list[Name] = []
+    priority_tier: int = Field(1, ge=0, le=65533)
+
+
+class QOS(Strict):
+    name: Name
+    priority: int = Field(0, ge=0)
+    max_gpus_per_user: int | None = Field(None, ge=0)
+    max_wall: str | None = None
+
+
+class Account(Strict):
+    name: Name
+    parent: Name = "root"
+    fairshare: int = Field(ge=1)
+    users: list[Name] = []
+    qos: list[Name] = []
+
+
+class Slurmrestd(Strict):
+    segment: Name = "service"
+    port: int = Field(6820, ge=1, le=65535)
+
+
+class Slurm(Strict):
+    cluster_name: Name
+    controllers: list[Name] = Field(min_length=1, max_length=2,
+                                    description="Primary first, then the backup.")
+    address_segment: Name = Field("management", description="Segment whose addresses "
+                                  "become NodeAddr and SlurmctldHost addresses.")
+    gpu_device_path: str = Field("/dev/nvidia", description="Device file prefix; the lab "
+                                 "points it at fake device nodes.")
+    process_tracking: Literal["cgroup", "linuxproc"] = "cgroup"
+    state_dir: str = "/var/spool/slurmctld"
+    config_overrides: bool = Field(False, description="Trust slurm.conf over the hardware "
+                                   "slurmd detects (SlurmdParameters=config_overrides); "
+                                   "for labs whose nodes emulate bigger hardware.")
+    partitions: list[Partition] = []
+    qos: list[QOS] = []
+    accounts: list[Account] = []
+    slurmrestd: Slurmrestd | None = Slurmrestd()
+
+
+# --- kubernetes --------------------------------------------------------------
+
+class GpuSharing(Strict):
+    mode: Literal["none", "time-slicing", "mig"] = "none"
+    replicas: int = Field(1, ge=1, le=64, description="Time-slicing replicas per GPU.")
+    mig_strategy: Literal["single", "mixed"] = "single"
+
+
+class Tenant(Strict):
+    name: Name
+    gpus: dict[Name, int] = Field(description="GPU model -> nominal quota (GPUs).")
+    cohort: Name = "estate"
+    priority: int = Field(0, description="PriorityClass value for the tenant's workloads.")
+    allow_from: list[Name] = Field([], description="Tenants whose pods may reach this "
+                                   "tenant's pods.")
+
+
+class Kubernetes(Strict):
+    version: str = "1.31.4"
+    control_plane: list[Name] = Field(min_length=1)
+    pod_cidr: IPv4Network
+    service_cidr: IPv4Network
+    api_segment: Name = "service"
+    gpu_sharing: GpuSharing = GpuSharing()
+    gpu_sharing_by_class: dict[Name, GpuSharing] = {}
+    tenants: list[Tenant] = []
+
+
+# --- storage and identity ----------------------------------------------------
+
+class Export(Strict):
+    name: Name
+    server: Name
+    path: str
+    segment: Name
+    options: str = "rw,sync,no_subtree_check,no_root_squash"
+
+
+class Mount(Strict):
+    export: Name
+    path: str
+    clients: HostlistExpr
+    options: str = "defaults,_netdev,vers=4.2"
+
+
+class Storage(Strict):
+    exports: list[Export] = []
+    mounts: list[Mount] = []
+
+
+class Group(Strict):
+    name: Name
+    gid: int = Field(ge=0, le=2**31)
+
+
+class User(Strict):
+    name: Name
+    uid: int = Field(ge=0, le=2**31)
+    group: Name
+    home: str | None = None
+    shell: str = "/bin/bash"
+    system: bool = False
+
+
+class Identity(Strict):
+    groups: list[Group] = []
+    users: list[User] = []
+
+
+# --- the whole estate --------------------------------------------------------
+
+class Spec(Strict):
+    name: Name
+    description: str = ""
+    segments: list[Segment] = Field(min_length=1)
+    node_classes: list[NodeClass] = Field(min_length=1)
+    nodes: list[NodeGroup] = Field(min_length=1)
+    topology: Topology = Topology()
+    slurm: Slurm
+    kubernetes: Kubernetes | None = None
+    storage: Storage = Storage()
+    identity: Identity = Identity()

@@ -1,0 +1,102 @@
+"""The spec resolved into per-node facts, computed once and shared.
+
+``Estate`` is what validators and renderers read. It tolerates a spec whose
+cross-references are broken (unknown classes, unknown segments): lookups then
+return None and the validators say what is wrong.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from ipaddress import IPv4Address
+
+from estate.spec import addressing
+from estate.spec.hostlist import Hostlist, HostlistError
+from estate.spec.model import NodeClass, NodeGroup, Spec
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    group: int      # index into spec.nodes
+    index: int      # position within the group
+
+
+class Estate:
+    def __init__(self, spec: Spec):
+        self.spec = spec
+
+    # --- groups and nodes -----------------------------------------------------
+
+    @cached_property
+    def group_hosts(self) -> list[Hostlist]:
+        out = []
+        for g in self.spec.nodes:
+            try:
+                out.append(Hostlist.parse(g.hosts))
+            except HostlistError:
+                out.append(Hostlist())
+        return out
+
+    @cached_property
+    def nodes(self) -> dict[str, Node]:
+        """First occurrence wins; duplicates are the validators' business."""
+        table: dict[str, Node] = {}
+        for gi, hl in enumerate(self.group_hosts):
+            for i, name in enumerate(hl):
+                table.setdefault(name, Node(name, gi, i))
+        return table
+
+    def group_of(self, name: str) -> NodeGroup | None:
+        node = self.nodes.get(name)
+        return self.spec.nodes[node.group] if node else None
+
+    @cached_property
+    def classes(self) -> dict[str, NodeClass]:
+        return {c.name: c for c in self.spec.node_classes}
+
+    def node_class(self, group: NodeGroup) -> NodeClass | None:
+        return self.classes.get(group.node_class)
+
+    def hosts_where(self, pred) -> Hostlist:
+        """Hosts of every group matching pred(group), as ranges."""
+        ranges = []
+        for g, hl in zip(self.spec.nodes, self.group_hosts):
+            if pred(g):
+                ranges.extend(hl.ranges)
+        return Hostlist(ranges)
+
+    def plane_hosts(self, plane: str) -> Hostlist:
+        return self.hosts_where(lambda g: g.plane == plane)
+
+    def role_hosts(self, role: str) -> Hostlist:
+        return self.hosts_where(lambda g: role in g.roles)
+
+    # --- addresses ------------------------------------------------------------
+
+    @cached_property
+    def _allocation(self):
+        return addressing.allocate(self.spec, [len(h) for h in self.group_hosts])
+
+    @property
+    def address_blocks(self) -> list[addressing.Block]:
+        return self._allocation[0]
+
+    @property
+    def address_shortfalls(self) -> list[addressing.Shortfall]:
+        return self._allocation[1]
+
+    @cached_property
+    def _block_index(self) -> dict[tuple[int, str], addressing.Block]:
+        return {(b.group, b.segment): b for b in self.address_blocks}
+
+    def address(self, name: str, segment: str) -> IPv4Address | None:
+        node = self.nodes.get(name)
+        if node is None:
+            return None
+        block = self._block_index.get((node.group, segment))
+        return block.address(node.index) if block else None
+
+    def segments_of(self, name: str) -> list[str]:
+        group = self.group_of(name)
+        return list(group.addresses) if group else []
