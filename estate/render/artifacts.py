@@ -23,6 +23,7 @@ class Artifact:
     consumers: Hostlist       # nodes that install this file
     plane: str = "shared"     # slurm | kubernetes | shared
     mode: int = 0o644
+    owner: str = "root"       # user:group the provisioning roles install it as
     meta: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -49,7 +50,7 @@ class Artifacts(dict):
 
     def manifest(self) -> dict:
         return {p: {"sha256": a.sha256, "consumers": str(a.consumers), "plane": a.plane,
-                    "mode": oct(a.mode)} for p, a in sorted(self.items())}
+                    "mode": f"{a.mode:04o}", "owner": a.owner} for p, a in sorted(self.items())}
 
 
 def _consumes(hl: Hostlist, name: str) -> bool:
@@ -79,6 +80,7 @@ def write_tree(artifacts: Artifacts, out_dir: str | Path) -> None:
     out = Path(out_dir).absolute()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    os.chmod(tmp, 0o755)  # mkdtemp makes 0700; the tree is read by services
     try:
         for art in artifacts.values():
             dest = tmp / art.path

@@ -152,6 +152,12 @@ class Slurmrestd(Strict):
     port: int = Field(6820, ge=1, le=65535)
 
 
+class Accounting(Strict):
+    host: Name = Field(description="Node that runs slurmdbd (with MariaDB on the same node, "
+                       "reached over its unix socket, so no database password exists).")
+    port: int = Field(6819, ge=1, le=65535)
+
+
 class Slurm(Strict):
     cluster_name: Name
     controllers: list[Name] = Field(min_length=1, max_length=2,
@@ -165,6 +171,8 @@ class Slurm(Strict):
     config_overrides: bool = Field(False, description="Trust slurm.conf over the hardware "
                                    "slurmd detects (SlurmdParameters=config_overrides); "
                                    "for labs whose nodes emulate bigger hardware.")
+    accounting: Accounting | None = Field(None, description="slurmdbd accounting; needed "
+                                          "for fair share, QOS and account limits.")
     partitions: list[Partition] = []
     qos: list[QOS] = []
     accounts: list[Account] = []

@@ -1,0 +1,102 @@
+"""The estate command line: schema, check, render, validators (and more from the roles).
+
+Exit codes: 0 success (warnings allowed), 1 the spec has errors or a step
+failed, 2 usage errors (typer's own).
+"""
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from estate.check.findings import Finding, has_errors
+from estate.pipeline import build
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Estate: one spec, two planes (Slurm and Kubernetes).")
+console = Console()
+err_console = Console(stderr=True)
+
+
+class Output(str, Enum):
+    table = "table"
+    json = "json"
+
+
+SpecArg = typer.Argument(..., help="Path to the estate spec, e.g. stacks/lab.yaml.")
+OutputOpt = typer.Option(Output.table, "--output", help="table or json.")
+
+
+def print_findings(findings: list[Finding], output: Output) -> None:
+    if output is Output.json:
+        typer.echo(json.dumps([f.as_dict() for f in findings], indent=2))
+        return
+    if not findings:
+        console.print("[green]no findings[/green]")
+        return
+    table = Table(show_lines=False)
+    for col in ("severity", "id", "path", "message", "hint", "location"):
+        table.add_column(col, overflow="fold")
+    colour = {"error": "red", "warning": "yellow", "info": "blue"}
+    for f in findings:
+        sev = f.severity.value
+        table.add_row(f"[{colour[sev]}]{sev}[/]", f.id, f.path, f.message, f.hint, f.location)
+    console.print(table)
+
+
+@app.command()
+def schema() -> None:
+    """Print the spec's JSON Schema (for editor completion and checking)."""
+    from estate.spec.model import Spec
+    typer.echo(json.dumps(Spec.model_json_schema(by_alias=True), indent=2))
+
+
+@app.command()
+def check(spec: Path = SpecArg, output: Output = OutputOpt) -> None:
+    """Report every problem in a spec at once; exit 1 if any is an error."""
+    result = build(spec)
+    print_findings(result.findings, output)
+    raise typer.Exit(1 if has_errors(result.findings) else 0)
+
+
+@app.command()
+def render(spec: Path = SpecArg,
+           out: Path = typer.Option(..., "-o", "--out", help="Directory to (re)write."),
+           output: Output = OutputOpt) -> None:
+    """Check and render a spec into DIR, atomically: on any error DIR is left as it was."""
+    from estate.render import write_tree
+    result = build(spec)
+    if not result.ok:
+        print_findings(result.findings, output)
+        err_console.print(f"[red]not rendered[/red]: {out} left unchanged")
+        raise typer.Exit(1)
+    write_tree(result.artifacts, out)
+    if output is Output.json:
+        typer.echo(json.dumps({"out": str(out), "artifacts": result.artifacts.manifest(),
+                               "findings": [f.as_dict() for f in result.findings]}, indent=2))
+        return
+    if result.findings:
+        print_findings(result.findings, output)
+    console.print(f"rendered {len(result.artifacts)} files into {out}")
+
+
+@app.command()
+def validators() -> None:
+    """List every validator: id, severity, domain, stage."""
+    from estate.check import load_domains
+    from estate.check.registry import describe
+    load_domains()
+    table = Table()
+    for col in ("id", "severity", "domain", "stage", "summary"):
+        table.add_column(col)
+    for v in describe():
+        table.add_row(v.id, v.severity.value, v.domain, v.stage, v.summary)
+    console.print(table)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,168 @@
+"""Slurm's configuration from the spec: slurm.conf, gres.conf, topology, cgroup, accounts.
+
+Everything Slurm-specific that is *derived* (NodeName grouping, Gres strings,
+device files, NodeAddr ranges) is computed here once; the templates in
+slurm_conf/ only lay it out. Validators that need the same facts import them
+from this module rather than recomputing them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from ipaddress import IPv4Address
+
+from estate.render.artifacts import Artifact
+from estate.render.templates import render_template
+from estate.spec.hostlist import Hostlist, Range
+from estate.spec.model import NodeGroup
+from estate.spec.resolved import Estate
+
+PLANE = "slurm"
+
+
+@dataclass
+class NodeLine:
+    """One NodeName line: nodes with identical hardware, in spec order."""
+    names: list[Range]
+    addrs: list[Range]
+    cpus: int
+    sockets: int
+    cores_per_socket: int
+    threads_per_core: int
+    real_memory: int
+    gres: str | None
+    gres_model: str | None
+    gres_count: int
+    features: tuple[str, ...]
+    weight: int
+
+    @property
+    def hostlist(self) -> Hostlist:
+        return Hostlist(self.names)
+
+    @property
+    def addr_list(self) -> Hostlist:
+        return Hostlist(self.addrs)
+
+
+def gres_count(estate: Estate, group: NodeGroup) -> int:
+    cls = estate.node_class(group)
+    default = cls.gpu_count if cls else 0
+    return default if group.slurm.gres_count is None else group.slurm.gres_count
+
+
+def real_memory(estate: Estate, group: NodeGroup) -> int:
+    cls = estate.node_class(group)
+    default = cls.memory_mb if cls else 0
+    return group.slurm.real_memory_mb or default
+
+
+def is_compute(group: NodeGroup) -> bool:
+    return group.plane == "slurm" and "slurm_worker" in group.roles
+
+
+def address_ranges(first: int, count: int) -> list[Range]:
+    """A block of consecutive IPv4 addresses as hostlist ranges, one per /24."""
+    out, n, end = [], first, first + count
+    while n < end:
+        chunk_end = min(end, (n | 0xFF) + 1)
+        prefix = str(IPv4Address(n)).rsplit(".", 1)[0] + "."
+        out.append(Range(prefix, n & 0xFF, (chunk_end - 1) & 0xFF, 1))
+        n = chunk_end
+    return out
+
+
+def node_lines(estate: Estate) -> list[NodeLine]:
+    seg = estate.spec.slurm.address_segment
+    blocks = {(b.group, b.segment): b for b in estate.address_blocks}
+    lines: dict[tuple, NodeLine] = {}
+    for gi, (group, hosts) in enumerate(zip(estate.spec.nodes, estate.group_hosts)):
+        cls = estate.node_class(group)
+        if not is_compute(group) or cls is None or not hosts:
+            continue
+        count = gres_count(estate, group)
+        model = cls.gpus.model if cls.gpus else None
+        key = (cls.sockets, cls.cores_per_socket, cls.threads_per_core,
+               real_memory(estate, group), model, count,
+               tuple(group.slurm.features), group.slurm.weight)
+        line = lines.get(key)
+        if line is None:
+            line = lines[key] = NodeLine(
+                [], [], cls.cpus, cls.sockets, cls.cores_per_socket, cls.threads_per_core,
+                key[3], f"gpu:{model}:{count}" if count else None, model, count,
+                key[6], key[7])
+        line.names.extend(hosts.ranges)
+        block = blocks.get((gi, seg))
+        if block:
+            line.addrs.extend(address_ranges(block.first, block.count))
+    return list(lines.values())
+
+
+def controllers(estate: Estate) -> list[dict]:
+    seg = estate.spec.slurm.address_segment
+    return [{"name": c, "addr": estate.address(c, seg)} for c in estate.spec.slurm.controllers]
+
+
+def device_files(prefix: str, count: int) -> str:
+    return f"{prefix}0" if count == 1 else f"{prefix}[0-{count - 1}]"
+
+
+def switch_nodes(estate: Estate) -> dict[str, Hostlist]:
+    """Leaf switch -> compute nodes under it (node.switch plus a switch's own nodes)."""
+    members: dict[str, list[Range]] = {}
+    for group, hosts in zip(estate.spec.nodes, estate.group_hosts):
+        if is_compute(group) and group.switch:
+            members.setdefault(group.switch, []).extend(hosts.ranges)
+    for sw in estate.spec.topology.switches:
+        if sw.nodes:
+            members.setdefault(sw.name, []).extend(Hostlist.parse(sw.nodes).ranges)
+    return {name: Hostlist(r) for name, r in members.items()}
+
+
+def _context(estate: Estate, source: str) -> dict:
+    spec = estate.spec
+    return {
+        "spec": spec, "slurm": spec.slurm, "source": source,
+        "controllers": controllers(estate),
+        "node_lines": node_lines(estate),
+        "accounting_addr": (estate.address(spec.slurm.accounting.host,
+                                           spec.slurm.address_segment)
+                            if spec.slurm.accounting else None),
+        "switch_nodes": switch_nodes(estate),
+        "device_files": device_files,
+        "jwt": spec.slurm.slurmrestd is not None,
+    }
+
+
+def render_slurm(estate: Estate, source: str = "") -> list[Artifact]:
+    ctx = _context(estate, source)
+    ctl = Hostlist.from_names(estate.spec.slurm.controllers)
+    login = estate.role_hosts("slurm_login")
+    # Configless: workers fetch slurm.conf and gres.conf from slurmctld, so only the
+    # controllers and login nodes (where clients run without slurmd) install them.
+    readers = Hostlist(ctl.ranges + login.ranges)
+    out = [
+        Artifact("slurm/slurm.conf", render_template("slurm_conf/slurm.conf.j2", ctx),
+                 readers, PLANE),
+        Artifact("slurm/gres.conf", render_template("slurm_conf/gres.conf.j2", ctx),
+                 readers, PLANE),
+        Artifact("slurm/topology.conf", render_template("slurm_conf/topology.conf.j2", ctx),
+                 ctl, PLANE),
+        Artifact("slurm/cgroup.conf", render_template("slurm_conf/cgroup.conf.j2", ctx),
+                 Hostlist(readers.ranges + estate.role_hosts("slurm_worker").ranges), PLANE),
+    ]
+    if estate.spec.topology.blocks:
+        out.append(Artifact("slurm/topology.block.conf",
+                            render_template("slurm_conf/topology.block.conf.j2", ctx),
+                            ctl, PLANE))
+    acct = estate.spec.slurm.accounting
+    if acct:
+        dbd = Hostlist.from_names([acct.host])
+        out.append(Artifact("slurm/slurmdbd.conf",
+                            render_template("slurm_conf/slurmdbd.conf.j2", ctx),
+                            dbd, PLANE, mode=0o600, owner="slurm:slurm"))
+        out.append(Artifact("slurm/accounts.cfg",
+                            render_template("slurm_conf/accounts.cfg.j2", ctx), ctl, PLANE))
+        out.append(Artifact("slurm/accounting.sh",
+                            render_template("slurm_conf/accounting.sh.j2", ctx), ctl, PLANE,
+                            mode=0o755))
+    return out
