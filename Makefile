@@ -1,0 +1,49 @@
+# Estate: the two commands a new user needs are `make lab` and `make test`.
+# Both install what they need (Debian packages, .venv) and start the daemons they use.
+SHELL := /bin/bash
+SPEC ?= stacks/lab.yaml
+OUT ?= build/lab
+VENV := .venv
+ESTATE := $(VENV)/bin/estate
+PYTEST := $(VENV)/bin/pytest -p no:cacheprovider
+
+.PHONY: deps venv check render lab lab-down lab-ns lab-ns-down test test-unit test-live-slurm test-lab test-molecule bench golden
+
+deps:
+	@scripts/install-deps.sh
+
+venv:
+	@scripts/venv.sh
+
+check: venv
+	$(ESTATE) check $(SPEC)
+
+render: venv
+	$(ESTATE) render $(SPEC) -o $(OUT)
+
+## The main job on the embedded lab spec.
+lab: deps venv check render lab-ns
+
+## Slurm lab in network namespaces: real slurmctld/slurmd/munged on the rendered files.
+lab-ns: deps venv
+	$(VENV)/bin/python -m tests.live_slurm.netns_lab up $(SPEC)
+
+lab-ns-down: venv
+	$(VENV)/bin/python -m tests.live_slurm.netns_lab down
+
+lab-down: lab-ns-down
+
+## Every test tier that runs on this machine.
+test: deps venv test-unit test-live-slurm
+
+test-unit: venv
+	$(PYTEST) -q tests/unit tests/golden
+
+test-live-slurm: deps venv
+	$(PYTEST) -q tests/live_slurm
+
+golden: venv
+	ESTATE_UPDATE_GOLDEN=1 $(PYTEST) -q tests/golden
+
+bench: venv
+	$(VENV)/bin/python bench/bench_check_render.py

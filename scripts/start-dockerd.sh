@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Starts dockerd if it is not answering (no systemd on these machines).
+set -euo pipefail
+if docker info >/dev/null 2>&1; then exit 0; fi
+mkdir -p /var/log
+nohup dockerd >/var/log/dockerd.log 2>&1 &
+for _ in $(seq 60); do
+  docker info >/dev/null 2>&1 && exit 0
+  sleep 0.5
+done
+echo "dockerd did not start; see /var/log/dockerd.log" >&2
+tail -n 20 /var/log/dockerd.log >&2
+exit 1

@@ -1,0 +1,72 @@
+"""Rendering is pure and deterministic, and writing is atomic."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from estate.cli import app
+from estate.pipeline import build
+from estate.render import write_tree
+from estate.render.artifacts import Artifact, Artifacts
+from estate.spec.hostlist import Hostlist
+
+ROOT = Path(__file__).resolve().parents[2]
+LAB = ROOT / "stacks" / "lab.yaml"
+
+
+def test_same_spec_gives_byte_identical_trees(tmp_path):
+    first, second = build(LAB), build(LAB)
+    write_tree(first.artifacts, tmp_path / "a")
+    write_tree(second.artifacts, tmp_path / "b")
+    files = sorted(p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file())
+    assert files
+    for f in files:
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()
+
+
+def test_nodename_lines_are_grouped_and_compressed():
+    conf = build(LAB).artifacts["slurm/slurm.conf"].content.decode()
+    lines = [l for l in conf.splitlines() if l.startswith("NodeName=")]
+    assert lines == [
+        "NodeName=gpu[1-2] NodeAddr=10.60.0.[13-14] CPUs=4 Sockets=1 CoresPerSocket=4 "
+        "ThreadsPerCore=1 RealMemory=7680 Gres=gpu:a100:2 Features=a100,ib Weight=1 State=UNKNOWN"]
+
+
+def test_failed_write_leaves_directory_as_it_was(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("before")
+
+    bad = Artifacts()
+    bad.add(Artifact("a.conf", b"written first", Hostlist.parse("n1")))
+    # Fails after a.conf is already in the temporary tree.
+    bad.add(Artifact("b.conf", "str, not bytes", Hostlist.parse("n1")))  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        write_tree(bad, out)
+    assert sorted(os.listdir(out)) == ["keep.txt"]
+    assert (out / "keep.txt").read_text() == "before"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out")], "temp dirs left behind"
+
+
+def test_cli_render_refuses_bad_spec_and_leaves_dir(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(LAB.read_text().replace("cluster_name: lab", "cluster_nam: lab"))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "slurm.conf").write_text("previous")
+    result = CliRunner().invoke(app, ["render", str(bad), "-o", str(out), "--output", "json"])
+    assert result.exit_code == 1
+    assert "cluster_name" in result.output  # the hint names the closest valid key
+    assert sorted(os.listdir(out)) == ["slurm.conf"]
+    assert (out / "slurm.conf").read_text() == "previous"
+
+
+def test_artifact_consumers_follow_configless_design():
+    arts = build(LAB).artifacts
+    assert str(arts["slurm/slurm.conf"].consumers) == "ctl1,login1"
+    assert str(arts["slurm/topology.conf"].consumers) == "ctl1"
+    assert [a.path for a in arts.for_node("gpu2") if a.plane == "slurm"] == ["slurm/cgroup.conf"]
+    assert arts["slurm/slurmdbd.conf"].mode == 0o600
