@@ -18,6 +18,7 @@ BUILDERS = [
     ("estate.render.kubernetes", "render_kubernetes"),
     ("estate.render.lab", "render_lab"),
     ("estate.render.network", "render_network"),
+    ("estate.render.identity", "render_identity"),
     ("estate.render.storage", "render_storage"),
 ]
 

@@ -7,6 +7,7 @@ from this module rather than recomputing them.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from ipaddress import IPv4Address
 
@@ -17,6 +18,10 @@ from estate.spec.model import NodeGroup
 from estate.spec.resolved import Estate
 
 PLANE = "slurm"
+
+# Daemon ports: the single source for slurm.conf, slurmdbd.conf and the firewall rules.
+PORTS = {"slurmctld": 6817, "slurmd": 6818}
+NVIDIA_MAJOR = 195  # character major of /dev/nvidiaN
 
 
 @dataclass
@@ -130,6 +135,7 @@ def _context(estate: Estate, source: str) -> dict:
         "switch_nodes": switch_nodes(estate),
         "device_files": device_files,
         "jwt": spec.slurm.slurmrestd is not None,
+        "ports": PORTS,
     }
 
 
@@ -154,6 +160,8 @@ def render_slurm(estate: Estate, source: str = "") -> list[Artifact]:
         out.append(Artifact("slurm/topology.block.conf",
                             render_template("slurm_conf/topology.block.conf.j2", ctx),
                             ctl, PLANE))
+    out += worker_artifacts(estate)
+    out += slurmrestd_artifacts(estate)
     acct = estate.spec.slurm.accounting
     if acct:
         dbd = Hostlist.from_names([acct.host])
@@ -165,4 +173,42 @@ def render_slurm(estate: Estate, source: str = "") -> list[Artifact]:
         out.append(Artifact("slurm/accounting.sh",
                             render_template("slurm_conf/accounting.sh.j2", ctx), ctl, PLANE,
                             mode=0o755))
+    return out
+
+
+def worker_artifacts(estate: Estate) -> list[Artifact]:
+    """What each worker needs besides configless config: slurmd options and its GPUs."""
+    seg = estate.spec.slurm.address_segment
+    servers = ",".join(str(estate.address(c, seg) or c) for c in estate.spec.slurm.controllers)
+    workers = estate.role_hosts("slurm_worker")
+    out = [Artifact("slurm/slurmd.env",
+                    f'SLURMD_OPTIONS="--conf-server {servers}"\n'.encode(), workers, PLANE)]
+    for cls in estate.spec.node_classes:
+        hosts = estate.hosts_where(lambda g: g.node_class == cls.name and is_compute(g))
+        if hosts and cls.gpus:
+            out.append(Artifact(f"slurm/gpu-devices/{cls.name}.json",
+                                gpu_devices_json(estate, cls.gpu_count), hosts, PLANE))
+    return out
+
+
+def gpu_devices_json(estate: Estate, count: int) -> bytes:
+    """Device nodes gres.conf names. Under /dev the driver makes them and the role only
+    checks they exist; elsewhere (labs) the role creates them as fake devices."""
+    prefix = estate.spec.slurm.gpu_device_path
+    doc = {"mode": "expect" if prefix.startswith("/dev/") else "create",
+           "devices": [{"path": f"{prefix}{i}", "major": NVIDIA_MAJOR, "minor": i}
+                       for i in range(count)]}
+    return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
+
+
+def slurmrestd_artifacts(estate: Estate) -> list[Artifact]:
+    rest = estate.spec.slurm.slurmrestd
+    if rest is None:
+        return []
+    out = []
+    for name in estate.role_hosts("slurmrestd"):
+        addr = estate.address(name, rest.segment)
+        out.append(Artifact(f"slurm/slurmrestd/{name}.env",
+                            f'SLURMRESTD_LISTEN="{addr}:{rest.port}"\n'.encode(),
+                            Hostlist.from_names([name]), PLANE))
     return out

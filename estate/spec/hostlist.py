@@ -111,6 +111,17 @@ def _joinable(a: Range, b: Range) -> bool:
             and a.width == b.width and b.lo == a.hi + 1)
 
 
+def _range_has(r: Range, name: str) -> bool:
+    if r.single:
+        return r.prefix == name
+    digits = name[len(r.prefix):]
+    if not name.startswith(r.prefix) or not digits.isdigit():
+        return False
+    n = int(digits)
+    # the exact string Slurm would produce for n, padding included
+    return r.lo <= n <= r.hi and len(digits) == max(r.width, len(str(n)))
+
+
 class Hostlist:
     """An ordered list of host ranges, with Slurm's string forms."""
 
@@ -162,6 +173,10 @@ class Hostlist:
 
     def __repr__(self) -> str:
         return f"Hostlist({str(self)!r})"
+
+    def __contains__(self, name: object) -> bool:
+        """Membership by range arithmetic: no expansion, cheap on 10,000 nodes."""
+        return isinstance(name, str) and any(_range_has(r, name) for r in self._ranges)
 
     def expand(self) -> list[str]:
         return list(self)

@@ -68,5 +68,8 @@ def test_artifact_consumers_follow_configless_design():
     arts = build(LAB).artifacts
     assert str(arts["slurm/slurm.conf"].consumers) == "ctl1,login1"
     assert str(arts["slurm/topology.conf"].consumers) == "ctl1"
-    assert [a.path for a in arts.for_node("gpu2") if a.plane == "slurm"] == ["slurm/cgroup.conf"]
+    # workers get only what slurmd needs locally; slurm.conf comes from slurmctld
+    assert sorted(a.path for a in arts.for_node("gpu2") if a.plane == "slurm") == [
+        "slurm/cgroup.conf", "slurm/gpu-devices/gpu-2x.json", "slurm/slurmd.env"]
+    assert "slurm/slurmrestd/ctl1.env" not in [a.path for a in arts.for_node("gpu2")]
     assert arts["slurm/slurmdbd.conf"].mode == 0o600
