@@ -20,15 +20,23 @@ NFS_PORT = 2049
 
 def hosts_file(estate: Estate) -> bytes:
     primary = estate.spec.slurm.address_segment
-    lines = [HOSTS_HEADER]
-    for name in estate.nodes:
-        for seg in estate.segments_of(name):
-            addr = estate.address(name, seg)
-            if addr is None:
-                continue
-            alias = name if seg == primary else f"{name}-{seg}"
-            lines.append(f"{addr}\t{alias}\n")
+    blocks = {(b.group, b.segment): b for b in estate.address_blocks}
+    lines, seen = [HOSTS_HEADER], set()
+    for gi, (group, hosts) in enumerate(zip(estate.spec.nodes, estate.group_hosts)):
+        segs = [(seg, blocks[gi, seg]) for seg in group.addresses if (gi, seg) in blocks]
+        for i, name in enumerate(hosts):
+            if name in seen:
+                continue  # a duplicate name is a validator error, not two hosts lines
+            seen.add(name)
+            for seg, block in segs:
+                alias = name if seg == primary else f"{name}-{seg}"
+                lines.append(f"{_dotted(block.first + i)}\t{alias}\n")
     return "".join(lines).encode()
+
+
+def _dotted(n: int) -> str:
+    # ipaddress formatting dominates a 10,000-node render; this is 10x cheaper
+    return f"{n >> 24}.{(n >> 16) & 255}.{(n >> 8) & 255}.{n & 255}"
 
 
 def _allowed(estate: Estate, gi: int) -> list[tuple[str, int, str]]:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from estate.check.findings import Finding, Severity
 from estate.spec.model import Spec
 
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 Loc = tuple  # path elements: str keys and int indices
 
 
@@ -66,8 +67,13 @@ class Loaded:
 def parse_yaml(text: str, filename: str) -> tuple[object, Source, list[Finding]]:
     source = Source(filename)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        # Compose once (libyaml when present), keep the marks, then construct from the node.
+        loader = _Loader(text)
+        try:
+            node = loader.get_single_node()
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         where = f"{filename}:{mark.line + 1}:{mark.column + 1}" if mark else filename
