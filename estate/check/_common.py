@@ -195,6 +195,12 @@ def duplicates(items: Iterable, key: Callable) -> Iterator[tuple[int, object, in
             first[k] = i
 
 
-def node_names_in(estate) -> dict[str, int]:
-    """Host name -> group index, for the few names the spec lists one by one."""
-    return {n.name: n.group for n in estate.nodes.values()}
+def group_index(estate, name: str) -> int | None:
+    """The first group holding a host name, found on ranges (no expansion)."""
+    one = HostSet.names([name])
+    return next((gi for gi, s in enumerate(group_sets(estate)) if s & one), None)
+
+
+def group_of(estate, name: str):
+    gi = group_index(estate, name)
+    return None if gi is None else estate.spec.nodes[gi]

@@ -1,0 +1,70 @@
+"""Identity validators: users and groups rendered identically onto every node."""
+from __future__ import annotations
+
+from estate.check._common import duplicates, problem
+from estate.check.findings import Severity
+from estate.check.registry import validator
+
+E, W = Severity.ERROR, Severity.WARNING
+
+# Debian's policy: 0-99 and 65534 belong to base-passwd, 100-999 are dynamic system ids,
+# 60000-64999 are static system ids (slurm is 64030 there), 1000-59999 are people.
+_PEOPLE = range(1000, 60000)
+
+
+def _id_lists(identity):
+    yield "users", "user", identity.users, "uid"
+    yield "groups", "group", identity.groups, "gid"
+
+
+@validator("identity.duplicate_name", E, "identity", "two users or two groups share a name")
+def duplicate_name(estate):
+    for key, label, items, _ in _id_lists(estate.spec.identity):
+        for i, item, first in duplicates(items, lambda x: x.name):
+            yield problem(("identity", key, i, "name"), f"{label} '{item.name}' is defined "
+                          f"twice (first at identity.{key}[{first}])", "remove one")
+
+
+@validator("identity.id_collision", E, "identity", "two users share a UID or two groups a GID")
+def id_collision(estate):
+    for key, label, items, field in _id_lists(estate.spec.identity):
+        for i, item, first in duplicates(items, lambda x: getattr(x, field)):
+            yield problem(("identity", key, i, field), f"{field} {getattr(item, field)} of "
+                          f"{label} '{item.name}' is also {items[first].name}'s; files "
+                          "written by one belong to the other on every node",
+                          f"give '{item.name}' an unused {field}")
+
+
+@validator("identity.unknown_group", E, "identity", "a user's primary group is not defined")
+def unknown_group(estate):
+    groups = {g.name for g in estate.spec.identity.groups}
+    for i, user in enumerate(estate.spec.identity.users):
+        if user.group not in groups:
+            yield problem(("identity", "users", i, "group"), f"user '{user.name}' has unknown "
+                          f"group '{user.group}'; useradd fails", "add the group under "
+                          "identity.groups, or use an existing one")
+
+
+@validator("identity.reserved_id", E, "identity", "a user or group takes id 0 or 65534")
+def reserved_id(estate):
+    reserved = {0: ("root",), 65534: ("nobody", "nogroup")}
+    for key, label, items, field in _id_lists(estate.spec.identity):
+        for i, item in enumerate(items):
+            value = getattr(item, field)
+            if value in reserved and item.name not in reserved[value]:
+                yield problem(("identity", key, i, field), f"{field} {value} belongs to "
+                              f"{reserved[value][0]} on every Linux node", f"pick another {field}")
+
+
+@validator("identity.uid_range", W, "identity",
+           "a system user in the people range, or a person in the system range")
+def uid_range(estate):
+    for i, user in enumerate(estate.spec.identity.users):
+        if user.uid in (0, 65534):
+            continue
+        if user.system == (user.uid in _PEOPLE):
+            want = "below 1000 or in 60000-64999" if user.system else "in 1000-59999"
+            kind = "system user" if user.system else "user"
+            yield problem(("identity", "users", i, "uid"), f"{kind} '{user.name}' has uid "
+                          f"{user.uid}; it may clash with ids the OS or directory hands out",
+                          f"use a uid {want}")

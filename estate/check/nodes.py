@@ -1,0 +1,97 @@
+"""Node validators: node groups, hostlists and node classes."""
+from __future__ import annotations
+
+import re
+
+from estate.check._common import HostSet, duplicates, group_sets, parse_hosts, problem, short
+from estate.check.findings import Severity
+from estate.check.registry import validator
+
+E, W = Severity.ERROR, Severity.WARNING
+_PORTABLE = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+
+
+@validator("nodes.duplicate_class", E, "nodes", "two node classes share a name")
+def duplicate_class(estate):
+    for i, cls, first in duplicates(estate.spec.node_classes, lambda c: c.name):
+        yield problem(("node_classes", i, "name"), f"node class '{cls.name}' is defined "
+                      f"twice (first at node_classes[{first}])", "rename or remove one")
+
+
+@validator("nodes.unknown_class", E, "nodes", "a node group names a class that is not defined")
+def unknown_class(estate):
+    for gi, group in enumerate(estate.spec.nodes):
+        if estate.node_class(group) is None:
+            yield problem(("nodes", gi, "class"), f"unknown node class '{group.node_class}'",
+                          f"use one of: {', '.join(sorted(estate.classes))}")
+
+
+def _hostlist_fields(spec):
+    """(loc, expression) for every hostlist expression in the spec."""
+    for gi, group in enumerate(spec.nodes):
+        yield ("nodes", gi, "hosts"), group.hosts
+    for i, part in enumerate(spec.slurm.partitions):
+        yield ("slurm", "partitions", i, "nodes"), part.nodes
+    for i, sw in enumerate(spec.topology.switches):
+        if sw.nodes is not None:
+            yield ("topology", "switches", i, "nodes"), sw.nodes
+    for i, block in enumerate(spec.topology.blocks):
+        yield ("topology", "blocks", i, "nodes"), block.nodes
+    for i, mount in enumerate(spec.storage.mounts):
+        yield ("storage", "mounts", i, "clients"), mount.clients
+
+
+@validator("nodes.bad_hostlist", E, "nodes", "a hostlist expression Slurm cannot parse")
+def bad_hostlist(estate):
+    for loc, expr in _hostlist_fields(estate.spec):
+        if parse_hosts(expr) is None:
+            yield problem(loc, f"'{expr}' is not a valid hostlist",
+                          "use Slurm's syntax, e.g. gpu[001-032,040] (ascending ranges, "
+                          "no nested brackets)")
+
+
+@validator("nodes.duplicate_host", E, "nodes",
+           "a host is listed twice (within a group or in two groups of the same plane)")
+def duplicate_host(estate):
+    sets = group_sets(estate)
+    so_far = HostSet()
+    for gi, (hl, hosts) in enumerate(zip(estate.group_hosts, sets)):
+        if len(hosts) < len(hl):
+            yield problem(("nodes", gi, "hosts"), f"'{estate.spec.nodes[gi].hosts}' lists "
+                          "some hosts more than once", "list each host once")
+        if hosts & so_far:  # only then look for the earlier group(s)
+            for gj in range(gi):
+                both = sets[gj] & hosts
+                if both and _same_plane(estate, gi, gj):
+                    yield problem(("nodes", gi, "hosts"), f"{short(both)} already defined "
+                                  f"in nodes[{gj}]", "define each host in exactly one group")
+        so_far = so_far | hosts
+
+
+def _same_plane(estate, gi: int, gj: int) -> bool:
+    """Groups whose planes differ (both set) are boundaries.node_in_both_planes' business."""
+    a, b = estate.spec.nodes[gi].plane, estate.spec.nodes[gj].plane
+    return a == b or a is None or b is None
+
+
+@validator("nodes.no_roles", W, "nodes", "a node group has no roles, so nothing is installed")
+def no_roles(estate):
+    for gi, group in enumerate(estate.spec.nodes):
+        if not group.roles:
+            yield problem(("nodes", gi, "roles"), f"nodes {group.hosts} have no roles",
+                          "add the roles these nodes serve, or remove the group")
+
+
+@validator("nodes.hostname_style", W, "nodes",
+           "a hostname that is not a lowercase RFC 1123 label")
+def hostname_style(estate):
+    for gi, hl in enumerate(estate.group_hosts):
+        bad = sorted({r.prefix for r in hl.ranges if r.prefix and not _portable(r.prefix)})
+        if bad:
+            yield problem(("nodes", gi, "hosts"), f"host names starting '{bad[0]}' are not "
+                          "lowercase letters, digits and '-': 'hostname -s', DNS and kubelet "
+                          "node names will not agree", "use lowercase letters, digits and '-'")
+
+
+def _portable(prefix: str) -> bool:
+    return bool(_PORTABLE.match(prefix + "0"))  # a prefix may end in '-' before the digits

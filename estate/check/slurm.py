@@ -1,0 +1,295 @@
+"""Slurm validators: controllers, partitions, QOS, accounts and node definitions.
+
+Derived Slurm facts (the effective Gres count and RealMemory, which nodes get a
+NodeName line) come from estate.render.slurm, so a check and the rendered
+slurm.conf can never disagree about them.
+"""
+from __future__ import annotations
+
+import re
+
+from estate.check._common import (
+    HostSet, all_hosts, duplicates, group_of, group_sets, groups_touching, hosts_where,
+    parse_hosts, problem, short,
+)
+from estate.check.findings import Severity
+from estate.check.registry import validator
+from estate.render.slurm import gres_count, is_compute, real_memory
+
+E, W = Severity.ERROR, Severity.WARNING
+
+# Slurm's time formats (sbatch(1) --time): minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
+_TIME = re.compile(r"^(\d+|\d+:\d+|\d+:\d+:\d+|\d+-\d+|\d+-\d+:\d+|\d+-\d+:\d+:\d+)$")
+_UNLIMITED = {"infinite", "unlimited"}
+# Names slurm.conf treats as keywords: NodeName=DEFAULT / PartitionName=DEFAULT set defaults,
+# Nodes=ALL means every node.
+_RESERVED = {"default", "all"}
+
+
+def _named_lists(slurm):
+    """(key, label, items, name key): slurmdbd folds QOS and account names to lowercase."""
+    yield "partitions", "partition", slurm.partitions, lambda x: x.name
+    yield "qos", "QOS", slurm.qos, lambda x: x.name.lower()
+    yield "accounts", "account", slurm.accounts, lambda x: x.name.lower()
+
+
+@validator("slurm.duplicate_name", E, "slurm", "two partitions, QOS or accounts share a name")
+def duplicate_name(estate):
+    for key, label, items, name in _named_lists(estate.spec.slurm):
+        for i, item, first in duplicates(items, name):
+            yield problem(("slurm", key, i, "name"), f"{label} '{item.name}' is defined twice "
+                          f"(first at slurm.{key}[{first}])", "rename or remove one")
+
+
+@validator("slurm.reserved_name", E, "slurm", "a partition named like a slurm.conf keyword")
+def reserved_name(estate):
+    for i, part in enumerate(estate.spec.slurm.partitions):
+        if part.name.lower() in _RESERVED:
+            yield problem(("slurm", "partitions", i, "name"), f"'{part.name}' is a slurm.conf "
+                          "keyword, not a partition name", "choose another name")
+
+
+@validator("slurm.unknown_controller", E, "slurm", "a controller that is not a defined host")
+def unknown_controller(estate):
+    for i, name in enumerate(estate.spec.slurm.controllers):
+        if group_of(estate, name) is None:
+            yield problem(("slurm", "controllers", i), f"controller '{name}' is not a host of "
+                          "any node group", "name a host from 'nodes'")
+
+
+@validator("slurm.duplicate_controller", E, "slurm", "the backup controller is the primary")
+def duplicate_controller(estate):
+    for i, name, _ in duplicates(estate.spec.slurm.controllers, lambda n: n):
+        yield problem(("slurm", "controllers", i), f"'{name}' is listed twice as controller",
+                      "name a different host as backup, or list only the primary")
+
+
+@validator("slurm.controller_role", E, "slurm",
+           "a controller whose group lacks the slurm_controller role")
+def controller_role(estate):
+    for i, name in enumerate(estate.spec.slurm.controllers):
+        group = group_of(estate, name)
+        if group is not None and "slurm_controller" not in group.roles:
+            yield problem(("slurm", "controllers", i), f"controller '{name}' has no "
+                          "slurm_controller role, so slurmctld is never installed there",
+                          "add slurm_controller to its group's roles")
+
+
+@validator("slurm.controller_not_listed", W, "slurm",
+           "a node with the slurm_controller role that slurm.controllers does not name")
+def controller_not_listed(estate):
+    named = HostSet.names(estate.spec.slurm.controllers)
+    for gi, group in enumerate(estate.spec.nodes):
+        if "slurm_controller" in group.roles:
+            extra = group_sets(estate)[gi] - named
+            if extra:
+                yield problem(("nodes", gi, "roles"), f"{short(extra)} run slurmctld but are "
+                              "not in slurm.controllers, so no node points at them",
+                              "list them in slurm.controllers or drop the role")
+
+
+@validator("slurm.partition_unknown_node", E, "slurm", "a partition names hosts that do not exist")
+def partition_unknown_node(estate):
+    for i, part in enumerate(estate.spec.slurm.partitions):
+        hosts = parse_hosts(part.nodes)
+        missing = HostSet.of(hosts) - all_hosts(estate) if hosts else None
+        if missing:
+            yield problem(("slurm", "partitions", i, "nodes"), f"partition '{part.name}' "
+                          f"names unknown hosts {short(missing)}",
+                          "list only hosts defined under 'nodes'")
+
+
+@validator("slurm.partition_non_compute", E, "slurm",
+           "a partition names Slurm hosts that are not slurm_worker nodes")
+def partition_non_compute(estate):
+    for i, part in enumerate(estate.spec.slurm.partitions):
+        hosts = parse_hosts(part.nodes)
+        for gi, inter in groups_touching(estate, HostSet.of(hosts or [])):
+            group = estate.spec.nodes[gi]
+            if group.plane != "kubernetes" and not is_compute(group):
+                yield problem(("slurm", "partitions", i, "nodes"), f"partition '{part.name}' "
+                              f"names {short(inter)} (nodes[{gi}]), which run no slurmd and "
+                              "have no NodeName line; slurmctld rejects the partition",
+                              "list only slurm_worker nodes")
+
+
+@validator("slurm.no_default_partition", W, "slurm", "no partition is the default")
+def no_default_partition(estate):
+    parts = estate.spec.slurm.partitions
+    if parts and not any(p.default for p in parts):
+        yield problem(("slurm", "partitions"), "no partition has default: true; jobs "
+                      "without -p go to the first one Slurm reads",
+                      "set default: true on one partition")
+
+
+@validator("slurm.multiple_default_partitions", W, "slurm", "several partitions are the default")
+def multiple_default_partitions(estate):
+    defaults = [i for i, p in enumerate(estate.spec.slurm.partitions) if p.default]
+    for i in defaults[1:]:
+        yield problem(("slurm", "partitions", i, "default"), "more than one partition has "
+                      "default: true; Slurm silently keeps the last",
+                      "keep default: true on one partition")
+
+
+@validator("slurm.idle_worker", W, "slurm", "a slurm_worker node in no partition")
+def idle_worker(estate):
+    parts = [parse_hosts(p.nodes) for p in estate.spec.slurm.partitions]
+    covered = HostSet.of([r for hl in parts if hl for r in hl.ranges])
+    for gi, group in enumerate(estate.spec.nodes):
+        idle = group_sets(estate)[gi] - covered if is_compute(group) else None
+        if idle:
+            yield problem(("nodes", gi, "hosts"), f"{short(idle)} are in no partition; no "
+                          "job can ever run there", "add them to a partition")
+
+
+def _qos_refs(slurm):
+    for i, part in enumerate(slurm.partitions):
+        if part.qos:
+            yield ("slurm", "partitions", i, "qos"), part.qos
+    for i, acct in enumerate(slurm.accounts):
+        for j, name in enumerate(acct.qos):
+            yield ("slurm", "accounts", i, "qos", j), name
+
+
+@validator("slurm.unknown_qos", E, "slurm", "a reference to a QOS that is not defined")
+def unknown_qos(estate):
+    known = {q.name for q in estate.spec.slurm.qos}
+    for loc, name in _qos_refs(estate.spec.slurm):
+        if name not in known:
+            yield problem(loc, f"unknown QOS '{name}'",
+                          f"define it under slurm.qos (defined: {', '.join(sorted(known)) or 'none'})")
+
+
+def _account_refs(slurm):
+    for i, part in enumerate(slurm.partitions):
+        for j, name in enumerate(part.allow_accounts):
+            yield ("slurm", "partitions", i, "allow_accounts", j), name
+    for i, acct in enumerate(slurm.accounts):
+        if acct.parent != "root":
+            yield ("slurm", "accounts", i, "parent"), acct.parent
+
+
+@validator("slurm.unknown_account", E, "slurm", "a reference to an account that is not defined")
+def unknown_account(estate):
+    known = {a.name for a in estate.spec.slurm.accounts}
+    for loc, name in _account_refs(estate.spec.slurm):
+        if name not in known:
+            yield problem(loc, f"unknown account '{name}'",
+                          f"define it under slurm.accounts (defined: {', '.join(sorted(known)) or 'none'})")
+
+
+@validator("slurm.account_cycle", E, "slurm", "accounts whose parents form a loop")
+def account_cycle(estate):
+    accounts = estate.spec.slurm.accounts
+    parent = {a.name: a.parent for a in accounts}
+    for i, acct in enumerate(accounts):
+        seen, name = set(), acct.name
+        while name in parent and name not in seen:
+            seen.add(name)
+            name = parent[name]
+        if name == acct.name:
+            yield problem(("slurm", "accounts", i, "parent"), f"account '{acct.name}' is its "
+                          "own ancestor", "make the account tree end at 'root'")
+
+
+@validator("slurm.unknown_user", W, "slurm", "an account names a user missing from identity")
+def unknown_user(estate):
+    known = {u.name for u in estate.spec.identity.users}
+    for i, acct in enumerate(estate.spec.slurm.accounts):
+        for j, user in enumerate(acct.users):
+            if user not in known:
+                yield problem(("slurm", "accounts", i, "users", j), f"user '{user}' has no "
+                              "entry under identity.users, so no node knows its UID",
+                              "add the user to identity.users (or manage it in your directory)")
+
+
+@validator("slurm.time_format", E, "slurm", "a time limit Slurm cannot parse")
+def time_format(estate):
+    slurm = estate.spec.slurm
+    limits = [(("slurm", "partitions", i, "max_time"), p.max_time)
+              for i, p in enumerate(slurm.partitions)]
+    limits += [(("slurm", "qos", i, "max_wall"), q.max_wall)
+               for i, q in enumerate(slurm.qos) if q.max_wall is not None]
+    for loc, value in limits:
+        if value.lower() not in _UNLIMITED and not _TIME.match(value):
+            yield problem(loc, f"'{value}' is not a Slurm time", "use minutes, HH:MM:SS, "
+                          "D-HH:MM:SS or INFINITE, e.g. 2-00:00:00")
+
+
+@validator("slurm.gres_mismatch", E, "slurm", "a GRES count that differs from the class's GPUs")
+def gres_mismatch(estate):
+    for gi, group in enumerate(estate.spec.nodes):
+        cls = estate.node_class(group)
+        if cls and is_compute(group) and gres_count(estate, group) != cls.gpu_count:
+            yield problem(("nodes", gi, "slurm", "gres_count"), f"gres_count "
+                          f"{gres_count(estate, group)} but class '{cls.name}' has "
+                          f"{cls.gpu_count} GPUs; slurmd drains nodes whose GPUs differ",
+                          "drop gres_count (it defaults to the class) or fix the class")
+
+
+@validator("slurm.real_memory_exceeds", E, "slurm", "RealMemory above the class's memory")
+def real_memory_exceeds(estate):
+    for gi, group in enumerate(estate.spec.nodes):
+        cls = estate.node_class(group)
+        if cls and is_compute(group) and real_memory(estate, group) > cls.memory_mb:
+            yield problem(("nodes", gi, "slurm", "real_memory_mb"), f"real_memory_mb "
+                          f"{real_memory(estate, group)} exceeds the {cls.memory_mb} MB of "
+                          f"class '{cls.name}'; slurmd would drain the nodes (Low RealMemory)",
+                          f"set it below {cls.memory_mb}, leaving room for the OS")
+
+
+def _needs_node_addr(estate):
+    """Groups slurm.conf names with an address: compute nodes and controllers."""
+    controllers = HostSet.names(estate.spec.slurm.controllers)
+    for gi, (group, hosts) in enumerate(zip(estate.spec.nodes, group_sets(estate))):
+        if is_compute(group) or (group.plane == "slurm" and hosts & controllers):
+            yield gi, group
+
+
+@validator("slurm.node_addr_missing", E, "slurm",
+           "a Slurm node without an address on slurm.address_segment")
+def node_addr_missing(estate):
+    seg = estate.spec.slurm.address_segment
+    for gi, group in _needs_node_addr(estate):
+        if seg not in group.addresses:
+            yield problem(("nodes", gi, "addresses"), f"nodes {group.hosts} have no address "
+                          f"on '{seg}' (slurm.address_segment); without NodeAddr slurmctld "
+                          "blocks on name look-ups at start-up", f"add '{seg}: auto'")
+
+
+@validator("slurm.no_compute_nodes", W, "slurm", "the Slurm plane has no slurm_worker nodes")
+def no_compute_nodes(estate):
+    if not any(is_compute(g) for g in estate.spec.nodes):
+        yield problem(("nodes",), "no node group is on plane slurm with role slurm_worker",
+                      "add compute nodes, or this Slurm cluster can run nothing")
+
+
+@validator("slurm.accounting_host", E, "slurm", "slurmdbd placed on an unknown host")
+def accounting_host(estate):
+    acct = estate.spec.slurm.accounting
+    if acct and group_of(estate, acct.host) is None:
+        yield problem(("slurm", "accounting", "host"), f"'{acct.host}' is not a host of any "
+                      "node group", "name a Slurm-plane service node, e.g. a controller")
+
+
+@validator("slurm.limits_without_accounting", W, "slurm",
+           "QOS or accounts defined without slurmdbd, so nothing enforces them")
+def limits_without_accounting(estate):
+    slurm = estate.spec.slurm
+    if slurm.accounting is None and (slurm.qos or slurm.accounts):
+        yield problem(("slurm",), "QOS and accounts need slurmdbd; without "
+                      "slurm.accounting, fair share and QOS limits are not enforced",
+                      "add slurm.accounting: {host: <controller>}")
+
+
+@validator("slurm.slurmrestd_host", W, "slurm",
+           "slurmrestd configured without a host, or a host without the configuration")
+def slurmrestd_host(estate):
+    hosts = hosts_where(estate, lambda g: "slurmrestd" in g.roles)
+    if estate.spec.slurm.slurmrestd and not hosts:
+        yield problem(("slurm", "slurmrestd"), "slurmrestd is configured but no node group "
+                      "has the slurmrestd role", "add the role to a controller, or set "
+                      "slurmrestd: null")
+    if not estate.spec.slurm.slurmrestd and hosts:
+        yield problem(("slurm",), f"{short(hosts)} have the slurmrestd role but "
+                      "slurm.slurmrestd is null", "configure slurm.slurmrestd or drop the role")

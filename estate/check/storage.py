@@ -1,0 +1,116 @@
+"""Storage validators: NFS exports, their servers and the clients that mount them."""
+from __future__ import annotations
+
+from estate.check._common import (
+    HostSet, all_hosts, duplicates, group_of, groups_touching, parse_hosts, problem, short,
+)
+from estate.check.findings import Severity
+from estate.check.registry import validator
+
+E, W = Severity.ERROR, Severity.WARNING
+
+
+@validator("storage.duplicate_export", E, "storage", "two exports share a name")
+def duplicate_export(estate):
+    for i, export, first in duplicates(estate.spec.storage.exports, lambda x: x.name):
+        yield problem(("storage", "exports", i, "name"), f"export '{export.name}' is defined "
+                      f"twice (first at storage.exports[{first}])", "rename or remove one")
+
+
+@validator("storage.unknown_export", E, "storage", "a mount names an export that is not defined")
+def unknown_export(estate):
+    known = {x.name for x in estate.spec.storage.exports}
+    for i, mount in enumerate(estate.spec.storage.mounts):
+        if mount.export not in known:
+            yield problem(("storage", "mounts", i, "export"), f"unknown export '{mount.export}'",
+                          f"use one of: {', '.join(sorted(known)) or '(none defined)'}")
+
+
+@validator("storage.unknown_server", E, "storage", "an export's server is not a defined host")
+def unknown_server(estate):
+    for i, export in enumerate(estate.spec.storage.exports):
+        if group_of(estate, export.server) is None:
+            yield problem(("storage", "exports", i, "server"), f"server '{export.server}' is "
+                          "not a host of any node group", "name a node with the storage role")
+
+
+@validator("storage.server_role", E, "storage", "an export's server lacks the storage role")
+def server_role(estate):
+    for i, export in enumerate(estate.spec.storage.exports):
+        group = group_of(estate, export.server)
+        if group is not None and "storage" not in group.roles:
+            yield problem(("storage", "exports", i, "server"), f"'{export.server}' has no "
+                          "storage role, so no NFS server is installed there",
+                          "add the storage role to its group, or pick a storage node")
+
+
+@validator("storage.server_not_on_segment", E, "storage",
+           "an export's server has no address on the export's segment")
+def server_not_on_segment(estate):
+    for i, export in enumerate(estate.spec.storage.exports):
+        group = group_of(estate, export.server)
+        if group is not None and export.segment not in group.addresses:
+            yield problem(("storage", "exports", i, "segment"), f"server '{export.server}' has "
+                          f"no address on '{export.segment}', so it cannot serve there",
+                          f"add '{export.segment}: auto' to the server's addresses")
+
+
+@validator("storage.unknown_client", E, "storage", "a mount names hosts that do not exist")
+def unknown_client(estate):
+    for i, mount in enumerate(estate.spec.storage.mounts):
+        hosts = parse_hosts(mount.clients)
+        missing = HostSet.of(hosts) - all_hosts(estate) if hosts else None
+        if missing:
+            yield problem(("storage", "mounts", i, "clients"), f"unknown hosts {short(missing)}",
+                          "list only hosts defined under 'nodes'")
+
+
+@validator("storage.client_unreachable", E, "storage",
+           "mount clients with no address on the export's segment")
+def client_unreachable(estate):
+    exports = {x.name: x for x in estate.spec.storage.exports}
+    for i, mount in enumerate(estate.spec.storage.mounts):
+        export, hosts = exports.get(mount.export), parse_hosts(mount.clients)
+        if export is None or not hosts:
+            continue
+        for gi, part in groups_touching(estate, HostSet.of(hosts)):
+            if export.segment not in estate.spec.nodes[gi].addresses:
+                yield problem(("storage", "mounts", i, "clients"), f"{short(part)} (nodes[{gi}]) "
+                              f"have no address on '{export.segment}', where '{export.server}' "
+                              f"serves '{export.name}'", f"add '{export.segment}: auto' to "
+                              f"nodes[{gi}].addresses, or drop them from the mount")
+
+
+@validator("storage.relative_path", E, "storage", "an export or mount path that is not absolute")
+def relative_path(estate):
+    storage = estate.spec.storage
+    paths = [(("storage", "exports", i, "path"), x.path) for i, x in enumerate(storage.exports)]
+    paths += [(("storage", "mounts", i, "path"), m.path) for i, m in enumerate(storage.mounts)]
+    for loc, path in paths:
+        if not path.startswith("/") or "/../" in path + "/":
+            yield problem(loc, f"'{path}' is not an absolute path", "start it with '/'")
+
+
+@validator("storage.duplicate_mount", E, "storage", "two mounts at one path on the same hosts")
+def duplicate_mount(estate):
+    mounts = estate.spec.storage.mounts
+    for j, mount in enumerate(mounts):
+        for i in range(j):
+            if mounts[i].path.rstrip("/") != mount.path.rstrip("/"):
+                continue
+            both = HostSet.of(parse_hosts(mount.clients) or []) & \
+                HostSet.of(parse_hosts(mounts[i].clients) or [])
+            if both:
+                yield problem(("storage", "mounts", j, "path"), f"{short(both)} already mount "
+                              f"storage.mounts[{i}] at {mount.path}", "use another mount point")
+
+
+@validator("storage.export_segment_purpose", W, "storage",
+           "an export served on a segment whose purpose is not storage")
+def export_segment_purpose(estate):
+    purpose = {s.name: s.purpose for s in estate.spec.segments}
+    for i, export in enumerate(estate.spec.storage.exports):
+        if purpose.get(export.segment, "storage") != "storage":
+            yield problem(("storage", "exports", i, "segment"), f"'{export.name}' is served on "
+                          f"the {purpose[export.segment]} segment '{export.segment}'; NFS "
+                          "traffic will compete with it", "serve exports on a storage segment")

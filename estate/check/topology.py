@@ -1,0 +1,241 @@
+"""Topology validators: the switch tree and the blocks Slurm schedules by.
+
+Which nodes sit under which switch is estate.render.slurm.switch_nodes, the
+same table topology.conf is written from. Severities follow Slurm's own
+topology plugins: what they refuse (fatal) is an error, what they only log is
+a warning.
+"""
+from __future__ import annotations
+
+from estate.check._common import (
+    HostSet, all_hosts, duplicates, group_sets, hosts_where, parse_hosts, problem, short, union,
+)
+from estate.check.findings import Severity
+from estate.check.registry import validator
+from estate.render.slurm import is_compute, switch_nodes
+
+E, W = Severity.ERROR, Severity.WARNING
+
+
+def _members(estate) -> dict[str, HostSet] | None:
+    """Leaf switch -> the nodes topology.conf lists under it; None if a hostlist is broken
+    (nodes.bad_hostlist reports that)."""
+    if any(sw.nodes is not None and parse_hosts(sw.nodes) is None
+           for sw in estate.spec.topology.switches):
+        return None
+    return {name: HostSet.of(hl) for name, hl in switch_nodes(estate).items()}
+
+
+def _compute(estate) -> HostSet:
+    return hosts_where(estate, is_compute)
+
+
+@validator("topology.duplicate_name", E, "topology", "two switches or two blocks share a name")
+def duplicate_name(estate):
+    topo = estate.spec.topology
+    for key, items in (("switches", topo.switches), ("blocks", topo.blocks)):
+        for i, item, first in duplicates(items, lambda x: x.name):
+            yield problem(("topology", key, i, "name"), f"'{item.name}' is defined twice "
+                          f"(first at topology.{key}[{first}]); slurmctld refuses to start",
+                          "rename or remove one")
+
+
+@validator("topology.unknown_switch", E, "topology", "a reference to a switch that is not defined")
+def unknown_switch(estate):
+    known = {sw.name for sw in estate.spec.topology.switches}
+    hint = f"use one of: {', '.join(sorted(known)) or '(none defined)'}"
+    for gi, group in enumerate(estate.spec.nodes):
+        if group.switch and group.switch not in known:
+            yield problem(("nodes", gi, "switch"), f"unknown switch '{group.switch}'",
+                          f"{hint}, or add it under topology.switches")
+    for i, sw in enumerate(estate.spec.topology.switches):
+        for j, child in enumerate(sw.switches):
+            if child not in known or child == sw.name:
+                what = "itself" if child == sw.name else f"unknown switch '{child}'"
+                yield problem(("topology", "switches", i, "switches", j),
+                              f"switch '{sw.name}' lists {what} as a child", hint)
+
+
+def _host_fields(topo):
+    for i, sw in enumerate(topo.switches):
+        if sw.nodes is not None:
+            yield ("topology", "switches", i, "nodes"), sw.nodes
+    for i, block in enumerate(topo.blocks):
+        yield ("topology", "blocks", i, "nodes"), block.nodes
+
+
+@validator("topology.unknown_node", E, "topology", "a switch or block names hosts that do not exist")
+def unknown_node(estate):
+    for loc, expr in _host_fields(estate.spec.topology):
+        hosts = parse_hosts(expr)
+        missing = HostSet.of(hosts) - all_hosts(estate) if hosts else None
+        if missing:
+            yield problem(loc, f"unknown hosts {short(missing)}", "list only hosts defined "
+                          "under 'nodes'")
+
+
+@validator("topology.non_compute_node", W, "topology",
+           "a switch or block names hosts that are not Slurm compute nodes")
+def non_compute_node(estate):
+    known = all_hosts(estate)
+    for loc, expr in _host_fields(estate.spec.topology):
+        hosts = parse_hosts(expr)
+        other = (HostSet.of(hosts) & known) - _compute(estate) if hosts else None
+        if other:
+            yield problem(loc, f"{short(other)} have no NodeName line; Slurm logs them as "
+                          "invalid hostnames and ignores them", "list only slurm_worker nodes")
+
+
+@validator("topology.switch_mixed_children", E, "topology",
+           "a switch with both child switches and nodes")
+def switch_mixed_children(estate):
+    members = _members(estate) or {}
+    for i, sw in enumerate(estate.spec.topology.switches):
+        if sw.switches and members.get(sw.name):
+            yield problem(("topology", "switches", i), f"switch '{sw.name}' has child switches "
+                          f"and nodes ({short(members[sw.name])}); Slurm rejects the line",
+                          "put nodes only under leaf switches")
+
+
+@validator("topology.empty_switch", E, "topology", "a switch with neither child switches nor nodes")
+def empty_switch(estate):
+    members = _members(estate)
+    if members is None:
+        return
+    for i, sw in enumerate(estate.spec.topology.switches):
+        if not sw.switches and not members.get(sw.name):
+            yield problem(("topology", "switches", i), f"switch '{sw.name}' has no child "
+                          "switches and no Slurm compute nodes; Slurm rejects the line",
+                          "set 'switch' on compute node groups, list nodes, or remove it")
+
+
+@validator("topology.switch_two_parents", W, "topology", "a switch listed under two parents")
+def switch_two_parents(estate):
+    parent: dict[str, str] = {}
+    for i, sw in enumerate(estate.spec.topology.switches):
+        for j, child in enumerate(sw.switches):
+            if child in parent and parent[child] != sw.name:
+                yield problem(("topology", "switches", i, "switches", j), f"switch '{child}' "
+                              f"is already under '{parent[child]}'; Slurm's tree has one path up",
+                              "list each switch under one parent (model redundant spines as one)")
+            parent.setdefault(child, sw.name)
+
+
+@validator("topology.cycle", E, "topology", "switches that are their own ancestors")
+def cycle(estate):
+    switches = estate.spec.topology.switches
+    children = {sw.name: sw.switches for sw in switches}
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+
+    def visit(name: str) -> str | None:
+        state[name] = 1
+        for child in children.get(name, ()):
+            if state.get(child) == 1 or (child not in state and child in children
+                                         and visit(child)):
+                return child
+        state[name] = 2
+        return None
+
+    for i, sw in enumerate(switches):
+        if sw.name not in state and (child := visit(sw.name)):
+            yield problem(("topology", "switches", i), f"switches under '{sw.name}' loop back "
+                          f"(through '{child}'); slurmctld dies: not a tree",
+                          "remove the switch that points back up the tree")
+
+
+@validator("topology.node_two_leaves", W, "topology", "a node under two leaf switches")
+def node_two_leaves(estate):
+    members = _members(estate) or {}
+    if sum(map(len, members.values())) == len(union(members.values())):
+        return  # no overlap at all: the common case, one pass
+    seen: list[tuple[str, HostSet]] = []
+    for name, hosts in members.items():
+        for other, earlier in seen:
+            if both := hosts & earlier:
+                yield problem(_switch_loc(estate, name), f"{short(both)} are under leaf "
+                              f"switches '{other}' and '{name}'", "keep each node under one "
+                              "leaf: drop it from one switch's 'nodes' or fix its 'switch'")
+        seen.append((name, hosts))
+
+
+def _switch_loc(estate, name: str) -> tuple:
+    for i, sw in enumerate(estate.spec.topology.switches):
+        if sw.name == name:
+            return ("topology", "switches", i, "nodes") if sw.nodes else ("topology", "switches", i)
+    gi = next(gi for gi, g in enumerate(estate.spec.nodes) if g.switch == name)
+    return ("nodes", gi, "switch")
+
+
+@validator("topology.slurm_node_missing", W, "topology",
+           "Slurm compute nodes under no switch while a switch tree is defined")
+def slurm_node_missing(estate):
+    members = _members(estate)
+    if not estate.spec.topology.switches or members is None:
+        return
+    missing = _compute(estate) - union(members.values())
+    for gi, group in enumerate(estate.spec.nodes):
+        part = group_sets(estate)[gi] & missing if is_compute(group) else None
+        if part:
+            yield problem(("nodes", gi, "switch"), f"{short(part)} are under no switch; jobs "
+                          "cannot span them with other nodes", "set 'switch' to their leaf switch")
+
+
+@validator("topology.no_root", W, "topology", "no single switch reaches every node")
+def no_root(estate):
+    switches = estate.spec.topology.switches
+    children = {c for sw in switches for c in sw.switches}
+    roots = [sw.name for sw in switches if sw.name not in children]
+    if len(roots) > 1:
+        yield problem(("topology", "switches"), f"{len(roots)} top-level switches "
+                      f"({', '.join(roots[:4])}); jobs cannot span them",
+                      "add a spine switch above them all")
+
+
+# --- blocks (topology/block) -----------------------------------------------------
+
+@validator("topology.block_sizes", E, "topology",
+           "block sizes that are not the base size times increasing powers of two")
+def block_sizes(estate):
+    sizes = estate.spec.topology.block_sizes
+    for i, size in enumerate(sizes[1:], start=1):
+        ratio, rest = divmod(size, sizes[0])
+        if rest or ratio < 2 or ratio & (ratio - 1) or size <= sizes[i - 1] or ratio > 2 ** 15:
+            yield problem(("topology", "block_sizes", i), f"{size} is not {sizes[0]} times "
+                          "a power of two larger than the previous size; slurmctld refuses "
+                          "BlockSizes", f"use e.g. {sizes[0]},{sizes[0] * 2},{sizes[0] * 4}")
+
+
+@validator("topology.block_too_small", E, "topology", "a block with fewer nodes than the base size")
+def block_too_small(estate):
+    blocks = estate.spec.topology.blocks
+    counts = [len(HostSet.of(parse_hosts(b.nodes) or [])) for b in blocks]
+    base = (estate.spec.topology.block_sizes or counts[:1] or [0])[0]
+    for i, (block, n) in enumerate(zip(blocks, counts)):
+        if n < max(base, 1):
+            yield problem(("topology", "blocks", i, "nodes"), f"block '{block.name}' has {n} "
+                          f"nodes, fewer than the base block size {base}; slurmctld refuses it",
+                          "give every block at least the base block size of nodes")
+
+
+@validator("topology.node_in_two_blocks", W, "topology", "a node listed in two blocks")
+def node_in_two_blocks(estate):
+    seen = HostSet()
+    for i, block in enumerate(estate.spec.topology.blocks):
+        hosts = HostSet.of(parse_hosts(block.nodes) or [])
+        if both := hosts & seen:
+            yield problem(("topology", "blocks", i, "nodes"), f"{short(both)} are already in "
+                          "an earlier block", "a node sits in exactly one NVLink domain")
+        seen = seen | hosts
+
+
+@validator("topology.node_outside_blocks", W, "topology",
+           "Slurm compute nodes in no block while blocks are defined")
+def node_outside_blocks(estate):
+    blocks = estate.spec.topology.blocks
+    if not blocks:
+        return
+    missing = _compute(estate) - union(HostSet.of(parse_hosts(b.nodes) or []) for b in blocks)
+    if missing:
+        yield problem(("topology", "blocks"), f"{short(missing)} are in no block; "
+                      "topology/block cannot place jobs on them", "add them to a block")
+
