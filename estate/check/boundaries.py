@@ -33,8 +33,8 @@ def node_in_both_planes(estate):
                 if both:
                     yield problem(("nodes", gi, "hosts"), f"{short(both)} belong to the "
                                   f"{other.plane} plane in nodes[{gj}] and to the "
-                                  f"{group.plane} plane here; their GPUs would be scheduled "
-                                  "twice", "give each host to one plane only")
+                                  f"{group.plane} plane here; both schedulers would hand out "
+                                  "their CPUs and GPUs", "give each host to one plane only")
 
 
 @validator("boundaries.role_plane", E, "boundaries",

@@ -83,8 +83,8 @@ def controller_not_listed(estate):
         if "slurm_controller" in group.roles:
             extra = group_sets(estate)[gi] - named
             if extra:
-                yield problem(("nodes", gi, "roles"), f"{short(extra)} run slurmctld but are "
-                              "not in slurm.controllers, so no node points at them",
+                yield problem(("nodes", gi, "roles"), f"{short(extra)} have the slurm_controller "
+                              "role but are not in slurm.controllers, so no node points at them",
                               "list them in slurm.controllers or drop the role")
 
 

@@ -23,7 +23,8 @@ def _members(estate) -> dict[str, HostSet] | None:
     if any(sw.nodes is not None and parse_hosts(sw.nodes) is None
            for sw in estate.spec.topology.switches):
         return None
-    return {name: HostSet.of(hl) for name, hl in switch_nodes(estate).items()}
+    known = {sw.name for sw in estate.spec.topology.switches}  # only these are written
+    return {name: HostSet.of(hl) for name, hl in switch_nodes(estate).items() if name in known}
 
 
 def _compute(estate) -> HostSet:

@@ -1,0 +1,236 @@
+"""One seeded mistake per validator: the finding has the validator's id, severity and path.
+
+Each case copies an example spec (as a dict), changes what the 'edits' say, and
+checks the result. Paths in 'edits' use the spec-path syntax findings use.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from estate.check import load_domains
+from estate.check.findings import Severity
+from estate.check.registry import REGISTRY
+from tests.unit.checkutil import findings_for, keyed, spec_dict
+
+E, W = Severity.ERROR, Severity.WARNING
+DROP = object()
+MY_DOMAINS = {"network", "nodes", "boundaries", "slurm", "topology", "storage", "identity"}
+
+
+def _parts(path: str) -> list:
+    return [int(p) if p.isdigit() else p for p in re.findall(r"[^.\[\]]+", path)]
+
+
+def put(data: dict, path: str, value) -> None:
+    *head, last = _parts(path)
+    for part in head:
+        data = data[part]
+    if value is DROP:
+        del data[last]
+    elif isinstance(data, list) and last == len(data):
+        data.append(value)
+    else:
+        data[last] = value
+
+
+LEAF05 = {"name": "leaf05"}
+
+# (validator id, severity, base spec, edits {path: value}, expected finding path)
+CASES = [
+    # network
+    ("network.duplicate_segment", E, "prod", {"segments[3].name": "fabric"}, "segments[3].name"),
+    ("network.duplicate_vlan", W, "prod", {"segments[1].vlan": 100}, "segments[1].vlan"),
+    ("network.cidr_overlap", E, "prod", {"segments[2].cidr": "10.10.8.0/22"}, "segments[2].cidr"),
+    ("network.kubernetes_cidr_overlap", E, "prod", {"kubernetes.pod_cidr": "10.0.0.0/8"},
+     "kubernetes.pod_cidr"),
+    ("network.kubernetes_cidr_overlap", E, "prod", {"kubernetes.service_cidr": "10.244.128.0/20"},
+     "kubernetes.service_cidr"),
+    ("network.unknown_segment", E, "prod", {"nodes[1].addresses.sevice": "auto"},
+     "nodes[1].addresses.sevice"),
+    ("network.unknown_segment", E, "prod", {"slurm.address_segment": "mgmt"},
+     "slurm.address_segment"),
+    ("network.cidr_exhausted", E, "prod", {"segments[2].cidr": "10.30.0.0/28"},
+     "nodes[6].addresses.service"),
+    ("network.address_outside_segment", E, "prod", {"nodes[0].addresses.management": "10.10.15.254"},
+     "nodes[0].addresses.management"),
+    ("network.duplicate_address", E, "prod", {"nodes[0].addresses.storage": "10.40.0.6"},
+     "nodes[0].addresses.storage"),
+    ("network.address_is_gateway", W, "prod", {"nodes[8].addresses.storage": "10.40.0.1"},
+     "nodes[8].addresses.storage"),
+    # nodes
+    ("nodes.duplicate_class", E, "prod", {"node_classes[3].name": "svc-std"},
+     "node_classes[3].name"),
+    ("nodes.unknown_class", E, "prod", {"nodes[7].class": "l40"}, "nodes[7].class"),
+    ("nodes.bad_hostlist", E, "prod", {"slurm.partitions[2].nodes": "gpu[128-125]"},
+     "slurm.partitions[2].nodes"),
+    ("nodes.bad_hostlist", E, "prod", {"nodes[1].hosts": "login[1-2"}, "nodes[1].hosts"),
+    ("nodes.duplicate_host", E, "prod", {"nodes[1].hosts": "login[1-2],ctl2"}, "nodes[1].hosts"),
+    ("nodes.duplicate_host", E, "prod", {"nodes[3].hosts": "gpu[032-063]"}, "nodes[3].hosts"),
+    ("nodes.no_roles", W, "prod", {"nodes[1].roles": []}, "nodes[1].roles"),
+    ("nodes.hostname_style", W, "prod", {"nodes[1].hosts": "Login_[1-2]"}, "nodes[1].hosts"),
+    # boundaries
+    ("boundaries.node_in_both_planes", E, "prod", {"nodes[7].hosts": "inf[01-04],gpu128"},
+     "nodes[7].hosts"),
+    ("boundaries.role_plane", E, "prod", {"nodes[7].roles": ["k8s_worker", "slurm_worker"]},
+     "nodes[7].roles[1]"),
+    ("boundaries.role_plane", E, "prod", {"nodes[8].roles": ["storage", "slurm_login"]},
+     "nodes[8].roles[1]"),
+    ("boundaries.kubernetes_node_in_partition", E, "prod",
+     {"slurm.partitions[2].nodes": "gpu[125-128],inf01"}, "slurm.partitions[2].nodes"),
+    ("boundaries.host_on_wrong_plane", E, "prod", {"slurm.controllers": ["ctl1", "k8s-cp1"]},
+     "slurm.controllers[1]"),
+    ("boundaries.host_on_wrong_plane", E, "prod", {"kubernetes.control_plane": ["ctl1"]},
+     "kubernetes.control_plane[0]"),
+    ("boundaries.kubernetes_section_missing", E, "lab", {"kubernetes": DROP}, "nodes[4].plane"),
+    ("boundaries.tenant_gpus_exceed_plane", E, "prod", {"kubernetes.tenants[1].gpus.l40s": 9},
+     "kubernetes.tenants[1].gpus.l40s"),
+    ("boundaries.tenant_gpus_exceed_plane", E, "prod", {"kubernetes.tenants[0].gpus.h100": 8},
+     "kubernetes.tenants[0].gpus.h100"),
+    ("boundaries.tenant_gpus_unassigned", W, "prod", {"kubernetes.tenants[1].gpus.l40s": 4},
+     "kubernetes.tenants"),
+    # slurm
+    ("slurm.duplicate_name", E, "prod", {"slurm.partitions[2].name": "batch"},
+     "slurm.partitions[2].name"),
+    ("slurm.duplicate_name", E, "prod", {"slurm.qos[2].name": "Normal"}, "slurm.qos[2].name"),
+    ("slurm.reserved_name", E, "prod", {"slurm.partitions[2].name": "DEFAULT"},
+     "slurm.partitions[2].name"),
+    ("slurm.unknown_controller", E, "prod", {"slurm.controllers": ["ctl1", "ctl3"]},
+     "slurm.controllers[1]"),
+    ("slurm.duplicate_controller", E, "prod", {"slurm.controllers": ["ctl1", "ctl1"]},
+     "slurm.controllers[1]"),
+    ("slurm.controller_role", E, "prod", {"nodes[0].roles": ["slurmrestd"]},
+     "slurm.controllers[0]"),
+    ("slurm.controller_not_listed", W, "prod", {"slurm.controllers": ["ctl1"]}, "nodes[0].roles"),
+    ("slurm.partition_unknown_node", E, "prod", {"slurm.partitions[2].nodes": "gpu[125-130]"},
+     "slurm.partitions[2].nodes"),
+    ("slurm.partition_non_compute", E, "prod", {"slurm.partitions[2].nodes": "gpu[125-128],login1"},
+     "slurm.partitions[2].nodes"),
+    ("slurm.no_default_partition", W, "prod", {"slurm.partitions[0].default": False},
+     "slurm.partitions"),
+    ("slurm.multiple_default_partitions", W, "prod", {"slurm.partitions[2].default": True},
+     "slurm.partitions[2].default"),
+    ("slurm.idle_worker", W, "prod", {"slurm.partitions[0].nodes": "gpu[001-120]"},
+     "nodes[5].hosts"),
+    ("slurm.unknown_qos", E, "prod", {"slurm.partitions[1].qos": "interactve"},
+     "slurm.partitions[1].qos"),
+    ("slurm.unknown_qos", E, "prod", {"slurm.accounts[3].qos[1]": "dbg"},
+     "slurm.accounts[3].qos[1]"),
+    ("slurm.unknown_account", E, "prod", {"slurm.partitions[2].allow_accounts": ["ops", "opz"]},
+     "slurm.partitions[2].allow_accounts[1]"),
+    ("slurm.unknown_account", E, "prod", {"slurm.accounts[1].parent": "reserch"},
+     "slurm.accounts[1].parent"),
+    ("slurm.account_cycle", E, "prod", {"slurm.accounts[0].parent": "vision"},
+     "slurm.accounts[0].parent"),
+    ("slurm.unknown_user", W, "prod", {"slurm.accounts[3].users": ["dave", "erin"]},
+     "slurm.accounts[3].users[1]"),
+    ("slurm.time_format", E, "prod", {"slurm.partitions[2].max_time": "30 minutes"},
+     "slurm.partitions[2].max_time"),
+    ("slurm.time_format", E, "prod", {"slurm.qos[1].max_wall": "8h"}, "slurm.qos[1].max_wall"),
+    ("slurm.gres_mismatch", E, "prod", {"nodes[2].slurm.gres_count": 4},
+     "nodes[2].slurm.gres_count"),
+    ("slurm.real_memory_exceeds", E, "prod", {"nodes[3].slurm.real_memory_mb": 3000000},
+     "nodes[3].slurm.real_memory_mb"),
+    ("slurm.node_addr_missing", E, "prod", {"nodes[4].addresses.management": DROP},
+     "nodes[4].addresses"),
+    ("slurm.node_addr_missing", E, "prod", {"nodes[0].addresses.management": DROP},
+     "nodes[0].addresses"),
+    ("slurm.no_compute_nodes", W, "lab", {"nodes[2].roles": ["slurm_login"]}, "nodes"),
+    ("slurm.accounting_host", E, "prod", {"slurm.accounting.host": "dbd1"},
+     "slurm.accounting.host"),
+    ("slurm.limits_without_accounting", W, "prod", {"slurm.accounting": DROP}, "slurm"),
+    ("slurm.slurmrestd_host", W, "prod", {"nodes[0].roles": ["slurm_controller"]},
+     "slurm.slurmrestd"),
+    # topology
+    ("topology.duplicate_name", E, "prod", {"topology.switches[6].name": "leaf03"},
+     "topology.switches[6].name"),
+    ("topology.duplicate_name", E, "prod", {"topology.blocks[7].name": "b01"},
+     "topology.blocks[7].name"),
+    ("topology.unknown_switch", E, "prod", {"nodes[2].switch": "leaf1"}, "nodes[2].switch"),
+    ("topology.unknown_switch", E, "prod", {"topology.switches[1].switches": ["leaf01", "leaf09"]},
+     "topology.switches[1].switches[1]"),
+    ("topology.unknown_node", E, "prod", {"topology.blocks[7].nodes": "gpu[113-130]"},
+     "topology.blocks[7].nodes"),
+    ("topology.non_compute_node", W, "prod", {"topology.switches[3].nodes": "login1"},
+     "topology.switches[3].nodes"),
+    ("topology.switch_mixed_children", E, "prod", {"topology.switches[1].nodes": "gpu[001-002]"},
+     "topology.switches[1]"),
+    ("topology.empty_switch", E, "prod", {"topology.switches[7]": LEAF05,
+                                          "topology.switches[2].switches[2]": "leaf05"},
+     "topology.switches[7]"),
+    ("topology.switch_two_parents", W, "prod",
+     {"topology.switches[2].switches": ["leaf02", "leaf03", "leaf04"]},
+     "topology.switches[2].switches[0]"),
+    ("topology.cycle", E, "prod", {"topology.switches[2].switches[2]": "core"},
+     "topology.switches[0]"),
+    ("topology.node_two_leaves", W, "prod", {"topology.switches[4].nodes": "gpu[030-033]"},
+     "topology.switches[4].nodes"),
+    ("topology.slurm_node_missing", W, "prod", {"nodes[5].switch": DROP}, "nodes[5].switch"),
+    ("topology.no_root", W, "prod", {"topology.switches[0]": DROP}, "topology.switches"),
+    ("topology.block_sizes", E, "prod", {"topology.block_sizes": [16, 48]},
+     "topology.block_sizes[1]"),
+    ("topology.block_too_small", E, "prod", {"topology.blocks[7].nodes": "gpu[113-120]"},
+     "topology.blocks[7].nodes"),
+    ("topology.node_in_two_blocks", W, "prod", {"topology.blocks[7].nodes": "gpu[112-128]"},
+     "topology.blocks[7].nodes"),
+    ("topology.node_outside_blocks", W, "prod", {"topology.blocks[7]": DROP}, "topology.blocks"),
+    # storage
+    ("storage.duplicate_export", E, "prod", {"storage.exports[1].name": "home"},
+     "storage.exports[1].name"),
+    ("storage.unknown_export", E, "prod", {"storage.mounts[1].export": "data"},
+     "storage.mounts[1].export"),
+    ("storage.unknown_server", E, "prod", {"storage.exports[1].server": "nfs3"},
+     "storage.exports[1].server"),
+    ("storage.server_role", E, "prod", {"storage.exports[1].server": "login1"},
+     "storage.exports[1].server"),
+    ("storage.server_not_on_segment", E, "prod", {"storage.exports[0].segment": "service"},
+     "storage.exports[0].segment"),
+    ("storage.unknown_client", E, "prod",
+     {"storage.mounts[0].clients": "ctl[1-2],login[1-2],gpu[001-130]"}, "storage.mounts[0].clients"),
+    ("storage.client_unreachable", E, "prod", {"nodes[7].addresses.storage": DROP},
+     "storage.mounts[1].clients"),
+    ("storage.relative_path", E, "prod", {"storage.mounts[0].path": "home"},
+     "storage.mounts[0].path"),
+    ("storage.duplicate_mount", E, "prod", {"storage.mounts[1].path": "/home/"},
+     "storage.mounts[1].path"),
+    ("storage.export_segment_purpose", W, "prod", {"storage.exports[0].segment": "management"},
+     "storage.exports[0].segment"),
+    # identity
+    ("identity.duplicate_name", E, "prod", {"identity.users[5].name": "alice"},
+     "identity.users[5].name"),
+    ("identity.duplicate_name", E, "prod", {"identity.groups[4].name": "research"},
+     "identity.groups[4].name"),
+    ("identity.id_collision", E, "prod", {"identity.users[3].uid": 20101}, "identity.users[3].uid"),
+    ("identity.id_collision", E, "prod", {"identity.groups[4].gid": 20001}, "identity.groups[4].gid"),
+    ("identity.unknown_group", E, "prod", {"identity.users[4].group": "reserch"},
+     "identity.users[4].group"),
+    ("identity.reserved_id", E, "prod", {"identity.users[5].uid": 0}, "identity.users[5].uid"),
+    ("identity.uid_range", W, "prod", {"identity.users[2].uid": 500}, "identity.users[2].uid"),
+]
+
+
+def _case_id(case) -> str:
+    return f"{case[0]}:{case[4]}"
+
+
+@pytest.mark.parametrize("vid,severity,base,edits,path", CASES, ids=map(_case_id, CASES))
+def test_seeded_mistake_is_reported(vid, severity, base, edits, path):
+    data = spec_dict(base)
+    for where, value in edits.items():
+        put(data, where, value)
+    found = keyed(findings_for(data))
+    assert (vid, path) in found, f"{vid} at {path} not reported; got {sorted(found)}"
+    finding = found[(vid, path)]
+    assert finding.severity is severity
+    assert finding.hint, "every finding says how to fix it"
+    assert finding.location.startswith("<test>:"), "every finding points into the file"
+
+
+def test_every_validator_has_a_seeded_case():
+    load_domains()
+    mine = {v.id for v in REGISTRY.values() if v.domain in MY_DOMAINS}
+    covered = {c[0] for c in CASES}
+    assert mine - covered == set(), "validators without a test case"
+    for vid, severity, *_ in CASES:
+        assert REGISTRY[vid].severity is severity, vid
