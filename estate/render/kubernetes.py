@@ -233,17 +233,20 @@ def flavors(estate: Estate) -> tuple[Flavor, ...]:
                         f["mem"], f["max"]) for m, f in acc.items())
 
 
-def apportion(total: int, weights: list[int]) -> list[int]:
-    """Split total in proportion to weights, summing exactly to total (largest remainder).
+def apportion(total: int, weights: list[int], whole: int | None = None) -> list[int]:
+    """Shares of total for weights out of whole (default: their sum), by largest remainder.
 
-    Ties go to the earlier weight, so the split is deterministic.
+    The shares sum exactly to total * sum(weights) / whole, rounded down, so quotas that
+    claim a whole flavor split it exactly; ties go to the earlier weight (deterministic).
     """
-    whole = sum(weights)
+    claimed = sum(weights)
+    whole = max(whole or claimed, claimed)
     if whole <= 0:
         return [0] * len(weights)
-    shares = [total * w // whole for w in weights]
-    rema = sorted(range(len(weights)), key=lambda i: (-(total * weights[i] % whole), i))
-    for i in rema[: total - sum(shares)]:
+    target = total * claimed // whole
+    shares = [target * w // claimed if claimed else 0 for w in weights]
+    order = sorted(range(len(weights)), key=lambda i: (-(target * weights[i] % claimed), i))
+    for i in order[: target - sum(shares)]:
         shares[i] += 1
     return shares
 
@@ -259,18 +262,20 @@ class Quota:
 
 @lru_cache(maxsize=8)
 def tenant_quotas(estate: Estate) -> dict[str, tuple[Quota, ...]]:
-    """Tenant -> its quota in each flavor it names; a flavor's quotas sum to the flavor.
+    """Tenant -> its quota in each flavor it names.
 
-    GPU units, CPUs and memory are split in proportion to the GPUs each tenant
-    is given, so a tenant's CPU share follows its GPU share on those nodes.
+    GPU units, CPUs and memory of a flavor are split in proportion to the GPUs
+    each tenant is given out of the flavor's GPUs, so a tenant's CPU share follows
+    its GPU share, and quotas that claim all of a flavor's GPUs add up to it
+    exactly. GPUs no tenant claims stay out of every queue (estate check warns).
     """
     tenants = estate.spec.kubernetes.tenants
     out: dict[str, list[Quota]] = {t.name: [] for t in tenants}
     for f in flavors(estate):
         named = [t for t in tenants if f.name in t.gpus]
         weights = [t.gpus[f.name] for t in named]
-        split = zip(named, apportion(f.units, weights), apportion(f.cpus, weights),
-                    apportion(f.memory_mi, weights))
+        split = zip(named, apportion(f.units, weights, f.gpus),
+                    apportion(f.cpus, weights, f.gpus), apportion(f.memory_mi, weights, f.gpus))
         for t, units, cpus, mem in split:
             out[t.name].append(Quota(f.name, t.gpus[f.name], units, cpus, mem))
     return {name: tuple(q) for name, q in out.items()}

@@ -1,0 +1,448 @@
+"""The Kubernetes plane as rendered for every example stack: every file validates against
+the schema of the tool that reads it, quotas add up to the plane's GPUs, nodes carry the
+labels and taints the spec implies, and no join secret is written."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tomllib
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from estate.check import kubernetes as kcheck
+from estate.render import Artifacts, render_all
+from estate.render import kubernetes as k8s
+from estate.spec.hostlist import Hostlist
+from estate.spec.load import load_text
+from estate.spec.resolved import Estate
+from tests.unit.checkutil import spec_dict
+
+ROOT = Path(__file__).resolve().parents[2]
+STACKS = sorted(p for p in (ROOT / "stacks").glob("*.yaml")
+                if not p.name.startswith("Pulumi.")
+                and "kubernetes" in yaml.safe_load(p.read_text()))
+
+
+def estate_of(data: dict) -> Estate:
+    loaded = load_text(yaml.safe_dump(data, sort_keys=False), "<test>")
+    assert loaded.spec is not None, [f.message for f in loaded.findings]
+    return Estate(loaded.spec)
+
+
+def rendered(estate: Estate) -> Artifacts:
+    out = Artifacts()
+    for a in k8s.render_kubernetes(estate, "<test>"):
+        out.add(a)
+    return out
+
+
+def docs(art) -> list[dict]:
+    return kcheck.documents(art)
+
+
+def manifests(arts: Artifacts) -> list[dict]:
+    return [d for a in kcheck.plane_artifacts(arts, "kubernetes/manifests/") for d in docs(a)]
+
+
+@pytest.fixture(scope="module", params=STACKS, ids=[p.stem for p in STACKS])
+def stack(request):
+    estate = estate_of(yaml.safe_load(request.param.read_text()))
+    return estate, rendered(estate)
+
+
+def test_the_example_stacks_have_a_kubernetes_plane():
+    assert {p.stem for p in STACKS} >= {"lab", "example-prod"}
+
+
+# --- every file validates ---------------------------------------------------------------
+
+def test_every_manifest_passes_strict_schema_validation(stack):
+    estate, arts = stack
+    objects = manifests(arts)
+    kinds = Counter(d["kind"] for d in objects)
+    assert kinds.keys() >= {"Namespace", "PriorityClass", "RuntimeClass", "ServiceAccount",
+                            "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet",
+                            "ResourceQuota", "LimitRange", "NetworkPolicy", "PersistentVolume",
+                            "PersistentVolumeClaim", "ResourceFlavor", "ClusterQueue",
+                            "LocalQueue"}, kinds
+    for doc in objects:
+        assert kcheck.validate_object(doc, estate.spec.kubernetes.version) == [], doc
+
+
+def test_validation_uses_the_pinned_minor_schema(stack):
+    estate, _ = stack
+    assert kcheck.schema_version(estate.spec.kubernetes.version) == "1.31.0"
+
+
+def test_kubeadm_kubelet_and_kind_configs_validate(stack):
+    _, arts = stack
+    seen = Counter()
+    for a in kcheck.plane_artifacts(arts):
+        if a.path.startswith("kubernetes/kubeadm/") or a.path.endswith("kind-config.yaml"):
+            for doc in docs(a):
+                seen[doc["kind"]] += 1
+                assert kcheck.validate_config(doc) == [], (a.path, doc)
+    assert seen["InitConfiguration"] == seen["ClusterConfiguration"] == 1
+    assert seen["KubeletConfiguration"] == 1 and seen["Cluster"] == 1
+    assert seen["JoinConfiguration"] >= 1
+
+
+def test_device_plugin_configs_validate_and_cover_every_gpu_node(stack):
+    estate, arts = stack
+    configs = kcheck.device_plugin_configs(arts["kubernetes/manifests/20-device-plugin.yaml"])
+    for name, config in configs.items():
+        assert kcheck.validate_device_plugin_config(config) == [], name
+    for name, node in kcheck.rendered_nodes(arts).items():
+        if node["labels"].get(k8s.GPU_PRESENT) == "true":
+            assert node["labels"][k8s.DEVICE_PLUGIN_CONFIG_LABEL] in configs, name
+
+
+def test_containerd_configs_parse_and_use_systemd_cgroups(stack):
+    _, arts = stack
+    for path in ("kubernetes/containerd/config.toml", "kubernetes/containerd/config-gpu.toml"):
+        text = arts[path].content.decode()
+        tomllib.loads(text)
+        assert kcheck.containerd_problems(text, gpu="gpu" in path) == []
+
+
+@pytest.mark.skipif(shutil.which("containerd") is None,
+                    reason="needs Debian's containerd package (apt-get install containerd)")
+def test_containerd_itself_loads_the_configs(stack, tmp_path):
+    """containerd parses each file; its effective config has the runtimes Estate wrote."""
+    _, arts = stack
+    for path, gpu in (("kubernetes/containerd/config.toml", False),
+                      ("kubernetes/containerd/config-gpu.toml", True)):
+        f = tmp_path / Path(path).name
+        f.write_bytes(arts[path].content)
+        out = subprocess.run(["containerd", "--config", str(f), "config", "dump"],
+                             capture_output=True, text=True, check=True, timeout=30).stdout
+        cri = tomllib.loads(out)["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]
+        assert cri["runtimes"]["runc"]["options"]["SystemdCgroup"] is True
+        assert cri["default_runtime_name"] == ("nvidia" if gpu else "runc")
+        if gpu:
+            nvidia = cri["runtimes"][k8s.RUNTIME_HANDLER]
+            assert nvidia["runtime_type"] == "io.containerd.runc.v2"
+            assert nvidia["options"] == {"BinaryName": k8s.NVIDIA_RUNTIME_BINARY,
+                                         "SystemdCgroup": True}
+
+
+def test_runtime_class_handler_is_the_containerd_runtime(stack):
+    _, arts = stack
+    [rc] = [d for d in manifests(arts) if d["kind"] == "RuntimeClass"]
+    gpu_toml = tomllib.loads(arts["kubernetes/containerd/config-gpu.toml"].content.decode())
+    runtimes = gpu_toml["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]
+    assert rc["handler"] in runtimes
+
+
+# --- quotas add up to the plane's GPUs ---------------------------------------------------
+
+def spec_gpu_units(estate: Estate) -> tuple[Counter, Counter]:
+    """(physical GPUs, advertised nvidia.com/gpu) per model on Kubernetes workers, from the
+    spec itself rather than from the renderer's own facts."""
+    physical, units = Counter(), Counter()
+    k = estate.spec.kubernetes
+    for group, hosts in zip(estate.spec.nodes, estate.group_hosts):
+        cls = estate.node_class(group)
+        if group.plane == "kubernetes" and "k8s_worker" in group.roles and cls.gpus:
+            sharing = k.gpu_sharing_by_class.get(cls.name, k.gpu_sharing)
+            per_gpu = sharing.replicas if sharing.mode == "time-slicing" else 1
+            physical[cls.gpus.model] += len(hosts) * cls.gpus.count
+            units[cls.gpus.model] += len(hosts) * cls.gpus.count * per_gpu
+    return physical, units
+
+
+def test_cluster_queue_quotas_sum_to_the_plane_gpus_per_flavor(stack):
+    estate, arts = stack
+    physical, units = spec_gpu_units(estate)
+    flavors, queues = kcheck.rendered_queues(arts)
+    assert {f["metadata"]["name"] for f in flavors} == set(physical)
+    assert kcheck.nominal_gpus(queues) == dict(units)
+    claimed = Counter()
+    for t in estate.spec.kubernetes.tenants:
+        claimed.update(t.gpus)
+    assert claimed == physical                  # the spec gives the tenants every GPU
+    nodes = kcheck.rendered_nodes(arts)
+    assert {f["metadata"]["name"]: kcheck.flavor_capacity(f, nodes) for f in flavors} == units
+
+
+def test_cpu_and_memory_quotas_split_the_flavor_nodes_exactly(stack):
+    estate, arts = stack
+    _, queues = kcheck.rendered_queues(arts)
+    totals: dict[str, Counter] = {}
+    for q in queues:
+        for group in q["spec"]["resourceGroups"]:
+            assert group["coveredResources"] == ["cpu", "memory", k8s.GPU_RESOURCE]
+            for f in group["flavors"]:
+                # Kueue's CEL rule: each flavor lists every covered resource, in order
+                assert [r["name"] for r in f["resources"]] == group["coveredResources"]
+                t = totals.setdefault(f["name"], Counter())
+                t["cpu"] += f["resources"][0]["nominalQuota"]
+                t["memory"] += int(f["resources"][1]["nominalQuota"].removesuffix("Mi"))
+    want: dict[str, Counter] = {}
+    for group, hosts in zip(estate.spec.nodes, estate.group_hosts):
+        cls = estate.node_class(group)
+        if group.plane == "kubernetes" and "k8s_worker" in group.roles and cls.gpus:
+            w = want.setdefault(cls.gpus.model, Counter())
+            w["cpu"] += len(hosts) * cls.cpus
+            w["memory"] += len(hosts) * cls.memory_mb
+    assert totals == want
+
+
+def test_resource_quota_is_the_most_kueue_could_admit(stack):
+    estate, arts = stack
+    _, queues = kcheck.rendered_queues(arts)
+    by_cohort: dict[str, dict[str, int]] = {}
+    for q in queues:
+        for f, n in kcheck.nominal_gpus([q]).items():
+            c = by_cohort.setdefault(q["spec"]["cohortName"], Counter())
+            c[f] += n
+    for q in queues:
+        ns = q["spec"]["namespaceSelector"]["matchLabels"][k8s.NAMESPACE_NAME_LABEL]
+        [rq] = [d for d in manifests(arts) if d["kind"] == "ResourceQuota"
+                and d["metadata"]["namespace"] == ns]
+        ceiling = sum(by_cohort[q["spec"]["cohortName"]][f] for f in kcheck.nominal_gpus([q]))
+        assert rq["spec"]["hard"][f"requests.{k8s.GPU_RESOURCE}"] == str(ceiling)
+
+
+def test_quotas_follow_time_slicing_and_per_class_overrides():
+    data = spec_dict("lab")
+    data["kubernetes"]["gpu_sharing_by_class"] = {"inference-1x": {"mode": "time-slicing",
+                                                                   "replicas": 7}}
+    arts = rendered(estate_of(data))
+    _, queues = kcheck.rendered_queues(arts)
+    assert kcheck.nominal_gpus(queues) == {"l4": 7}
+    node = kcheck.rendered_nodes(arts)["k8s2"]["labels"]
+    assert node[k8s.DEVICE_PLUGIN_CONFIG_LABEL] == "inference-1x"
+    assert node[k8s.GPU_REPLICAS] == "7"
+    configs = kcheck.device_plugin_configs(arts["kubernetes/manifests/20-device-plugin.yaml"])
+    assert configs["inference-1x"]["sharing"]["timeSlicing"]["resources"] == [
+        {"name": "nvidia.com/gpu", "replicas": 7}]
+    assert set(configs) == {"default", "inference-1x"}
+
+
+def test_two_tenants_split_a_flavor_by_their_gpus():
+    data = spec_dict("lab")
+    data["node_classes"][2]["gpus"]["count"] = 3
+    data["kubernetes"]["tenants"] = [{"name": "a", "gpus": {"l4": 2}},
+                                     {"name": "b", "gpus": {"l4": 1}, "cohort": "other"}]
+    arts = rendered(estate_of(data))
+    _, queues = kcheck.rendered_queues(arts)
+    got = {q["metadata"]["name"]: kcheck.nominal_gpus([q])["l4"] for q in queues}
+    assert got == {"a": 8, "b": 4}                   # x4 time-slicing replicas
+    cpus = {q["metadata"]["name"]: q["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
+            ["nominalQuota"] for q in queues}
+    assert sum(cpus.values()) == 2 and cpus["a"] >= cpus["b"]
+
+
+@pytest.mark.parametrize("total,weights,whole,want", [
+    (4, [1], None, [4]), (32, [24, 8], None, [24, 8]), (10, [1, 1, 1], None, [4, 3, 3]),
+    (10, [1, 1], 4, [3, 2]), (7, [0, 0], None, [0, 0]), (0, [3, 1], None, [0, 0]),
+])
+def test_apportion_is_exact_and_deterministic(total, weights, whole, want):
+    assert k8s.apportion(total, weights, whole) == want
+
+
+# --- nodes: labels, taints, topology --------------------------------------------------------
+
+def test_gpu_workers_are_labelled_and_tainted(stack):
+    estate, arts = stack
+    nodes = kcheck.rendered_nodes(arts)
+    for group, hosts in zip(estate.spec.nodes, estate.group_hosts):
+        if group.plane != "kubernetes":
+            continue
+        cls = estate.node_class(group)
+        for name in hosts:
+            node = nodes[name]
+            if name in estate.spec.kubernetes.control_plane:
+                assert node["taints"] == [k8s.CONTROL_PLANE_TAINT]
+            elif cls.gpus:
+                assert node["taints"] == [k8s.GPU_TAINT]
+                assert node["labels"][k8s.GPU_PRODUCT] == cls.gpus.product
+                assert node["labels"][k8s.GPU_COUNT] == str(cls.gpus.count)
+            for key, value in group.labels.items():
+                assert node["labels"][key] == value
+
+
+def test_kubelet_node_ip_is_the_api_segment_address(stack):
+    estate, arts = stack
+    seg = estate.spec.kubernetes.api_segment
+    for a in kcheck.plane_artifacts(arts, "kubernetes/kubeadm/"):
+        for doc in docs(a):
+            reg = doc.get("nodeRegistration")
+            if reg:
+                args = {x["name"]: x["value"] for x in reg["kubeletExtraArgs"]}
+                assert args["node-ip"] == str(estate.address(reg["name"], seg))
+
+
+def test_topology_labels_follow_the_slurm_topology():
+    """A Kubernetes node under a leaf gets leaf/spine/core labels from the same switch tree
+    that the Slurm renderer writes into topology.conf, and its block as accelerator."""
+    data = spec_dict("prod")
+    [inf] = [g for g in data["nodes"] if g["hosts"] == "inf[01-04]"]
+    inf["switch"] = "leaf03"
+    data["topology"]["blocks"].append({"name": "b09", "nodes": "inf[01-04]"})
+    estate = estate_of(data)
+    arts = render_all(estate, "<test>")
+    parent = {}
+    for line in arts["slurm/topology.conf"].content.decode().splitlines():
+        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+        for child in fields.get("Switches", "").split(","):
+            if child:
+                parent[child] = fields["SwitchName"]
+    labels = kcheck.rendered_nodes(arts)["inf02"]["labels"]
+    leaf = labels[k8s.TOPOLOGY_LABELS["leaf"]]
+    assert leaf == "leaf03"
+    assert labels[k8s.TOPOLOGY_LABELS["spine"]] == parent[leaf] == "spine02"
+    assert labels[k8s.TOPOLOGY_LABELS["core"]] == parent[parent[leaf]] == "core"
+    assert labels[k8s.TOPOLOGY_LABELS["block"]] == "b09"
+    assert all(k.startswith("network.topology.nvidia.com/") for k in k8s.TOPOLOGY_LABELS.values())
+
+
+# --- who consumes what -----------------------------------------------------------------------
+
+def test_each_file_goes_to_the_nodes_that_use_it(stack):
+    estate, arts = stack
+    cps = estate.spec.kubernetes.control_plane
+    assert list(arts["kubernetes/kubeadm/init.yaml"].consumers) == cps[:1]
+    plane = [n for g, h in zip(estate.spec.nodes, estate.group_hosts)
+             if g.plane == "kubernetes" for n in h]
+    joins = {a.path: list(a.consumers) for a in kcheck.plane_artifacts(arts, "kubernetes/kubeadm/join/")}
+    assert joins == {f"kubernetes/kubeadm/join/{n}.yaml": [n] for n in plane if n != cps[0]}
+    for a in kcheck.plane_artifacts(arts, "kubernetes/manifests/"):
+        assert list(a.consumers) == cps
+    gpu = set(arts["kubernetes/containerd/config-gpu.toml"].consumers)
+    cpu = set(arts["kubernetes/containerd/config.toml"].consumers)
+    assert gpu | cpu == set(plane) and not gpu & cpu
+    assert all(estate.node_class(estate.group_of(n)).gpus for n in gpu)
+    assert not arts["kubernetes/kind-config.yaml"].consumers
+    assert all(a.plane == "kubernetes" for a in arts.values())
+
+
+def test_extra_control_planes_join_as_control_planes():
+    data = spec_dict("prod")
+    [cp] = [g for g in data["nodes"] if "k8s_control_plane" in g["roles"]]
+    cp["hosts"] = "k8s-cp[1-3]"
+    data["kubernetes"]["control_plane"] = ["k8s-cp1", "k8s-cp2", "k8s-cp3"]
+    estate = estate_of(data)
+    arts = rendered(estate)
+    [join] = docs(arts["kubernetes/kubeadm/join/k8s-cp2.yaml"])
+    assert join["controlPlane"]["certificateKey"] == k8s.CERT_KEY_PLACEHOLDER
+    init = {d["kind"]: d for d in docs(arts["kubernetes/kubeadm/init.yaml"])}
+    assert init["InitConfiguration"]["certificateKey"] == k8s.CERT_KEY_PLACEHOLDER
+    assert init["ClusterConfiguration"]["networking"] == {
+        "podSubnet": "10.244.0.0/16", "serviceSubnet": "10.96.0.0/16", "dnsDomain": "cluster.local"}
+    assert init["KubeletConfiguration"]["cgroupDriver"] == "systemd"
+    [worker] = docs(arts["kubernetes/kubeadm/join/inf01.yaml"])
+    assert "controlPlane" not in worker
+
+
+# --- secrets ---------------------------------------------------------------------------------
+
+def test_no_join_secret_is_rendered(stack):
+    estate, arts = stack
+    for a in kcheck.plane_artifacts(arts, "kubernetes/kubeadm/join/"):
+        [join] = docs(a)
+        token = join["discovery"]["bootstrapToken"]
+        assert token["token"] == k8s.TOKEN_PLACEHOLDER
+        assert token["caCertHashes"] == [k8s.CA_HASH_PLACEHOLDER]
+    for a in arts.values():
+        assert not kcheck.BOOTSTRAP_TOKEN.search(a.content.decode())
+    init = docs(arts["kubernetes/kubeadm/init.yaml"])
+    assert not any("bootstrapTokens" in d for d in init)
+
+
+# --- tenants: namespaces, policies, storage, Kueue wiring ------------------------------------
+
+def tenant_objects(arts, ns: str) -> dict[tuple[str, str], dict]:
+    return {(d["kind"], d["metadata"]["name"]): d for d in manifests(arts)
+            if d["metadata"].get("namespace") == ns}
+
+
+def test_network_policies_default_deny_and_open_what_the_spec_allows():
+    data = spec_dict("prod")
+    data["kubernetes"]["tenants"][0]["allow_from"] = ["batch-embed"]
+    arts = rendered(estate_of(data))
+    inference, embed = tenant_objects(arts, "inference"), tenant_objects(arts, "batch-embed")
+    for objs in (inference, embed):
+        deny = objs[("NetworkPolicy", "default-deny")]["spec"]
+        assert deny == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+        dns = objs[("NetworkPolicy", "allow-dns")]["spec"]["egress"][0]
+        assert {p["port"] for p in dns["ports"]} == {53}
+    peer = {"namespaceSelector": {"matchLabels": {k8s.NAMESPACE_NAME_LABEL: "batch-embed"}}}
+    assert inference[("NetworkPolicy", "allow-from-tenants")]["spec"]["ingress"] == [
+        {"from": [peer]}]
+    back = {"namespaceSelector": {"matchLabels": {k8s.NAMESPACE_NAME_LABEL: "inference"}}}
+    assert embed[("NetworkPolicy", "allow-to-tenants")]["spec"]["egress"] == [{"to": [back]}]
+    assert ("NetworkPolicy", "allow-from-tenants") not in embed
+    assert ("NetworkPolicy", "allow-to-tenants") not in inference
+
+
+def test_queues_bind_tenant_namespaces_to_their_cluster_queues(stack):
+    estate, arts = stack
+    objs = manifests(arts)
+    cqs = {d["metadata"]["name"]: d for d in objs if d["kind"] == "ClusterQueue"}
+    lqs = [d for d in objs if d["kind"] == "LocalQueue"]
+    pcs = {d["metadata"]["name"]: d["value"] for d in objs if d["kind"] == "PriorityClass"}
+    for t in estate.spec.kubernetes.tenants:
+        [lq] = [q for q in lqs if q["metadata"]["namespace"] == t.name]
+        cq = cqs[lq["spec"]["clusterQueue"]]
+        assert cq["spec"]["namespaceSelector"]["matchLabels"] == {k8s.NAMESPACE_NAME_LABEL: t.name}
+        assert cq["spec"]["cohortName"] == t.cohort
+        assert pcs[k8s.priority_class(t)] == t.priority
+    gpu_tol = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present",
+               "effect": "NoSchedule"}
+    for f in (d for d in objs if d["kind"] == "ResourceFlavor"):
+        assert f["spec"]["tolerations"] == [gpu_tol]
+
+
+def test_nfs_volumes_point_at_the_export_server_on_its_segment(stack):
+    estate, arts = stack
+    exports = {e.name: e for e in estate.spec.storage.exports}
+    pvs = [d for d in manifests(arts) if d["kind"] == "PersistentVolume"]
+    assert pvs
+    for pv in pvs:
+        claim = pv["spec"]["claimRef"]
+        export = exports[claim["name"]]
+        assert pv["spec"]["nfs"] == {"server": str(estate.address(export.server, export.segment)),
+                                     "path": export.path}
+        pvc = tenant_objects(arts, claim["namespace"])[("PersistentVolumeClaim", claim["name"])]
+        assert pvc["spec"]["volumeName"] == pv["metadata"]["name"]
+        assert "_netdev" not in pv["spec"].get("mountOptions", [])
+
+
+def test_kind_config_mirrors_the_plane(stack):
+    estate, arts = stack
+    [cluster] = docs(arts["kubernetes/kind-config.yaml"])
+    nodes = kcheck.rendered_nodes(arts)
+    assert [n["role"] for n in cluster["nodes"]].count("control-plane") == \
+        len(estate.spec.kubernetes.control_plane)
+    assert len(cluster["nodes"]) == len(nodes)
+    assert cluster["networking"]["podSubnet"] == str(estate.spec.kubernetes.pod_cidr)
+    for node in cluster["nodes"]:
+        for patch in node.get("kubeadmConfigPatches", []):
+            assert yaml.safe_load(patch)["nodeRegistration"]["taints"] == [k8s.GPU_TAINT]
+        if node.get("labels", {}).get(k8s.GPU_PRESENT) == "true":
+            assert node["kubeadmConfigPatches"]
+    mounts = {m["containerPath"] for n in cluster["nodes"] for m in n.get("extraMounts", [])}
+    assert mounts == {m.path for m in estate.spec.storage.mounts
+                      if any(c in nodes for c in Hostlist.parse(m.clients))}
+
+
+# --- purity ------------------------------------------------------------------------------------
+
+def test_render_is_deterministic(stack):
+    estate, arts = stack
+    again = rendered(estate_of(yaml.safe_load(yaml.safe_dump(estate.spec.model_dump(
+        mode="json", by_alias=True)))))
+    assert {p: a.content for p, a in again.items()} == {p: a.content for p, a in arts.items()}
+
+
+def test_no_kubernetes_section_renders_nothing():
+    data = spec_dict("lab")
+    del data["kubernetes"]
+    data["nodes"] = [g for g in data["nodes"] if g.get("plane") != "kubernetes"]
+    data["storage"]["mounts"][0]["clients"] = "login1,gpu[1-2]"
+    assert k8s.render_kubernetes(estate_of(data)) == []
