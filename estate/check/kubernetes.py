@@ -47,6 +47,7 @@ KUBELET_ALLOWED = {"kubernetes.io/hostname", "kubernetes.io/instance-type", "kub
 KUBELET_ALLOWED_PREFIXES = ("kubelet.kubernetes.io/", "node.kubernetes.io/")
 RESERVED_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"}
 MIN_MINOR = 31          # kubeadm.k8s.io/v1beta4 needs kubeadm 1.31
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)   # libyaml when present
 BOOTSTRAP_TOKEN = re.compile(r"\b[a-z0-9]{6}\.[a-z0-9]{16}\b")
 CONFIG_SCHEMAS = {      # apiVersion -> closed schema file under k8s/schemas/
     k8s.KUBEADM_API: "kubeadm.k8s.io_v1beta4.yaml",
@@ -204,7 +205,7 @@ def containerd_problems(text: str, gpu: bool) -> list[str]:
 # --- reading rendered artifacts ----------------------------------------------------------
 
 def documents(artifact) -> list:
-    return [d for d in yaml.safe_load_all(artifact.content) if d is not None]
+    return [d for d in yaml.load_all(artifact.content, Loader=_LOADER) if d is not None]
 
 
 def plane_artifacts(artifacts, prefix: str = "kubernetes/"):

@@ -1,0 +1,234 @@
+"""Kubernetes validators: one seeded mistake per spec check, and rendered files that were
+tampered with after rendering are caught by the artifact checks `estate check` runs."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import pytest
+import yaml
+
+from estate.check import check_artifacts, load_domains
+from estate.check import kubernetes as kcheck
+from estate.check.findings import Severity
+from estate.check.registry import REGISTRY
+from estate.pipeline import build
+from estate.render import Artifacts, render_all
+from estate.spec.load import load_text
+from estate.spec.resolved import Estate
+from tests.unit.checkutil import ROOT, findings_for, keyed, spec_dict
+from tests.unit.test_check_validators import DROP, put
+
+E, W = Severity.ERROR, Severity.WARNING
+
+# (validator id, severity, base spec, edits {path: value}, expected finding path)
+CASES = [
+    ("kubernetes.version", E, "lab", {"kubernetes.version": "v1.31"}, "kubernetes.version"),
+    ("kubernetes.version", E, "lab", {"kubernetes.version": "1.30.2"}, "kubernetes.version"),
+    ("kubernetes.version", E, "lab", {"kubernetes.version": "1.99.0"}, "kubernetes.version"),
+    ("kubernetes.control_plane", E, "lab", {"kubernetes.control_plane": ["k8s9"]},
+     "kubernetes.control_plane[0]"),
+    ("kubernetes.control_plane", E, "lab",
+     {"kubernetes.control_plane": ["k8s1", "k8s2"]}, "kubernetes.control_plane[1]"),
+    ("kubernetes.control_plane_not_listed", W, "lab",
+     {"nodes[5].roles": ["k8s_control_plane"]}, "nodes[5].roles"),
+    ("kubernetes.single_api_endpoint", W, "lab",
+     {"nodes[5].roles": ["k8s_control_plane", "k8s_worker"],
+      "kubernetes.control_plane": ["k8s1", "k8s2"]}, "kubernetes.control_plane"),
+    ("kubernetes.api_address", E, "lab", {"nodes[5].addresses.service": DROP},
+     "nodes[5].addresses"),
+    ("kubernetes.tenant_name", E, "lab", {"kubernetes.tenants[0].name": "Inference_A"},
+     "kubernetes.tenants[0].name"),
+    ("kubernetes.tenant_name", E, "lab", {"kubernetes.tenants[0].name": "kube-system"},
+     "kubernetes.tenants[0].name"),
+    ("kubernetes.tenant_name", E, "lab", {"kubernetes.tenants[0].cohort": "Main_Pool"},
+     "kubernetes.tenants[0].cohort"),
+    ("kubernetes.tenant_name", E, "prod", {"kubernetes.tenants[1].name": "inference"},
+     "kubernetes.tenants[1].name"),
+    ("kubernetes.allow_from_unknown", E, "prod",
+     {"kubernetes.tenants[0].allow_from": ["batch-embed", "trainng"]},
+     "kubernetes.tenants[0].allow_from[1]"),
+    ("kubernetes.gpu_model", E, "lab", {"node_classes[2].gpus.model": "L4"},
+     "node_classes[2].gpus.model"),
+    ("kubernetes.gpu_model", E, "lab", {"node_classes[2].gpus.product": "NVIDIA L4 (24GB)"},
+     "node_classes[2].gpus.product"),
+    ("kubernetes.gpu_sharing", E, "lab",
+     {"kubernetes.gpu_sharing_by_class": {"h100-8x": {"mode": "none"}}},
+     "kubernetes.gpu_sharing_by_class.h100-8x"),
+    ("kubernetes.gpu_sharing", E, "lab",
+     {"kubernetes.gpu_sharing_by_class": {"svc-small": {"mode": "none"}}},
+     "kubernetes.gpu_sharing_by_class.svc-small"),
+    ("kubernetes.gpu_sharing", E, "lab", {"kubernetes.gpu_sharing": {"mode": "mig"}},
+     "kubernetes.gpu_sharing"),
+    ("kubernetes.mig_quota_units", W, "lab",
+     {"node_classes[2].gpus.mig": True, "kubernetes.gpu_sharing": {"mode": "mig"}},
+     "nodes[5].class"),
+    ("kubernetes.node_labels", E, "lab", {"nodes[5].labels": {"node-role.kubernetes.io/gpu": ""}},
+     "nodes[5].labels.node-role.kubernetes.io/gpu"),
+    ("kubernetes.node_labels", E, "lab", {"nodes[5].labels": {"team": "a b"}},
+     "nodes[5].labels.team"),
+    ("kubernetes.node_labels", E, "lab", {"nodes[5].labels": {"nvidia.com/gpu.count": "8"}},
+     "nodes[5].labels.nvidia.com/gpu.count"),
+    ("kubernetes.topology_label", E, "lab",
+     {"topology.switches": [{"name": "spine1", "switches": ["leaf1-"]}, {"name": "leaf1-"}],
+      "nodes[0].switch": "leaf1-", "nodes[1].switch": "leaf1-", "nodes[2].switch": "leaf1-"},
+     "topology.switches[1].name"),
+    ("kubernetes.export_name", E, "lab",
+     {"storage.exports[0].name": "Home_Dirs", "storage.mounts[0].export": "Home_Dirs"},
+     "storage.exports[0].name"),
+]
+
+
+@pytest.mark.parametrize("vid,severity,base,edits,path", CASES,
+                         ids=[f"{c[0]}:{c[4]}" for c in CASES])
+def test_seeded_mistake_is_reported(vid, severity, base, edits, path):
+    data = spec_dict(base)
+    for where, value in edits.items():
+        put(data, where, value)
+    found = keyed(findings_for(data))
+    assert (vid, path) in found, sorted(found)
+    f = found[(vid, path)]
+    assert f.severity is severity and f.hint and f.location.startswith("<test>:")
+
+
+def test_every_kubernetes_spec_validator_has_a_seeded_case():
+    load_domains()
+    spec_ids = {v.id for v in REGISTRY.values() if v.domain == "kubernetes" and v.stage == "spec"}
+    assert spec_ids == {c[0] for c in CASES}
+
+
+@pytest.mark.parametrize("base", ["lab", "prod"])
+def test_example_stacks_have_no_kubernetes_errors(base):
+    errors = [f for f in findings_for(spec_dict(base))
+              if f.id.startswith("kubernetes.") and f.severity is E]
+    assert errors == []
+
+
+# --- artifact checks ---------------------------------------------------------------------
+
+@dataclass
+class Ctx:
+    estate: Estate
+    artifacts: Artifacts
+
+
+@pytest.fixture(scope="module")
+def lab():
+    loaded = load_text((ROOT / "stacks" / "lab.yaml").read_text(), "stacks/lab.yaml")
+    estate = Estate(loaded.spec)
+    return estate, render_all(estate, "stacks/lab.yaml")
+
+
+def artifact_findings(estate, arts) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for f in check_artifacts(Ctx(estate, arts)):
+        out.setdefault(f.id, []).append(f)
+    return out
+
+
+def tampered(arts: Artifacts, path: str, edit) -> Artifacts:
+    """A copy of arts whose YAML file at path is changed by edit(list of documents)."""
+    out = Artifacts(arts)
+    docs = list(yaml.safe_load_all(arts[path].content))
+    edit(docs)
+    out[path] = replace(arts[path], content=yaml.safe_dump_all(docs, sort_keys=False).encode())
+    return out
+
+
+def test_clean_render_has_no_kubernetes_artifact_findings(lab):
+    found = artifact_findings(*lab)
+    assert not {k: v for k, v in found.items() if k.startswith("kubernetes.")}
+
+
+def test_pipeline_runs_the_artifact_checks():
+    ids = {v.id for v in REGISTRY.values() if v.domain == "kubernetes" and v.stage == "artifacts"}
+    assert ids == {"kubernetes.manifest_invalid", "kubernetes.config_invalid",
+                   "kubernetes.secret_rendered", "kubernetes.quota_exceeds_nodes",
+                   "kubernetes.gpu_node_scheduling"}
+    result = build(ROOT / "stacks" / "lab.yaml")
+    assert result.ok and "kubernetes/manifests/50-kueue.yaml" in result.artifacts
+
+
+def _set(path: list, value):
+    def edit(docs):
+        target = docs
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+    return edit
+
+
+TAMPER = [
+    # an unknown field in a built-in object (strict schema)
+    ("kubernetes/manifests/20-device-plugin.yaml",
+     _set([4, "spec", "template", "spec", "nodeSelecter"], {"a": "b"}),
+     "kubernetes.manifest_invalid", "nodeSelecter"),
+    # a wrong type in a built-in object
+    ("kubernetes/manifests/00-tenants.yaml", _set([1, "value"], "high"),
+     "kubernetes.manifest_invalid", "'high' is not of type 'integer'"),
+    # Kueue v1beta1's field name in a v1beta2 ClusterQueue (CRD schema, closed)
+    ("kubernetes/manifests/50-kueue.yaml", _set([1, "spec", "cohort"], "estate"),
+     "kubernetes.manifest_invalid", "cohort"),
+    # a CRD enum
+    ("kubernetes/manifests/50-kueue.yaml",
+     _set([1, "spec", "preemption", "reclaimWithinCohort"], "Always"),
+     "kubernetes.manifest_invalid", "Always"),
+    # an object name Kubernetes rejects
+    ("kubernetes/manifests/00-tenants.yaml", _set([0, "metadata", "name"], "Inference"),
+     "kubernetes.manifest_invalid", "not a valid Namespace name"),
+    # a misspelt kubeadm field
+    ("kubernetes/kubeadm/init.yaml", _set([0, "nodeRegistraton"], {}),
+     "kubernetes.config_invalid", "nodeRegistraton"),
+    # the kubelet's cgroup driver
+    ("kubernetes/kubeadm/init.yaml", _set([2, "cgroupDriver"], "cgroupsv2"),
+     "kubernetes.config_invalid", "cgroupsv2"),
+    # kind's node role
+    ("kubernetes/kind-config.yaml", _set([0, "nodes", 0, "role"], "master"),
+     "kubernetes.config_invalid", "master"),
+    # a device plugin config the plugin would refuse (replicas must be > 0)
+    ("kubernetes/manifests/20-device-plugin.yaml",
+     _set([3, "data", "default"], "version: v1\nsharing:\n  timeSlicing:\n    resources:\n"
+          "    - {name: nvidia.com/gpu, replicas: 0}\n"),
+     "kubernetes.config_invalid", "replicas"),
+    # a real-looking bootstrap token instead of the placeholder
+    ("kubernetes/kubeadm/join/k8s2.yaml",
+     _set([0, "discovery", "bootstrapToken", "token"], "abcdef.0123456789abcdef"),
+     "kubernetes.secret_rendered", "bootstrap token"),
+    # quotas above what the nodes advertise
+    ("kubernetes/manifests/50-kueue.yaml",
+     _set([1, "spec", "resourceGroups", 0, "flavors", 0, "resources", 2, "nominalQuota"], 5),
+     "kubernetes.quota_exceeds_nodes", "advertise 4"),
+    # a GPU node registered without its taint
+    ("kubernetes/kubeadm/join/k8s2.yaml", _set([0, "nodeRegistration", "taints"], []),
+     "kubernetes.gpu_node_scheduling", "without the nvidia.com/gpu taint"),
+    # a flavor that selects no node
+    ("kubernetes/manifests/50-kueue.yaml",
+     _set([0, "spec", "nodeLabels"], {"nvidia.com/gpu.product": "NVIDIA-L4-SHARED"}),
+     "kubernetes.quota_exceeds_nodes", "matches no rendered node"),
+]
+
+
+@pytest.mark.parametrize("path,edit,vid,text", TAMPER, ids=[f"{t[2]}:{t[3]}" for t in TAMPER])
+def test_tampered_artifact_is_caught(lab, path, edit, vid, text):
+    estate, arts = lab
+    found = artifact_findings(estate, tampered(arts, path, edit))
+    assert vid in found, sorted(found)
+    assert any(text in f.message for f in found[vid]), [f.message for f in found[vid]]
+
+
+def test_containerd_config_without_systemd_cgroups_is_caught(lab):
+    estate, arts = lab
+    out = Artifacts(arts)
+    path = "kubernetes/containerd/config-gpu.toml"
+    out[path] = replace(arts[path], content=arts[path].content.replace(
+        b"SystemdCgroup = true", b"SystemdCgroup = false"))
+    msgs = [f.message for f in artifact_findings(estate, out)["kubernetes.config_invalid"]]
+    assert "runtime 'runc' does not set SystemdCgroup = true" in msgs
+    out[path] = replace(arts[path], content=b"version = 2\n[plugins\n")
+    msgs = [f.message for f in artifact_findings(estate, out)["kubernetes.config_invalid"]]
+    assert any(m.startswith("not valid TOML") for m in msgs)
+
+
+def test_an_object_of_unknown_kind_is_an_error():
+    errs = kcheck.validate_object({"apiVersion": "example.com/v1", "kind": "Widget",
+                                   "metadata": {"name": "w"}}, "1.31.4")
+    assert errs and "no schema for Widget" in errs[0]
