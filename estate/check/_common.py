@@ -149,6 +149,12 @@ def hosts_where(estate, pred: Callable) -> HostSet:
     return union(s for g, s in zip(estate.spec.nodes, group_sets(estate)) if pred(g))
 
 
+@lru_cache(maxsize=8192)
+def hostset(expr: str | None) -> HostSet:
+    """The hosts of an expression; empty when it does not parse (nodes.bad_hostlist says so)."""
+    return HostSet.of(parse_hosts(expr) or [])
+
+
 @lru_cache(maxsize=8)
 def all_hosts(estate) -> HostSet:
     return union(group_sets(estate))
@@ -162,8 +168,10 @@ def groups_touching(estate, hosts: HostSet) -> Iterator[tuple[int, HostSet]]:
             yield gi, part
 
 
+@lru_cache(maxsize=8192)
 def parse_hosts(expr: str | None) -> Hostlist | None:
-    """A hostlist, or None when Slurm would reject the expression."""
+    """A hostlist, or None when Slurm would reject the expression (cached: several
+    validators read the same expressions, and Hostlist is immutable)."""
     try:
         return Hostlist.parse(expr or "")
     except HostlistError:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import Counter
 
 from estate.check._common import (
-    HostSet, group_of, group_sets, groups_touching, hosts_where, parse_hosts, problem, short,
+    group_of, group_sets, groups_touching, hostset, hosts_where, problem, short,
 )
 from estate.check.findings import Severity
 from estate.check.registry import validator
@@ -54,10 +54,7 @@ def role_plane(estate):
            "a Slurm partition names Kubernetes-plane nodes")
 def kubernetes_node_in_partition(estate):
     for i, part in enumerate(estate.spec.slurm.partitions):
-        hosts = parse_hosts(part.nodes)
-        if not hosts:
-            continue
-        for gi, inter in groups_touching(estate, HostSet.of(hosts)):
+        for gi, inter in groups_touching(estate, hostset(part.nodes)):
             if estate.spec.nodes[gi].plane == "kubernetes":
                 yield problem(("slurm", "partitions", i, "nodes"), f"partition '{part.name}' "
                               f"includes Kubernetes-plane nodes {short(inter)} (nodes[{gi}])",

@@ -10,7 +10,7 @@ import re
 
 from estate.check._common import (
     HostSet, all_hosts, duplicates, group_of, group_sets, groups_touching, hosts_where,
-    parse_hosts, problem, short,
+    hostset, problem, short, union,
 )
 from estate.check.findings import Severity
 from estate.check.registry import validator
@@ -91,9 +91,7 @@ def controller_not_listed(estate):
 @validator("slurm.partition_unknown_node", E, "slurm", "a partition names hosts that do not exist")
 def partition_unknown_node(estate):
     for i, part in enumerate(estate.spec.slurm.partitions):
-        hosts = parse_hosts(part.nodes)
-        missing = HostSet.of(hosts) - all_hosts(estate) if hosts else None
-        if missing:
+        if missing := hostset(part.nodes) - all_hosts(estate):
             yield problem(("slurm", "partitions", i, "nodes"), f"partition '{part.name}' "
                           f"names unknown hosts {short(missing)}",
                           "list only hosts defined under 'nodes'")
@@ -103,8 +101,7 @@ def partition_unknown_node(estate):
            "a partition names Slurm hosts that are not slurm_worker nodes")
 def partition_non_compute(estate):
     for i, part in enumerate(estate.spec.slurm.partitions):
-        hosts = parse_hosts(part.nodes)
-        for gi, inter in groups_touching(estate, HostSet.of(hosts or [])):
+        for gi, inter in groups_touching(estate, hostset(part.nodes)):
             group = estate.spec.nodes[gi]
             if group.plane != "kubernetes" and not is_compute(group):
                 yield problem(("slurm", "partitions", i, "nodes"), f"partition '{part.name}' "
@@ -133,8 +130,7 @@ def multiple_default_partitions(estate):
 
 @validator("slurm.idle_worker", W, "slurm", "a slurm_worker node in no partition")
 def idle_worker(estate):
-    parts = [parse_hosts(p.nodes) for p in estate.spec.slurm.partitions]
-    covered = HostSet.of([r for hl in parts if hl for r in hl.ranges])
+    covered = union(hostset(p.nodes) for p in estate.spec.slurm.partitions)
     for gi, group in enumerate(estate.spec.nodes):
         idle = group_sets(estate)[gi] - covered if is_compute(group) else None
         if idle:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from estate.check._common import (
-    HostSet, all_hosts, duplicates, group_of, groups_touching, parse_hosts, problem, short,
+    all_hosts, duplicates, group_of, groups_touching, hostset, problem, short,
 )
 from estate.check.findings import Severity
 from estate.check.registry import validator
@@ -58,9 +58,7 @@ def server_not_on_segment(estate):
 @validator("storage.unknown_client", E, "storage", "a mount names hosts that do not exist")
 def unknown_client(estate):
     for i, mount in enumerate(estate.spec.storage.mounts):
-        hosts = parse_hosts(mount.clients)
-        missing = HostSet.of(hosts) - all_hosts(estate) if hosts else None
-        if missing:
+        if missing := hostset(mount.clients) - all_hosts(estate):
             yield problem(("storage", "mounts", i, "clients"), f"unknown hosts {short(missing)}",
                           "list only hosts defined under 'nodes'")
 
@@ -70,10 +68,10 @@ def unknown_client(estate):
 def client_unreachable(estate):
     exports = {x.name: x for x in estate.spec.storage.exports}
     for i, mount in enumerate(estate.spec.storage.mounts):
-        export, hosts = exports.get(mount.export), parse_hosts(mount.clients)
-        if export is None or not hosts:
+        export = exports.get(mount.export)
+        if export is None:
             continue
-        for gi, part in groups_touching(estate, HostSet.of(hosts)):
+        for gi, part in groups_touching(estate, hostset(mount.clients)):
             if export.segment not in estate.spec.nodes[gi].addresses:
                 yield problem(("storage", "mounts", i, "clients"), f"{short(part)} (nodes[{gi}]) "
                               f"have no address on '{export.segment}', where '{export.server}' "
@@ -98,9 +96,7 @@ def duplicate_mount(estate):
         for i in range(j):
             if mounts[i].path.rstrip("/") != mount.path.rstrip("/"):
                 continue
-            both = HostSet.of(parse_hosts(mount.clients) or []) & \
-                HostSet.of(parse_hosts(mounts[i].clients) or [])
-            if both:
+            if both := hostset(mount.clients) & hostset(mounts[i].clients):
                 yield problem(("storage", "mounts", j, "path"), f"{short(both)} already mount "
                               f"storage.mounts[{i}] at {mount.path}", "use another mount point")
 

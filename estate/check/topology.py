@@ -7,8 +7,11 @@ a warning.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 from estate.check._common import (
-    HostSet, all_hosts, duplicates, group_sets, hosts_where, parse_hosts, problem, short, union,
+    HostSet, all_hosts, duplicates, group_sets, hosts_where, hostset, parse_hosts, problem,
+    short, union,
 )
 from estate.check.findings import Severity
 from estate.check.registry import validator
@@ -27,6 +30,7 @@ def _members(estate) -> dict[str, HostSet] | None:
     return {name: HostSet.of(hl) for name, hl in switch_nodes(estate).items() if name in known}
 
 
+@lru_cache(maxsize=8)
 def _compute(estate) -> HostSet:
     return hosts_where(estate, is_compute)
 
@@ -68,9 +72,7 @@ def _host_fields(topo):
 @validator("topology.unknown_node", E, "topology", "a switch or block names hosts that do not exist")
 def unknown_node(estate):
     for loc, expr in _host_fields(estate.spec.topology):
-        hosts = parse_hosts(expr)
-        missing = HostSet.of(hosts) - all_hosts(estate) if hosts else None
-        if missing:
+        if missing := hostset(expr) - all_hosts(estate):
             yield problem(loc, f"unknown hosts {short(missing)}", "list only hosts defined "
                           "under 'nodes'")
 
@@ -78,11 +80,9 @@ def unknown_node(estate):
 @validator("topology.non_compute_node", W, "topology",
            "a switch or block names hosts that are not Slurm compute nodes")
 def non_compute_node(estate):
-    known = all_hosts(estate)
+    known, compute = all_hosts(estate), _compute(estate)
     for loc, expr in _host_fields(estate.spec.topology):
-        hosts = parse_hosts(expr)
-        other = (HostSet.of(hosts) & known) - _compute(estate) if hosts else None
-        if other:
+        if other := (hostset(expr) & known) - compute:
             yield problem(loc, f"{short(other)} have no NodeName line; Slurm logs them as "
                           "invalid hostnames and ignores them", "list only slurm_worker nodes")
 
@@ -209,7 +209,7 @@ def block_sizes(estate):
 @validator("topology.block_too_small", E, "topology", "a block with fewer nodes than the base size")
 def block_too_small(estate):
     blocks = estate.spec.topology.blocks
-    counts = [len(HostSet.of(parse_hosts(b.nodes) or [])) for b in blocks]
+    counts = [len(hostset(b.nodes)) for b in blocks]
     base = (estate.spec.topology.block_sizes or counts[:1] or [0])[0]
     for i, (block, n) in enumerate(zip(blocks, counts)):
         if n < max(base, 1):
@@ -220,9 +220,11 @@ def block_too_small(estate):
 
 @validator("topology.node_in_two_blocks", W, "topology", "a node listed in two blocks")
 def node_in_two_blocks(estate):
+    sets = [hostset(b.nodes) for b in estate.spec.topology.blocks]
+    if sum(map(len, sets)) == len(union(sets)):
+        return  # disjoint: the common case, one pass
     seen = HostSet()
-    for i, block in enumerate(estate.spec.topology.blocks):
-        hosts = HostSet.of(parse_hosts(block.nodes) or [])
+    for i, hosts in enumerate(sets):
         if both := hosts & seen:
             yield problem(("topology", "blocks", i, "nodes"), f"{short(both)} are already in "
                           "an earlier block", "a node sits in exactly one NVLink domain")
@@ -235,7 +237,7 @@ def node_outside_blocks(estate):
     blocks = estate.spec.topology.blocks
     if not blocks:
         return
-    missing = _compute(estate) - union(HostSet.of(parse_hosts(b.nodes) or []) for b in blocks)
+    missing = _compute(estate) - union(hostset(b.nodes) for b in blocks)
     if missing:
         yield problem(("topology", "blocks"), f"{short(missing)} are in no block; "
                       "topology/block cannot place jobs on them", "add them to a block")
