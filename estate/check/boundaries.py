@@ -8,6 +8,8 @@ from estate.check._common import (
 )
 from estate.check.findings import Severity
 from estate.check.registry import validator
+from estate.render.kubernetes import flavors
+from estate.spec.hostlist import HostlistError
 
 E, W = Severity.ERROR, Severity.WARNING
 
@@ -97,13 +99,12 @@ def kubernetes_section_missing(estate):
 
 
 def kubernetes_gpus(estate) -> Counter:
-    """Physical GPUs per model on Kubernetes workers (what tenants may be given)."""
-    total: Counter = Counter()
-    for group, hosts in zip(estate.spec.nodes, group_sets(estate)):
-        cls = estate.node_class(group)
-        if group.plane == "kubernetes" and "k8s_worker" in group.roles and cls and cls.gpus:
-            total[cls.gpus.model] += len(hosts) * cls.gpus.count
-    return total
+    """Physical GPUs per model that Kueue flavors will hold (what tenants may be given),
+    as estate.render.kubernetes computes them for the rendered flavors."""
+    try:
+        return Counter({f.name: f.gpus for f in flavors(estate)})
+    except HostlistError:  # a broken hostlist: nodes.bad_hostlist reports it
+        return Counter()
 
 
 def _tenant_claims(estate) -> dict[str, list[tuple[tuple, int]]]:

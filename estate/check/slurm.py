@@ -260,12 +260,29 @@ def no_compute_nodes(estate):
                       "add compute nodes, or this Slurm cluster can run nothing")
 
 
-@validator("slurm.accounting_host", E, "slurm", "slurmdbd placed on an unknown host")
+@validator("slurm.accounting_host", E, "slurm",
+           "slurmdbd placed on an unknown host, or one without an address slurmctld can use")
 def accounting_host(estate):
-    acct = estate.spec.slurm.accounting
-    if acct and group_of(estate, acct.host) is None:
+    acct, seg = estate.spec.slurm.accounting, estate.spec.slurm.address_segment
+    group = group_of(estate, acct.host) if acct else None
+    if acct and group is None:
         yield problem(("slurm", "accounting", "host"), f"'{acct.host}' is not a host of any "
                       "node group", "name a Slurm-plane service node, e.g. a controller")
+    elif acct and seg not in group.addresses:
+        yield problem(("slurm", "accounting", "host"), f"'{acct.host}' has no address on "
+                      f"'{seg}', so AccountingStorageHost has nothing to point at",
+                      f"add '{seg}: auto' to its group's addresses")
+
+
+@validator("slurm.slurmrestd_address", E, "slurm",
+           "a slurmrestd node without an address on slurm.slurmrestd.segment")
+def slurmrestd_address(estate):
+    rest = estate.spec.slurm.slurmrestd
+    for gi, group in enumerate(estate.spec.nodes):
+        if rest and "slurmrestd" in group.roles and rest.segment not in group.addresses:
+            yield problem(("nodes", gi, "addresses"), f"nodes {group.hosts} run slurmrestd "
+                          f"on '{rest.segment}' but have no address there",
+                          f"add '{rest.segment}: auto', or change slurm.slurmrestd.segment")
 
 
 @validator("slurm.limits_without_accounting", W, "slurm",
