@@ -85,6 +85,41 @@ def render(spec: Path = SpecArg,
 
 
 @app.command()
+def plan(spec: Path = SpecArg, output: Output = OutputOpt) -> None:
+    """Show the GPU budget of both planes (per plane, pool, partition, tenant) and
+    what each node would install, before anything is applied."""
+    from estate.capacity import gpu_budget
+    result = build(spec)
+    if not result.ok:
+        print_findings(result.findings, output)
+        raise typer.Exit(1)
+    budget = gpu_budget(result.estate).as_dict()
+    if output is Output.json:
+        typer.echo(json.dumps(budget, indent=2))
+        return
+    print_budget(budget)
+
+
+def print_budget(budget: dict) -> None:
+    table = Table(title=f"GPU budget: {budget['total']} GPUs")
+    for col in ("scope", "name", "GPUs", "detail"):
+        table.add_column(col)
+    for plane, n in budget["planes"].items():
+        table.add_row("plane", plane, str(n), "")
+    for name, pool in budget["pools"].items():
+        planes = ", ".join(f"{k}={v}" for k, v in pool["by_plane"].items())
+        table.add_row("pool", name, str(pool["gpus"]),
+                      f"{pool['nodes']} x {pool['model']} nodes {pool['hosts']} ({planes})")
+    for kind in ("partitions", "tenants"):
+        for name, v in budget[kind].items():
+            by_model = ", ".join(f"{m}={n}" for m, n in v["by_model"].items())
+            table.add_row(kind[:-1], name, str(v["gpus"]), by_model)
+    for model, n in budget["kubernetes_unassigned"].items():
+        table.add_row("k8s unassigned", model, str(n), "overcommitted" if n < 0 else "")
+    console.print(table)
+
+
+@app.command()
 def validators() -> None:
     """List every validator: id, severity, domain, stage."""
     from estate.check import load_domains

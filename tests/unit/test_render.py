@@ -73,3 +73,15 @@ def test_artifact_consumers_follow_configless_design():
         "slurm/cgroup.conf", "slurm/gpu-devices/gpu-2x.json", "slurm/slurmd.env"]
     assert "slurm/slurmrestd/ctl1.env" not in [a.path for a in arts.for_node("gpu2")]
     assert arts["slurm/slurmdbd.conf"].mode == 0o600
+
+
+def test_plan_reports_one_budget_for_both_planes():
+    result = CliRunner().invoke(app, ["plan", str(LAB), "--output", "json"])
+    assert result.exit_code == 0, result.output
+    import json
+    budget = json.loads(result.output)
+    # lab: 2 Slurm workers x 2 A100, 1 Kubernetes worker x 1 L4, fully given to tenants
+    assert budget["planes"] == {"kubernetes": 1, "slurm": 4}
+    assert budget["partitions"]["gpu"]["gpus"] == 4
+    assert budget["tenants"]["inference"]["by_model"] == {"l4": 1}
+    assert budget["kubernetes_unassigned"] == {"l4": 0}
