@@ -93,7 +93,8 @@ class KNode:
 
     @property
     def is_gpu_worker(self) -> bool:
-        return not self.control_plane and self.gpus > 0
+        """GPUs that tenants' workloads get (control planes keep their taint)."""
+        return not self.control_plane and "k8s_worker" in self.group.roles and self.gpus > 0
 
 
 def sharing_for(estate: Estate, cls: NodeClass) -> tuple[str, GpuSharing]:
@@ -143,7 +144,7 @@ def switch_path(estate: Estate, name: str, group: NodeGroup) -> dict[str, str]:
 def node_labels(estate: Estate, name: str, group: NodeGroup, cls: NodeClass | None,
                 control_plane: bool) -> dict[str, str]:
     labels = {TOPOLOGY_LABELS[k]: v for k, v in switch_path(estate, name, group).items()}
-    if cls and cls.gpus and not control_plane:
+    if cls and cls.gpus and not control_plane and "k8s_worker" in group.roles:
         config, sharing = sharing_for(estate, cls)
         labels.update({
             GPU_PRESENT: "true",
@@ -156,10 +157,10 @@ def node_labels(estate: Estate, name: str, group: NodeGroup, cls: NodeClass | No
     return dict(sorted(labels.items()))
 
 
-def node_taints(cls: NodeClass | None, control_plane: bool) -> tuple:
+def node_taints(group: NodeGroup, cls: NodeClass | None, control_plane: bool) -> tuple:
     if control_plane:
         return (CONTROL_PLANE_TAINT,)
-    return (GPU_TAINT,) if cls and cls.gpus else ()
+    return (GPU_TAINT,) if cls and cls.gpus and "k8s_worker" in group.roles else ()
 
 
 @lru_cache(maxsize=8)
@@ -176,7 +177,7 @@ def plane_nodes(estate: Estate) -> tuple[KNode, ...]:
             addr = estate.address(name, k8s.api_segment)
             out.append(KNode(name, group, cls, cp, str(addr) if addr else None,
                              node_labels(estate, name, group, cls, cp),
-                             node_taints(cls, cp)))
+                             node_taints(group, cls, cp)))
     return tuple(sorted(out, key=lambda n: not n.control_plane))
 
 
