@@ -241,11 +241,11 @@ def apportion(total: int, weights: list[int], whole: int | None = None) -> list[
     claim a whole flavor split it exactly; ties go to the earlier weight (deterministic).
     """
     claimed = sum(weights)
-    whole = max(whole or claimed, claimed)
-    if whole <= 0:
+    if claimed <= 0:
         return [0] * len(weights)
+    whole = max(whole or claimed, claimed)
     target = total * claimed // whole
-    shares = [target * w // claimed if claimed else 0 for w in weights]
+    shares = [target * w // claimed for w in weights]
     order = sorted(range(len(weights)), key=lambda i: (-(target * weights[i] % claimed), i))
     for i in order[: target - sum(shares)]:
         shares[i] += 1

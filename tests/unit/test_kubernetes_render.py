@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from estate.check import kubernetes as kcheck
 from estate.render import Artifacts, render_all
@@ -243,6 +245,31 @@ def test_two_tenants_split_a_flavor_by_their_gpus():
 ])
 def test_apportion_is_exact_and_deterministic(total, weights, whole, want):
     assert k8s.apportion(total, weights, whole) == want
+
+
+@given(st.lists(st.integers(0, 64), min_size=1, max_size=8), st.integers(0, 100_000),
+       st.integers(0, 64))
+def test_apportion_never_gives_more_than_claimed(weights, total, spare):
+    whole = sum(weights) + spare                       # spare: GPUs no tenant claims
+    shares = k8s.apportion(total, weights, whole)
+    if whole:
+        assert sum(shares) == total * sum(weights) // whole
+        for w, got in zip(weights, shares):
+            exact = total * w / whole
+            assert exact - 1 < got < exact + 1
+    if not spare:
+        assert sum(shares) == (total if sum(weights) else 0)
+
+
+def test_unclaimed_gpus_stay_out_of_the_queues():
+    """A tenant given 1 of 2 GPUs gets 1 GPU's worth of quota, not the whole flavor."""
+    data = spec_dict("lab")
+    data["node_classes"][2]["gpus"]["count"] = 2
+    arts = rendered(estate_of(data))
+    _, queues = kcheck.rendered_queues(arts)
+    assert kcheck.nominal_gpus(queues) == {"l4": 4}          # 1 GPU x 4 replicas of 8
+    [q] = queues
+    assert q["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == 1
 
 
 # --- nodes: labels, taints, topology --------------------------------------------------------
