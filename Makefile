@@ -33,11 +33,13 @@ lab-ns-down: venv
 
 lab-down: lab-ns-down
 
+## tests/live_k8s runs against ESTATE_KUBECONFIG where a cluster exists and reports itself
+## skipped (with the reason) elsewhere.
 ## Every test tier that runs on this machine.
 test: deps venv test-unit test-live-slurm
 
 test-unit: venv
-	$(PYTEST) -q tests/unit tests/golden
+	$(PYTEST) -q tests/unit tests/golden tests/live_k8s
 
 test-live-slurm: deps venv
 	$(PYTEST) -q tests/live_slurm

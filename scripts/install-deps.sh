@@ -9,6 +9,8 @@ PKGS=(
   docker.io debootstrap vagrant openssh-client rsync
   # namespaces, firewall
   iproute2 iptables nftables procps psmisc
+  # Kubernetes plane: the real containerd validates the rendered config
+  containerd
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -131,7 +131,7 @@ def tenant_gpus_exceed_plane(estate):
                           "Slurm-plane GPUs cannot be lent to tenants")
 
 
-@validator("boundaries.tenant_gpus_unassigned", W, "boundaries",
+@validator("boundaries.tenant_gpus_unassigned", E, "boundaries",
            "Kubernetes-plane GPUs that no tenant has quota for")
 def tenant_gpus_unassigned(estate):
     if estate.spec.kubernetes is None:

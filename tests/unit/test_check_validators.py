@@ -88,7 +88,7 @@ CASES = [
      "kubernetes.tenants[1].gpus.l40s"),
     ("boundaries.tenant_gpus_exceed_plane", E, "prod", {"kubernetes.tenants[0].gpus.h100": 8},
      "kubernetes.tenants[0].gpus.h100"),
-    ("boundaries.tenant_gpus_unassigned", W, "prod", {"kubernetes.tenants[1].gpus.l40s": 4},
+    ("boundaries.tenant_gpus_unassigned", E, "prod", {"kubernetes.tenants[1].gpus.l40s": 4},
      "kubernetes.tenants"),
     # slurm
     ("slurm.duplicate_name", E, "prod", {"slurm.partitions[2].name": "batch"},
