@@ -1,0 +1,1 @@
+"""Provisioning: inventory from the spec, pyinfra roles applied in phases, the lab driver."""

@@ -1,0 +1,178 @@
+"""Apply the roles to an inventory with pyinfra's API, phase by phase, and count changes.
+
+Using the API rather than the pyinfra CLI gives exact per-host results: which
+operations changed something, which failed and why. "A second run changes
+nothing" is then a plain assertion on ``Result.changed``.
+
+A role may declare a node unsupported (roles._lib.Unsupported, e.g. NFS where the
+kernel has none): that is reported as such, never as success.
+"""
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from estate.provision.inventory import PHASES
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class HostResult:
+    changed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    unsupported: list[str] = field(default_factory=list)
+    ops: int = 0
+
+    @property
+    def status(self) -> str:
+        if self.failed:
+            return "failed"
+        if self.unsupported:
+            return "unsupported"
+        return "changed" if self.changed else "unchanged"
+
+
+@dataclass
+class Result:
+    hosts: dict[str, HostResult]
+    seconds: float
+    phases: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> dict[str, list[str]]:
+        return {h: r.changed for h, r in self.hosts.items() if r.changed}
+
+    @property
+    def failed(self) -> dict[str, list[str]]:
+        return {h: r.failed for h, r in self.hosts.items() if r.failed}
+
+    @property
+    def unsupported(self) -> dict[str, list[str]]:
+        return {h: r.unsupported for h, r in self.hosts.items() if r.unsupported}
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def as_dict(self) -> dict:
+        return {"seconds": round(self.seconds, 2), "phases": self.phases,
+                "hosts": {h: {"status": r.status, "ops": r.ops, "changed": r.changed,
+                              "failed": r.failed, "unsupported": r.unsupported}
+                          for h, r in self.hosts.items()}}
+
+
+def _roles_importable() -> None:
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))  # roles/ is a top-level package next to estate/
+
+
+def _deploy_func(name: str):
+    _roles_importable()
+    module = importlib.import_module(f"roles.{name}.tasks")
+    return getattr(module, name)
+
+
+class _ErrorLog(logging.Handler):
+    """Collect pyinfra's error lines per host so failures can be reported with a reason."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
+def _run_phase(hosts: list[tuple[str, dict]], deploys: list[str], results: dict[str, HostResult],
+               errors: _ErrorLog, parallel: int | None) -> None:
+    from pyinfra.api import Config, Inventory, State
+    from pyinfra.api.connect import connect_all, disconnect_all
+    from pyinfra.api.deploy import add_deploy
+    from pyinfra.api.exceptions import PyinfraError
+    from pyinfra.api.operations import run_ops
+    _roles_importable()
+    from roles._lib import Unsupported
+
+    state = State(check_for_changes=False)
+    state.init(Inventory((hosts, {})), Config(PARALLEL=parallel or 0, FAIL_PERCENT=None))
+    try:
+        connect_all(state)
+    except PyinfraError:
+        pass
+    for host in state.inventory:
+        if host not in state.activated_hosts or host in state.failed_hosts:
+            results[host.name].failed.append(f"connect: cannot reach {host.name} "
+                                             f"({host.data.get('ssh_hostname', host.name)})")
+    for name in deploys:
+        func = _deploy_func(name)
+        for host in list(state.active_hosts):
+            if name not in host.data.estate_deploys:
+                continue
+            try:
+                add_deploy(state, func, host=host)
+            except Unsupported as exc:
+                results[host.name].unsupported.append(f"{name}: {exc}")
+                state.active_hosts.discard(host)
+            except Exception as exc:  # a role refused this host: report, go on with others
+                results[host.name].failed.append(f"{name}: {exc}")
+                state.active_hosts.discard(host)
+    if state.active_hosts:
+        try:
+            run_ops(state)
+        except PyinfraError as exc:  # every host failed
+            errors.lines.append(str(exc))
+    _collect(state, results, errors)
+    disconnect_all(state)
+
+
+def _collect(state, results: dict[str, HostResult], errors: _ErrorLog) -> None:
+    for host in state.inventory:
+        r = results[host.name]
+        for op_hash in state.get_op_order():
+            data = state.ops[host].get(op_hash)
+            if data is None:
+                continue
+            meta = data.operation_meta
+            name = data.global_arguments.get("name") or ", ".join(
+                sorted(state.op_meta[op_hash].names))
+            if host.current_deploy_name is None and "|" in name:
+                pass
+            if not meta.is_complete():
+                continue
+            r.ops += 1
+            if not meta.did_succeed():
+                out = meta._combined_output
+                why = " | ".join(out.output_lines)[-400:] if out else ""
+                r.failed.append(f"{name}: {why}".rstrip(": "))
+            elif meta.did_change():
+                r.changed.append(name)
+
+
+def apply(hosts: list[tuple[str, dict]], only: list[str] | None = None,
+          parallel: int | None = None, log=print) -> Result:
+    """Run every phase's deploys on the hosts that have them; return per-host results."""
+    errors = _ErrorLog()
+    logging.getLogger("pyinfra").addHandler(errors)
+    results = {name: HostResult() for name, _ in hosts}
+    phases: dict[str, float] = {}
+    start = time.monotonic()
+    try:
+        for phase, deploys in PHASES:
+            deploys = [d for d in deploys if not only or d in only]
+            live = [(n, d) for n, d in hosts
+                    if results[n].status not in ("failed", "unsupported")
+                    and any(x in d["estate_deploys"] for x in deploys)]
+            if not live:
+                continue
+            t0 = time.monotonic()
+            log(f"apply: phase {phase} ({', '.join(deploys)}) on {len(live)} nodes")
+            _run_phase(live, deploys, results, errors, parallel)
+            phases[phase] = round(time.monotonic() - t0, 2)
+    finally:
+        logging.getLogger("pyinfra").removeHandler(errors)
+    return Result(results, time.monotonic() - start, phases)

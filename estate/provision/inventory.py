@@ -1,0 +1,152 @@
+"""The inventory: every node of the spec with how to reach it and what to apply.
+
+What a node gets is decided by what it consumes in MANIFEST.json (and its
+spec roles), never by a list kept here per node. Runtime facts the roles need
+(the JWT key path, the slurmdbd database) are read from the rendered files, so
+the templates stay the one place they are written.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from fnmatch import fnmatch
+from pathlib import Path
+
+from estate.render.artifacts import MANIFEST
+from estate.spec.hostlist import Hostlist
+from estate.spec.resolved import Estate
+
+# Deploys run in phases so that cross-node order holds: the controller (and the
+# slurmdbd it registers with) is up before any slurmd fetches its configuration.
+PHASES: list[tuple[str, list[str]]] = [
+    ("base", ["common", "firewall", "munge"]),
+    ("control", ["slurmdbd", "slurm_controller", "slurmrestd", "slurm_login"]),
+    ("compute", ["slurm_worker"]),
+    # Last: where the kernel has no NFS the storage role fails, and nothing should wait on it.
+    ("storage", ["storage"]),
+]
+ORDER = [d for _, ds in PHASES for d in ds]
+
+# Spec roles with a deploy of the same name here. The Kubernetes roles are the
+# Kubernetes engineer's (no kubelet can run in these containers).
+SPEC_ROLE_DEPLOYS = {"slurm_controller", "slurm_worker", "slurm_login", "slurmrestd", "storage"}
+
+
+@dataclass
+class Target:
+    name: str
+    address: str | None
+    plane: str | None
+    roles: list[str]
+    deploys: list[str]
+    consumes: list[str] = field(default_factory=list)
+
+
+def _consumed(manifest: dict, name: str) -> list[str]:
+    return [p for p, info in manifest.items() if name in Hostlist.parse(info["consumers"])]
+
+
+def deploys_for(roles: list[str], consumes: list[str], manifest: dict) -> list[str]:
+    want = {"common"}
+    if any(fnmatch(p, "network/nftables/*") for p in consumes):
+        want.add("firewall")
+    if any(manifest[p]["plane"] == "slurm" for p in consumes):
+        want.add("munge")
+    if "slurm/slurmdbd.conf" in consumes:
+        want.add("slurmdbd")
+    want |= SPEC_ROLE_DEPLOYS & set(roles)
+    return [d for d in ORDER if d in want]
+
+
+def management_segment(estate: Estate) -> str:
+    for seg in estate.spec.segments:
+        if seg.purpose == "management":
+            return seg.name
+    return estate.spec.slurm.address_segment
+
+
+def targets(estate: Estate, manifest: dict) -> list[Target]:
+    seg = management_segment(estate)
+    out = []
+    for name in estate.nodes:
+        group = estate.group_of(name)
+        consumes = _consumed(manifest, name)
+        addr = estate.address(name, seg)
+        out.append(Target(name, str(addr) if addr else None, group.plane, list(group.roles),
+                          deploys_for(list(group.roles), consumes, manifest), consumes))
+    return out
+
+
+def _conf_values(path: Path) -> dict[str, str]:
+    """key=value lines of a rendered Slurm config (first occurrence wins)."""
+    values: dict[str, str] = {}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            key, sep, value = line.partition("=")
+            if sep and not line.lstrip().startswith("#"):
+                values.setdefault(key.strip(), value.strip())
+    return values
+
+
+def runtime_facts(render_dir: Path) -> dict:
+    """Facts the roles need, read back from what was rendered."""
+    conf = _conf_values(render_dir / "slurm" / "slurm.conf")
+    dbd = _conf_values(render_dir / "slurm" / "slurmdbd.conf")
+    alt = dict(p.partition("=")[::2] for p in conf.get("AuthAltParameters", "").split(",") if p)
+    facts = {
+        "slurm_state_dir": conf.get("StateSaveLocation"),
+        "slurm_user": conf.get("SlurmUser", "slurm"),
+        "jwt_key": alt.get("jwt_key"),
+        "slurmdbd_database": dbd.get("StorageLoc"),
+        "slurmdbd_db_user": dbd.get("StorageUser"),
+    }
+    return {k: v for k, v in facts.items() if v}
+
+
+def load_manifest(render_dir: Path) -> dict:
+    path = Path(render_dir) / MANIFEST
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: render the spec first "
+                                f"(estate render SPEC -o {render_dir})")
+    return json.loads(path.read_text())
+
+
+@dataclass
+class Connection:
+    """How the provisioner reaches nodes: SSH to the management address by default."""
+    user: str = "root"
+    key: str | None = None
+    strict_host_keys: bool = True
+    known_hosts: str | None = None
+
+    def data(self, address: str | None) -> dict:
+        d = {"ssh_user": self.user}
+        if address:
+            d["ssh_hostname"] = address
+        if self.key:
+            d["ssh_key"] = self.key
+        if not self.strict_host_keys:
+            d["ssh_strict_host_key_checking"] = "no"
+            d["ssh_known_hosts_file"] = self.known_hosts or "/dev/null"
+        return d
+
+
+def host_data(t: Target, render_dir: Path, secrets_dir: Path | None, runtime: dict,
+              conn: Connection) -> dict:
+    data = {"estate_node": t.name, "estate_plane": t.plane, "estate_roles": t.roles,
+            "estate_deploys": t.deploys, "estate_render_dir": str(Path(render_dir).resolve()),
+            "estate_runtime": runtime, **conn.data(t.address)}
+    if secrets_dir:
+        data["estate_secrets_dir"] = str(Path(secrets_dir).resolve())
+    return data
+
+
+def groups(ts: list[Target]) -> dict[str, list[str]]:
+    """Group name -> hosts: role_<spec role>, deploy_<deploy>, plane_<plane>."""
+    out: dict[str, list[str]] = {}
+    for t in ts:
+        keys = [f"role_{r}" for r in t.roles] + [f"deploy_{d}" for d in t.deploys]
+        keys.append(f"plane_{t.plane or 'shared'}")
+        for k in keys:
+            out.setdefault(k, []).append(t.name)
+    return dict(sorted(out.items()))

@@ -1,0 +1,3 @@
+from roles.firewall.tasks import firewall
+
+firewall()

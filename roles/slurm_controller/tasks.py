@@ -1,0 +1,70 @@
+"""slurmctld on the rendered configs; restart on any change, then push to configless slurmds.
+
+Slurm 22.05 needs a slurmctld restart (not only `scontrol reconfigure`) for some
+slurm.conf changes, e.g. adding or removing nodes; which ones is Slurm's
+business, so any config change restarts slurmctld, and `scontrol reconfigure`
+then hands the new files to the slurmds that fetched theirs from it.
+"""
+from __future__ import annotations
+
+from pyinfra import host
+from pyinfra.api import OperationError, deploy
+from pyinfra.operations import apt, files, systemd
+
+from estate.provision.destinations import destination
+from roles._lib import consumed, digest_of, digest_text, install, install_secret, \
+    run_when_changed, runtime, secret_digest, service_current, wait_until
+
+
+def config_paths() -> list[str]:
+    """Consumed Slurm configs under /etc/slurm, except slurmdbd's (the slurmdbd role's)."""
+    return [p for p in consumed("slurm/*.conf")
+            if p != "slurm/slurmdbd.conf" and destination(p).startswith("/etc/slurm/")]
+
+
+def slurm_configs() -> list[str]:
+    paths = config_paths()
+    for p in paths:
+        install(p)
+    return paths
+
+
+def accounting() -> None:
+    """QOS, accounts and users into slurmdbd: once per version of the rendered files."""
+    script = consumed("slurm/accounting.sh")
+    if not script:
+        return
+    inputs = script + consumed("slurm/accounts.cfg")
+    for p in inputs:
+        install(p)
+    wait_until(name="Wait for slurmdbd", check="sacctmgr -n list cluster",
+               what="slurmdbd (sacctmgr list cluster)", timeout=90)
+    run_when_changed(name="Apply accounts, QOS and fair share", command=destination(script[0]),
+                     stamp="/var/lib/estate/applied/accounting", digest=digest_of(inputs))
+
+
+@deploy("slurm_controller")
+def slurm_controller() -> None:
+    state_dir, user = runtime("slurm_state_dir"), runtime("slurm_user", "slurm")
+    if not state_dir:
+        raise OperationError(f"{host.name}: the rendered slurm.conf has no StateSaveLocation; "
+                             "re-render the spec")
+    apt.packages(name="Install slurmctld", packages=["slurmctld", "slurm-client"],
+                 update=True, cache_time=3600)
+    files.directory(name="State directory", path=state_dir, user=user, group=user, mode="0700")
+    configs = slurm_configs()
+    inputs = [digest_of(configs)]
+    if runtime("jwt_key"):
+        install_secret("jwt_hs256.key", runtime("jwt_key"), owner=f"{user}:{user}", mode="0600")
+        inputs.append(secret_digest("jwt_hs256.key"))
+    service_current(name="slurmctld on the current configs", service="slurmctld",
+                    digest=digest_text(*inputs))
+    systemd.service(name="Enable slurmctld", service="slurmctld", running=True, enabled=True)
+    wait_until(name="Wait for slurmctld", check="scontrol ping | grep -q UP",
+               what="slurmctld (scontrol ping)")
+    # After slurmctld: it registers the cluster's TRES (gres/gpu) with slurmdbd, and
+    # QOS limits on gres/gpu are refused until then.
+    accounting()
+    run_when_changed(name="Hand the new configs to configless slurmds",
+                     command="scontrol reconfigure", stamp="/var/lib/estate/applied/reconfigure",
+                     digest=digest_of(configs))

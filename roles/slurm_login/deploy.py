@@ -1,0 +1,3 @@
+from roles.slurm_login.tasks import slurm_login
+
+slurm_login()

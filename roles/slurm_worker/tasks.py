@@ -1,0 +1,86 @@
+"""slurmd, configless: it fetches slurm.conf and gres.conf from slurmctld.
+
+GPUs: the rendered device list says whether the device files are the driver's
+(mode "expect": checked, with the driver, and never faked) or the lab's (mode
+"create": character devices 195:N made at the rendered path, also after reboots
+through a tmpfiles.d entry).
+"""
+from __future__ import annotations
+
+import json
+
+from pyinfra import host
+from pyinfra.api import OperationError, deploy, operation
+from pyinfra.facts.server import Command
+from pyinfra.operations import apt, systemd
+
+from roles._lib import consumed, digest_of, digest_text, install, put_text, render_dir, \
+    service_current
+from roles.slurm_controller.tasks import slurm_configs
+
+TMPFILES = "/etc/tmpfiles.d/estate-gpu.conf"
+DROPIN = "/etc/systemd/system/slurmd.service.d/estate-configless.conf"
+CONFIGLESS_DROPIN = """\
+# Written by Estate: slurmd is configless here (it fetches slurm.conf from slurmctld,
+# see --conf-server in /etc/default/slurmd), so the packaged unit's
+# ConditionPathExists=/etc/slurm/slurm.conf must not stop it.
+[Unit]
+ConditionPathExists=
+"""
+
+
+def _device_state(path: str) -> str:
+    return (host.get_fact(Command, f"stat -c '%F %t:%T' {path} 2>/dev/null || true")
+            or "").strip()
+
+
+@operation(is_idempotent=True)
+def gpu_devices(devices: list[dict], create: bool):
+    wrong = [d["path"] for d in devices
+             if _device_state(d["path"]) != f"character special file "
+                                            f"{d['major']:x}:{d['minor']:x}"]
+    if create:
+        if wrong:
+            yield f"systemd-tmpfiles --create {TMPFILES}"
+        else:
+            host.noop("fake GPU device files present")
+        return
+    driver = host.get_fact(Command, "cat /proc/driver/nvidia/version 2>/dev/null || true")
+    if wrong or not driver:
+        raise OperationError(
+            f"{host.name}: GPU device files {', '.join(wrong) or '(present)'} missing or wrong"
+            f"{'' if driver else ' and no NVIDIA driver loaded (/proc/driver/nvidia/version)'};"
+            " install and load the NVIDIA driver, or fix slurm.gpu_device_path in the spec")
+    host.noop("GPU driver loaded and device files present")
+
+
+def gpus() -> list[str]:
+    paths = consumed("slurm/gpu-devices/*.json")
+    for path in paths:
+        install(path)
+        doc = json.loads((render_dir() / path).read_bytes())
+        create = doc["mode"] == "create"
+        if create:
+            lines = "".join(f"c+ {d['path']} 0666 root root - {d['major']}:{d['minor']}\n"
+                            for d in doc["devices"])
+            put_text("# Fake GPU device files for the lab, written by Estate.\n" + lines,
+                     TMPFILES, name="Fake GPU devices at boot")
+        gpu_devices(name="GPU device files", devices=doc["devices"], create=create)
+    return paths
+
+
+@deploy("slurm_worker")
+def slurm_worker() -> None:
+    if not consumed("slurm/slurmd.env"):
+        raise OperationError(f"{host.name}: has the slurm_worker role but consumes no "
+                             "slurm/slurmd.env; re-render the spec")
+    apt.packages(name="Install slurmd", packages=["slurmd"], update=True, cache_time=3600)
+    inputs = gpus() + slurm_configs() + ["slurm/slurmd.env"]
+    install("slurm/slurmd.env")
+    dropin = ""
+    if not consumed("slurm/slurm.conf"):
+        dropin = CONFIGLESS_DROPIN
+        put_text(dropin, DROPIN, name="slurmd unit: configless")
+    service_current(name="slurmd on the current settings", service="slurmd",
+                    digest=digest_text(digest_of(inputs), dropin))
+    systemd.service(name="Enable slurmd", service="slurmd", running=True, enabled=True)

@@ -1,0 +1,3 @@
+from roles.slurmdbd.tasks import slurmdbd
+
+slurmdbd()

@@ -1,0 +1,6 @@
+from pyinfra.api import deploy
+
+
+@deploy("slurmrestd")
+def slurmrestd() -> None:
+    pass

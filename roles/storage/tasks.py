@@ -1,0 +1,6 @@
+from pyinfra.api import deploy
+
+
+@deploy("storage")
+def storage() -> None:
+    pass

@@ -1,0 +1,32 @@
+#!/bin/sh
+# Build the lab node image once per recipe: the tag is a hash of the files in
+# this directory, so an unchanged recipe reuses the image and a changed one
+# rebuilds it. Prints the image tag on stdout.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+mirror=${ESTATE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+hash=$(cd "$here" && cat Dockerfile build.sh ssh-hostkeys.conf sshd-estate.conf | sha256sum | cut -c1-12)
+base=estate-lab-base:$hash
+node=estate-lab-node:$hash
+
+if docker image inspect "$node" >/dev/null 2>&1; then
+    docker tag "$node" estate-lab-node:current
+    echo "$node"; exit 0
+fi
+if ! docker image inspect "$base" >/dev/null 2>&1; then
+    root=$(mktemp -d /tmp/estate-lab-root.XXXXXX)
+    trap 'rm -rf "$root"' EXIT
+    echo "debootstrap bookworm (minbase) into $root" >&2
+    debootstrap --variant=minbase bookworm "$root" "$mirror" >"$root.log" 2>&1 \
+        || { tail -20 "$root.log" >&2; exit 1; }
+    rm -f "$root.log"
+    tar -C "$root" -c . | docker import - "$base" >/dev/null
+fi
+echo "building $node" >&2
+docker build -q --build-arg BASE="$base" -t "$node" "$here" >/dev/null
+docker tag "$node" estate-lab-node:current
+# Older recipes' images are dead weight on a 2-core CI machine's disk.
+docker images --format '{{.Repository}}:{{.Tag}}' \
+    | grep -E '^estate-lab-(base|node):[0-9a-f]{12}$' | grep -v ":$hash\$" \
+    | xargs -r docker rmi >/dev/null 2>&1 || true
+echo "$node"
