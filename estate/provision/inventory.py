@@ -54,6 +54,8 @@ def deploys_for(roles: list[str], consumes: list[str], manifest: dict) -> list[s
         want.add("munge")
     if "slurm/slurmdbd.conf" in consumes:
         want.add("slurmdbd")
+    if any(fnmatch(p, "storage/*") for p in consumes):
+        want.add("storage")  # NFS clients: the nodes the rendered mounts name
     want |= SPEC_ROLE_DEPLOYS & set(roles)
     return [d for d in ORDER if d in want]
 

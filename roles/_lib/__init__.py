@@ -233,4 +233,7 @@ def service_current(service: str, digest: str, action: str = "restart"):
         return
     yield StringCommand("sh", "-c", QuoteString(
         f"systemctl daemon-reload && systemctl {action} {service} && "
-        f"mkdir -p {STAMPS} && echo {digest} > {stamp}"))
+        # Type=simple units report success before the daemon can die on its config.
+        f"sleep 1 && systemctl is-active --quiet {service} && "
+        f"mkdir -p {STAMPS} && echo {digest} > {stamp} || "
+        f"{{ journalctl -u {service} -n 5 --no-pager -o cat >&2; exit 1; }}"))

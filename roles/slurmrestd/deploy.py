@@ -1,0 +1,3 @@
+from roles.slurmrestd.tasks import slurmrestd
+
+slurmrestd()

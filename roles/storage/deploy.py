@@ -1,0 +1,3 @@
+from roles.storage.tasks import storage
+
+storage()
