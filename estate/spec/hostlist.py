@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-_TRAILING_DIGITS = re.compile(r"^(.*?)(\d+)$")
+_TRAILING_DIGITS = re.compile(r"^(.*?)([0-9]+)$")
 
 
 class HostlistError(ValueError):
@@ -44,8 +44,18 @@ class Range:
         return f"{self.lo:0{self.width}d}-{self.hi:0{self.width}d}"
 
 
+# Slurm's hostlist_create separates terms with commas, spaces and tabs.
+_SEPARATORS = ",\t "
+_NUMBER = re.compile(r"[0-9]+")
+MAX_RANGE = 64 * 1024  # hosts in one bracket range; Slurm rejects larger ones
+
+
 def _split_top_level(expr: str) -> list[str]:
-    """Split on commas that are not inside brackets."""
+    """Split on separators that are not inside brackets.
+
+    Stricter than Slurm on purpose: stray or nested brackets are an error here,
+    where Slurm would take them as part of a host name.
+    """
     parts, depth, start = [], 0, 0
     for i, ch in enumerate(expr):
         if ch == "[":
@@ -56,45 +66,57 @@ def _split_top_level(expr: str) -> list[str]:
             depth -= 1
             if depth < 0:
                 raise HostlistError(f"unbalanced ']' in {expr!r}")
-        elif ch == "," and depth == 0:
+        elif ch in _SEPARATORS and depth == 0:
             parts.append(expr[start:i])
             start = i + 1
     if depth:
         raise HostlistError(f"unbalanced '[' in {expr!r}")
     parts.append(expr[start:])
-    return [p.strip() for p in parts if p.strip()]
+    return [p for p in parts if p]
 
 
 def _parse_bracket(body: str, whole: str) -> list[tuple[int, int, int]]:
+    """'1-3,07' -> [(1, 3, 1), (7, 7, 2)]: the width is the length of the low bound."""
     out = []
     for item in body.split(","):
-        lo_s, _, hi_s = item.strip().partition("-")
-        if not lo_s.isdigit() or (hi_s and not hi_s.isdigit()):
+        lo_s, _, hi_s = item.partition("-")
+        if not _NUMBER.fullmatch(lo_s) or (hi_s and not _NUMBER.fullmatch(hi_s)):
             raise HostlistError(f"bad range {item!r} in {whole!r}")
-        hi_s = hi_s or lo_s
-        lo, hi = int(lo_s), int(hi_s)
+        lo, hi = int(lo_s), int(hi_s or lo_s)
         if hi < lo:
             raise HostlistError(f"descending range {item!r} in {whole!r}")
+        if hi - lo + 1 > MAX_RANGE:
+            raise HostlistError(f"range {item!r} in {whole!r} has more than {MAX_RANGE} hosts")
         out.append((lo, hi, len(lo_s)))
     return out
 
 
 def _parse_term(term: str) -> list[Range]:
-    """One comma-free term, possibly with several bracket groups (cartesian)."""
-    open_at = term.find("[")
+    """One separator-free term. As in Slurm, the last bracket group holds the ranges
+    and must end the term ('n[1-2]x' is an error); earlier groups expand into
+    prefixes ('rack[1-2]-n[1-4]')."""
+    open_at = term.rfind("[")
     if open_at < 0:
         return [_single(term)]
     close_at = term.index("]", open_at)
-    prefix, body, rest = term[:open_at], term[open_at + 1:close_at], term[close_at + 1:]
-    ranges = _parse_bracket(body, term)
-    if not rest:
-        return [Range(prefix, lo, hi, w) for lo, hi, w in ranges]
-    # A suffix after the bracket: expand this level and recurse, as Slurm does.
-    out: list[Range] = []
-    for lo, hi, w in ranges:
-        for n in range(lo, hi + 1):
-            out.extend(_parse_term(f"{prefix}{n:0{w}d}{rest}"))
-    return out
+    if close_at != len(term) - 1:
+        raise HostlistError(f"text after the last ']' in {term!r}: Slurm allows text only "
+                            f"between bracket groups, e.g. rack[1-2]-n[1-4]")
+    ranges = _parse_bracket(term[open_at + 1:close_at], term)
+    return [Range(prefix, lo, hi, w) for prefix in _prefixes(term[:open_at], term)
+            for lo, hi, w in ranges]
+
+
+def _prefixes(prefix: str, whole: str) -> list[str]:
+    """Expand bracket groups inside a prefix in Slurm's order: its last group is
+    the outer loop (a[1-2]b[3-4]c[5-6] gives a1b3c5, a1b3c6, a2b3c5, ...)."""
+    open_at = prefix.rfind("[")
+    if open_at < 0:
+        return [prefix]
+    close_at = prefix.index("]", open_at)
+    head, tail = prefix[:open_at], prefix[close_at + 1:]
+    return [p for lo, hi, w in _parse_bracket(prefix[open_at + 1:close_at], whole)
+            for n in range(lo, hi + 1) for p in _prefixes(f"{head}{n:0{w}d}{tail}", whole)]
 
 
 def _single(name: str) -> Range:
@@ -105,10 +127,24 @@ def _single(name: str) -> Range:
     return Range(m.group(1), int(digits), int(digits), len(digits))
 
 
+def _padding(n: int, width: int) -> int:
+    return max(width - len(str(n)), 0)
+
+
+def _width_equiv(a: Range, b: Range) -> bool:
+    """Slurm's _width_equiv: widths are compatible if formatting both numbers with
+    either width changes the zero padding of at most one of them (9 and 10 join;
+    8 and 09 do not)."""
+    if a.width == b.width:
+        return True
+    return (_padding(a.lo, a.width) == _padding(a.lo, b.width)
+            or _padding(b.lo, b.width) == _padding(b.lo, a.width))
+
+
 def _joinable(a: Range, b: Range) -> bool:
-    """b directly continues a (same prefix and width, next number)."""
+    """b directly continues a (same prefix, compatible widths, next number)."""
     return (not a.single and not b.single and a.prefix == b.prefix
-            and a.width == b.width and b.lo == a.hi + 1)
+            and b.lo == a.hi + 1 and _width_equiv(a, b))
 
 
 def _range_has(r: Range, name: str) -> bool:
