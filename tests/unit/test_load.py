@@ -73,3 +73,13 @@ def test_a_spec_that_is_not_a_mapping():
 def test_unreadable_file(tmp_path):
     loaded = load(tmp_path / "missing.yaml")
     assert [f.id for f in loaded.findings] == ["spec.read"]
+
+
+def test_example_prod_renders_through_the_pipeline():
+    from estate.pipeline import build
+    result = build(SPECS["prod"])
+    assert result.ok, [f for f in result.findings if f.severity.value == "error"]
+    conf = result.artifacts["slurm/slurm.conf"].content.decode()
+    assert "NodeName=gpu[001-128]" in conf and "Gres=gpu:h100:8" in conf
+    topo = result.artifacts["slurm/topology.conf"].content.decode()
+    assert "SwitchName=leaf04 Nodes=gpu[097-128]" in topo
