@@ -68,3 +68,18 @@ def uid_range(estate):
             yield problem(("identity", "users", i, "uid"), f"{kind} '{user.name}' has uid "
                           f"{user.uid}; it may clash with ids the OS or directory hands out",
                           f"use a uid {want}")
+
+
+@validator("identity.missing_service_account", E, "identity",
+           "a daemon's service account (slurm, munge) is not defined")
+def missing_service_account(estate):
+    from estate.render.slurm import MUNGE_USER, SLURM_USER
+    if not estate.role_hosts("slurm_controller") and not estate.role_hosts("slurm_worker"):
+        return
+    users = {u.name for u in estate.spec.identity.users}
+    for account in (SLURM_USER, MUNGE_USER):
+        if account not in users:
+            yield problem(("identity", "users"), f"user '{account}' is not defined; the Slurm "
+                          "daemons run as it and its UID must be the same on every node",
+                          f"add {{name: {account}, uid: <fixed>, group: {account}, "
+                          "system: true}} and its group")

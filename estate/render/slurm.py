@@ -21,7 +21,11 @@ PLANE = "slurm"
 
 # Daemon ports: the single source for slurm.conf, slurmdbd.conf and the firewall rules.
 PORTS = {"slurmctld": 6817, "slurmd": 6818}
-NVIDIA_MAJOR = 195  # character major of /dev/nvidiaN
+NVIDIA_MAJOR = 195
+# Service accounts the daemons run as; the spec's identity section must define them
+# (fixed UIDs across nodes), which estate.check.identity verifies.
+SLURM_USER = "slurm"
+MUNGE_USER = "munge"  # character major of /dev/nvidiaN
 
 
 @dataclass
@@ -136,6 +140,7 @@ def _context(estate: Estate, source: str) -> dict:
         "device_files": device_files,
         "jwt": spec.slurm.slurmrestd is not None,
         "ports": PORTS,
+        "slurm_user": SLURM_USER,
     }
 
 

@@ -90,6 +90,8 @@ CASES = [
      "kubernetes.tenants[0].gpus.h100"),
     ("boundaries.tenant_gpus_unassigned", E, "prod", {"kubernetes.tenants[1].gpus.l40s": 4},
      "kubernetes.tenants"),
+    ("identity.missing_service_account", E, "lab", {"identity.users[1].name": "munged"},
+     "identity.users"),
     # slurm
     ("slurm.duplicate_name", E, "prod", {"slurm.partitions[2].name": "batch"},
      "slurm.partitions[2].name"),
@@ -238,3 +240,4 @@ def test_every_validator_has_a_seeded_case():
     assert mine - covered == set(), "validators without a test case"
     for vid, severity, *_ in CASES:
         assert REGISTRY[vid].severity is severity, vid
+
