@@ -133,5 +133,10 @@ def validators() -> None:
     console.print(table)
 
 
+# apply, inventory, verify, lab up/down/status (estate/provision/cli.py)
+from estate.provision.cli import register as _register_provision  # noqa: E402
+
+_register_provision(app)
+
 if __name__ == "__main__":
     app()

@@ -28,3 +28,31 @@ def destination(path: str) -> str:
         if fnmatch(path, pattern):
             return dest.format(name=name)
     return f"{ESTATE_ETC}/{path}"
+
+
+# Which deploy installs an artifact (first match wins); None: not these roles' business
+# (e.g. Kubernetes manifests, applied by the Kubernetes tooling). "slurm_configs" is
+# whichever of slurm_controller / slurm_worker / slurm_login the node has.
+INSTALLERS: list[tuple[str, str]] = [
+    ("common/*", "common"),
+    ("network/nftables/*", "firewall"),
+    ("slurm/slurmdbd.conf", "slurmdbd"),
+    ("slurm/slurmrestd/*", "slurmrestd"),
+    ("slurm/slurmd.env", "slurm_worker"),
+    ("slurm/gpu-devices/*", "slurm_worker"),
+    ("slurm/accounting.sh", "slurm_controller"),
+    ("slurm/accounts.cfg", "slurm_controller"),
+    ("slurm/*.conf", "slurm_configs"),
+    ("storage/*", "storage"),
+]
+SLURM_CONFIG_DEPLOYS = ("slurm_controller", "slurm_worker", "slurm_login")
+
+
+def installer(path: str, deploys: list[str]) -> str | None:
+    """The deploy (of those a node has) that installs this artifact there, if any."""
+    for pattern, who in INSTALLERS:
+        if fnmatch(path, pattern):
+            if who == "slurm_configs":
+                return next((d for d in SLURM_CONFIG_DEPLOYS if d in deploys), None)
+            return who if who in deploys else None
+    return None

@@ -152,3 +152,24 @@ def groups(ts: list[Target]) -> dict[str, list[str]]:
         for k in keys:
             out.setdefault(k, []).append(t.name)
     return dict(sorted(out.items()))
+
+
+def select(ts: list[Target], limit: str | None) -> list[Target]:
+    """Targets named by a hostlist expression (all when limit is None)."""
+    if not limit:
+        return ts
+    wanted = Hostlist.parse(limit)
+    chosen = [t for t in ts if t.name in wanted]
+    unknown = set(wanted) - {t.name for t in ts}
+    if unknown:
+        raise ValueError(f"--limit names nodes the spec does not have: "
+                         f"{Hostlist.from_names(sorted(unknown))}")
+    return chosen
+
+
+def pyinfra_hosts(estate: Estate, render_dir: Path, secrets_dir: Path | None,
+                  conn: Connection, limit: str | None = None) -> list[tuple[str, dict]]:
+    manifest = load_manifest(render_dir)
+    runtime = runtime_facts(Path(render_dir))
+    return [(t.name, host_data(t, render_dir, secrets_dir, runtime, conn))
+            for t in select(targets(estate, manifest), limit)]

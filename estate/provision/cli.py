@@ -1,0 +1,215 @@
+"""CLI commands for provisioning: apply, inventory, verify, lab up/down/status.
+
+Registered on the main app by ``register(app)`` (one line in estate/cli.py), so the
+shared CLI module only gains an import.
+"""
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+err = Console(stderr=True)
+
+DEFAULT_SPEC = Path("stacks/lab.yaml")
+LAB_RENDER = Path("build/lab")  # the Makefile's OUT, so `make render` and the lab agree
+
+
+class InventoryFormat(str, Enum):
+    pyinfra = "pyinfra"
+    ansible = "ansible"
+    json = "json"
+
+
+def _fail(message: str) -> None:
+    err.print(f"[red]error[/red]: {message}")
+    raise typer.Exit(1)
+
+
+def _render(spec: Path, out: Path):
+    from estate.provision.lab import LabError, render
+    try:
+        return render(spec, out)
+    except LabError as exc:
+        _fail(str(exc))
+
+
+def _connection(lab: bool, ssh_key: str | None, ssh_user: str, strict: bool):
+    from estate.provision.inventory import Connection
+    from estate.provision.lab import SSH_KEY
+    if lab:
+        return Connection(user="root", key=str(SSH_KEY), strict_host_keys=False)
+    return Connection(user=ssh_user, key=ssh_key, strict_host_keys=strict)
+
+
+def print_apply(result, title: str = "apply") -> None:
+    table = Table(title=f"{title}: {result.seconds:.1f} s")
+    for col in ("node", "status", "ops", "changed", "detail"):
+        table.add_column(col, overflow="fold")
+    colour = {"unchanged": "green", "changed": "cyan", "failed": "red",
+              "unsupported": "yellow"}
+    for name, r in result.hosts.items():
+        detail = "; ".join(r.failed or r.unsupported or r.changed[:4] +
+                           (["..."] if len(r.changed) > 4 else []))
+        table.add_row(name, f"[{colour[r.status]}]{r.status}[/]", str(r.ops),
+                      str(len(r.changed)), detail)
+    console.print(table)
+    total = sum(len(r.changed) for r in result.hosts.values())
+    console.print(f"{total} change(s) on {len(result.changed)} node(s); "
+                  f"{len(result.failed)} failed; {len(result.unsupported)} unsupported here")
+
+
+def do_apply(estate, render_dir: Path, conn, limit: str | None, secrets: Path | None):
+    from estate.provision.apply import apply
+    from estate.provision.inventory import pyinfra_hosts
+    try:
+        hosts = pyinfra_hosts(estate, render_dir, secrets, conn, limit)
+    except (ValueError, FileNotFoundError) as exc:
+        _fail(str(exc))
+    return apply(hosts, log=lambda m: err.print(f"[dim]{m}[/dim]"))
+
+
+def register(app: typer.Typer) -> None:
+    lab_app = typer.Typer(help="The Vagrant lab: machines from the spec on this host.",
+                          no_args_is_help=True)
+    app.add_typer(lab_app, name="lab")
+
+    @app.command()
+    def apply(spec: Path = typer.Argument(..., help="Path to the estate spec."),
+              limit: str = typer.Option(None, "--limit", help="Hostlist of nodes, e.g. gpu[1-2]."),
+              out: Path = typer.Option(None, "-o", "--out",
+                                       help="Render directory (default build/<spec name>)."),
+              secrets: Path = typer.Option(None, "--secrets",
+                                           help="Directory with munge.key and jwt_hs256.key. "
+                                           "Default: $ESTATE_*_KEY_B64, else .lab/secrets "
+                                           "with --lab."),
+              lab: bool = typer.Option(False, "--lab", help="Connect as the lab does (its key, "
+                                       "no host key checks, its secrets)."),
+              ssh_key: str = typer.Option(None, "--ssh-key"),
+              ssh_user: str = typer.Option("root", "--ssh-user"),
+              strict_host_keys: bool = typer.Option(True, "--strict-host-keys/--no-strict-host-keys"),
+              json_out: Path = typer.Option(None, "--json", help="Write the results as JSON.")):
+        """Render SPEC and apply the roles to its nodes (or --limit). Exit 1 if a node failed."""
+        from estate.provision.envsecrets import secrets_from_env
+        from estate.provision.lab import SECRETS
+        out = out or Path("build") / spec.stem
+        result = _render(spec, out)
+        conn = _connection(lab, ssh_key, ssh_user, strict_host_keys)
+        try:
+            env_secrets = secrets_from_env()
+            with env_secrets as from_env:
+                chosen = secrets or from_env or (SECRETS if lab else None)
+                res = do_apply(result.estate, out, conn, limit, chosen)
+        except ValueError as exc:
+            _fail(str(exc))
+        print_apply(res)
+        if json_out:
+            json_out.write_text(json.dumps(res.as_dict(), indent=2) + "\n")
+        raise typer.Exit(0 if res.ok else 1)
+
+    @app.command()
+    def inventory(spec: Path = typer.Argument(..., help="Path to the estate spec."),
+                  fmt: InventoryFormat = typer.Option(InventoryFormat.pyinfra, "--format"),
+                  out: Path = typer.Option(None, "-o", "--out",
+                                           help="Render directory (default build/<spec name>)."),
+                  lab: bool = typer.Option(False, "--lab", help="Include the lab's connection "
+                                           "settings (key, no host key checks).")):
+        """Print the inventory grouped by role, deploy and plane (pyinfra, Ansible or JSON)."""
+        from estate.provision.export import export
+        out = out or Path("build") / spec.stem
+        result = _render(spec, out)
+        conn = _connection(lab, None, "root", not lab)
+        typer.echo(export(result.estate, out, conn, fmt.value), nl=False)
+
+    @lab_app.command("up")
+    def lab_up(spec: Path = typer.Argument(DEFAULT_SPEC),
+               out: Path = typer.Option(LAB_RENDER, "-o", "--out"),
+               nodes: str = typer.Option(None, "--nodes", help="Only these nodes (hostlist); "
+                                         "default: every node the lab starts."),
+               provision: bool = typer.Option(True, "--provision/--no-provision"),
+               verify: bool = typer.Option(True, "--verify/--no-verify"),
+               report: Path = typer.Option(Path(".lab/last-up.json"), "--report")):
+        """Bring the lab up from SPEC through Vagrant, provision it, verify it."""
+        import time
+
+        from estate.provision.lab import SECRETS, LabError, up
+        from estate.spec.hostlist import Hostlist
+        t0 = time.monotonic()
+        only = list(Hostlist.parse(nodes)) if nodes else None
+        try:
+            result, started, timings = up(spec, out, only,
+                                          log=lambda m: err.print(f"[dim]{m}[/dim]"))
+        except LabError as exc:
+            _fail(str(exc))
+        summary = {"spec": str(spec), "nodes": [n["name"] for n in started],
+                   "steps": timings.steps}
+        ok = True
+        if provision:
+            t = time.monotonic()
+            conn = _connection(True, None, "root", False)
+            res = do_apply(result.estate, out, conn, ",".join(summary["nodes"]), SECRETS)
+            summary["steps"]["apply"] = round(time.monotonic() - t, 2)
+            summary["apply"] = res.as_dict()
+            print_apply(res, "lab apply")
+            ok = res.ok
+        if verify and provision:
+            from estate.verify.run import run_verify
+            t = time.monotonic()
+            report_v = run_verify(result.estate, out, lab=True, limit=",".join(summary["nodes"]),
+                                  outdir=Path(".lab/verify"))
+            summary["steps"]["verify"] = round(time.monotonic() - t, 2)
+            summary["verify"] = report_v.totals()
+            ok = ok and report_v.ok
+        summary["seconds"] = round(time.monotonic() - t0, 2)
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(json.dumps(summary, indent=2) + "\n")
+        console.print(f"lab up in {summary['seconds']} s: " +
+                      ", ".join(f"{k} {v} s" for k, v in summary["steps"].items()))
+        raise typer.Exit(0 if ok else 1)
+
+    @lab_app.command("down")
+    def lab_down(out: Path = typer.Option(LAB_RENDER, "-o", "--out")):
+        """Remove the lab's machines, networks and their iptables rules; exit 1 if any remain."""
+        import time
+
+        from estate.provision.lab import down
+        t0 = time.monotonic()
+        left = down(out, log=lambda m: err.print(f"[dim]{m}[/dim]"))
+        remaining = {k: v for k, v in left.items() if v}
+        if remaining:
+            for kind, items in remaining.items():
+                err.print(f"[red]left behind[/red] {kind}: {', '.join(items[:10])}")
+            raise typer.Exit(1)
+        console.print(f"lab down in {time.monotonic() - t0:.1f} s: no containers, networks, "
+                      "bridges or iptables rules of the lab remain")
+
+    @lab_app.command("status")
+    def lab_status():
+        """What of the lab exists on this host."""
+        from estate.provision.lab import leftovers
+        for kind, items in leftovers().items():
+            console.print(f"{kind}: {len(items)}" + (f" ({', '.join(items[:8])})" if items else ""))
+
+    @app.command()
+    def verify(spec: Path = typer.Argument(..., help="Path to the estate spec."),
+               out: Path = typer.Option(None, "-o", "--out",
+                                        help="Render directory (default build/<spec name>)."),
+               limit: str = typer.Option(None, "--limit"),
+               lab: bool = typer.Option(False, "--lab"),
+               ssh_key: str = typer.Option(None, "--ssh-key"),
+               ssh_user: str = typer.Option("root", "--ssh-user"),
+               report_dir: Path = typer.Option(Path("build/verify"), "--report-dir",
+                                               help="Where verify.json and junit.xml go.")):
+        """Check the nodes against what was rendered: table, JSON and JUnit XML."""
+        from estate.verify.run import run_verify
+        out = out or Path("build") / spec.stem
+        result = _render(spec, out)
+        report_v = run_verify(result.estate, out, lab=lab, limit=limit, outdir=report_dir,
+                              ssh_key=ssh_key, ssh_user=ssh_user)
+        raise typer.Exit(0 if report_v.ok else 1)
+

@@ -1,0 +1,246 @@
+"""The lab driver: spec -> rendered tree -> image -> networks -> Vagrant machines.
+
+`estate lab up` does, in order, each step idempotent and timed:
+render (atomic), ssh key and secrets (once, under .lab/), dockerd, the node
+image (rebuilt only when its recipe changes), one Docker network per segment,
+`vagrant up`, then the roles (estate.provision.apply) and the checks
+(estate.verify). `estate lab down` removes every container, network and the
+iptables rules Docker made for them, and says if anything was left.
+
+Everything the lab creates is named estate-lab* and labelled estate-lab=1, so it
+never touches other tiers on the same host (e.g. the Slurm namespace lab).
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from estate.render.lab import PATH as NODES_PATH
+from estate.render.lab import PREFIX
+
+ROOT = Path(__file__).resolve().parents[2]
+LAB_DIR = ROOT / ".lab"
+SSH_KEY = LAB_DIR / "ssh" / "id_ed25519"
+SECRETS = LAB_DIR / "secrets"
+VAGRANT_STATE = LAB_DIR / "vagrant"
+LABEL = f"{PREFIX}=1"
+
+
+class LabError(RuntimeError):
+    pass
+
+
+@dataclass
+class Timings:
+    steps: dict[str, float] = field(default_factory=dict)
+
+    def step(self, name: str, log=print):
+        timings = self
+
+        class _Step:
+            def __enter__(self):
+                self.t0 = time.monotonic()
+                log(f"lab: {name} ...")
+
+            def __exit__(self, *exc):
+                timings.steps[name] = round(time.monotonic() - self.t0, 2)
+        return _Step()
+
+    @property
+    def total(self) -> float:
+        return round(sum(self.steps.values()), 2)
+
+
+def run(cmd: list[str], env: dict | None = None, check: bool = True, quiet: bool = False,
+        timeout: int = 900) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, env={**os.environ, **(env or {})}, text=True, timeout=timeout,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if check and proc.returncode != 0:
+        tail = "\n".join(proc.stdout.splitlines()[-25:])
+        raise LabError(f"{' '.join(cmd[:3])} failed ({proc.returncode}):\n{tail}")
+    if not quiet and proc.stdout and proc.returncode != 0:
+        print(proc.stdout)
+    return proc
+
+
+# --- host prerequisites ---------------------------------------------------------------
+
+def ensure_ssh_key() -> Path:
+    if not SSH_KEY.exists():
+        SSH_KEY.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(SSH_KEY.parent, 0o700)
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "estate-lab",
+             "-f", str(SSH_KEY)])
+    return SSH_KEY
+
+
+def ensure_dockerd() -> None:
+    run([str(ROOT / "scripts" / "start-dockerd.sh")])
+
+
+def ensure_image() -> str:
+    """The node image's tag (vagrant/image/build.sh rebuilds only for a new recipe)."""
+    out = run([str(ROOT / "vagrant" / "image" / "build.sh")]).stdout.strip().splitlines()
+    return out[-1]
+
+
+# --- networks ---------------------------------------------------------------------------
+
+def _network(name: str) -> dict | None:
+    proc = run(["docker", "network", "inspect", name], check=False, quiet=True)
+    return json.loads(proc.stdout)[0] if proc.returncode == 0 else None
+
+
+def ensure_networks(doc: dict) -> list[str]:
+    """One internal bridge network per segment, with the segment's CIDR and MTU.
+
+    Internal: lab traffic stays on the lab's bridges (each node also has Docker's
+    default bridge as eth0, its way to the Debian mirror, like a VM's NAT NIC).
+    """
+    made = []
+    for seg in doc["segments"]:
+        have = _network(seg["network"])
+        if have:
+            subnets = [c.get("Subnet") for c in have["IPAM"]["Config"]]
+            if subnets == [seg["cidr"]]:
+                continue
+            if have.get("Containers"):
+                raise LabError(f"network {seg['network']} has subnet {subnets}, the spec says "
+                               f"{seg['cidr']}, and machines use it: run `estate lab down` first")
+            run(["docker", "network", "rm", seg["network"]])
+        run(["docker", "network", "create", "--internal", "--subnet", seg["cidr"],
+             "--gateway", seg["gateway"], "--label", LABEL,
+             "-o", f"com.docker.network.bridge.name={seg['bridge']}",
+             "-o", f"com.docker.network.driver.mtu={seg['mtu']}", seg["network"]])
+        made.append(seg["network"])
+    return made
+
+
+# --- vagrant ----------------------------------------------------------------------------
+
+def vagrant_env(render_dir: Path, image: str | None = None) -> dict:
+    env = {"VAGRANT_CWD": str(ROOT / "vagrant"), "VAGRANT_DOTFILE_PATH": str(VAGRANT_STATE),
+           "ESTATE_LAB_NODES": str(Path(render_dir).resolve() / NODES_PATH),
+           "ESTATE_LAB_SSH_KEY": str(SSH_KEY), "VAGRANT_DEFAULT_PROVIDER": "docker",
+           "VAGRANT_CHECKPOINT_DISABLE": "1", "VAGRANT_NO_COLOR": "1"}
+    if image:
+        env["ESTATE_LAB_IMAGE"] = image
+    return env
+
+
+def lab_document(render_dir: Path) -> dict:
+    path = Path(render_dir) / NODES_PATH
+    if not path.is_file():
+        raise LabError(f"{path} is missing: the spec was not rendered there, or it has more "
+                       "nodes than a lab brings up (estate.render.lab.MAX_NODES)")
+    return json.loads(path.read_text())
+
+
+def started_nodes(doc: dict, only: list[str] | None = None) -> list[dict]:
+    return [n for n in doc["nodes"] if (n["name"] in only if only else n["autostart"])]
+
+
+def vagrant_up(render_dir: Path, image: str, names: list[str]) -> None:
+    run(["vagrant", "up", "--provider=docker", "--parallel", *names],
+        env=vagrant_env(render_dir, image), timeout=900)
+
+
+def wait_for_ssh(nodes: list[dict], timeout: float = 60) -> None:
+    """Each machine's sshd answering on its management address (where pyinfra connects)."""
+    deadline = time.monotonic() + timeout
+    for node in nodes:
+        addr = node["networks"][0]["ip"]
+        while True:
+            try:
+                with socket.create_connection((addr, 22), timeout=2) as s:
+                    if s.recv(4).startswith(b"SSH"):
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise LabError(f"{node['name']}: no ssh on {addr}:22 after {timeout} s "
+                               f"(docker logs {node['container']})")
+            time.sleep(0.5)
+
+
+# --- down -------------------------------------------------------------------------------
+
+def leftovers() -> dict[str, list[str]]:
+    """Anything of the lab still on the host: containers, networks, bridges, iptables rules."""
+    def lines(cmd):
+        proc = run(cmd, check=False, quiet=True)
+        return [l for l in proc.stdout.splitlines() if l.strip()] if proc.returncode == 0 else []
+    return {
+        "containers": lines(["docker", "ps", "-aq", "--filter", f"label={LABEL}"]),
+        "networks": [n for n in lines(["docker", "network", "ls", "--format", "{{.Name}}"])
+                     if n.startswith(PREFIX)],
+        "bridges": [l.split(":")[1].strip() for l in lines(["ip", "-o", "link", "show"])
+                    if f" {PREFIX}" in l],
+        "iptables": [l for l in lines(["iptables-save"]) if PREFIX in l],
+    }
+
+
+def down(render_dir: Path | None = None, log=print) -> dict[str, list[str]]:
+    if run(["docker", "info"], check=False, quiet=True).returncode != 0:
+        log("lab: dockerd is not running, so no lab containers or networks exist")
+        return leftovers()
+    nodes_file = Path(render_dir or "") / NODES_PATH if render_dir else None
+    if nodes_file and nodes_file.is_file() and VAGRANT_STATE.exists():
+        run(["vagrant", "destroy", "-f"], env=vagrant_env(render_dir), check=False)
+    # Whatever Vagrant did not know about (a lost .lab/vagrant, an interrupted up).
+    ids = leftovers()["containers"]
+    if ids:
+        run(["docker", "rm", "-f", *ids])
+    for net in leftovers()["networks"]:
+        run(["docker", "network", "rm", net])
+    if VAGRANT_STATE.exists():
+        import shutil
+        shutil.rmtree(VAGRANT_STATE / "machines", ignore_errors=True)
+    return leftovers()
+
+
+# --- up ---------------------------------------------------------------------------------
+
+def render(spec: Path, render_dir: Path):
+    """Check and render the spec into render_dir (atomic); the Build for what follows."""
+    from estate.check.findings import has_errors
+    from estate.pipeline import build
+    from estate.render import write_tree
+    result = build(spec)
+    if not result.ok:
+        errors = [f for f in result.findings if has_errors([f])]
+        raise LabError(f"{spec} has {len(errors)} error(s); see `estate check {spec}`:\n" +
+                       "\n".join(f"  {f.path}: {f.message}" for f in errors[:10]))
+    write_tree(result.artifacts, render_dir)
+    return result
+
+
+def up(spec: Path, render_dir: Path, only: list[str] | None = None, log=print):
+    """Bring the machines up (no provisioning); returns (Build, started nodes, Timings)."""
+    from estate.provision.secrets import ensure_secrets
+    t = Timings()
+    with t.step("render", log):
+        result = render(spec, render_dir)
+        doc = lab_document(render_dir)
+        nodes = started_nodes(doc, only)
+        unknown = set(only or []) - {n["name"] for n in doc["nodes"]}
+        if unknown:
+            raise LabError(f"no such lab node(s): {', '.join(sorted(unknown))}")
+    with t.step("keys and secrets", log):
+        ensure_ssh_key()
+        ensure_secrets(SECRETS)
+    with t.step("dockerd", log):
+        ensure_dockerd()
+    with t.step("node image", log):
+        image = ensure_image()
+    with t.step("networks", log):
+        ensure_networks(doc)
+    with t.step("vagrant up", log):
+        vagrant_up(render_dir, image, [n["name"] for n in nodes])
+        wait_for_ssh(nodes)
+    return result, nodes, t

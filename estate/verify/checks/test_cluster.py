@@ -1,0 +1,80 @@
+"""Cluster checks, run through the controller and a login node: Slurm's view equals the
+spec, a GPU job runs on every GPU node, a job spans two workers, the REST API takes
+a JWT. Jobs run as a user with a Slurm account, so they go through accounting."""
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from estate.verify.plugin import on_nodes
+from estate.verify.slurm_view import collect, compare
+
+ROLE = "cluster"
+JOB = "timeout 90 srun -t 2 --quiet"
+
+
+def _submit(ctx, command: str):
+    node = ctx.submit_node()
+    if node is None:
+        pytest.skip("no login node or controller among the nodes checked")
+    user = ctx.job_user()
+    return ctx.host(node).run(f"runuser -u {user} -- {command}")
+
+
+@on_nodes(lambda ctx: ctx.controller())
+def test_slurm_view_matches_spec(host, node, ctx):
+    view = collect(lambda cmd: host.check_output(shlex.join(cmd)))
+    mismatches = compare(ctx.estate, view)
+    assert not mismatches, "; ".join(str(m) for m in mismatches)
+
+
+@on_nodes(lambda ctx: ctx.gpu_nodes())
+def test_gpu_job(node, ctx):
+    devices = ctx.gpu_devices(node)
+    out = _submit(ctx, f"{JOB} -w {node} -N1 -n1 --gres=gpu:{len(devices)} "
+                       "sh -c 'echo $CUDA_VISIBLE_DEVICES'")
+    assert out.rc == 0, f"GPU job on {node} failed: {out.stderr.strip()}"
+    want = ",".join(str(i) for i in range(len(devices)))
+    assert out.stdout.strip() == want, f"CUDA_VISIBLE_DEVICES={out.stdout.strip()!r}, not {want}"
+
+
+@on_nodes(lambda ctx: ctx.controller())
+def test_job_across_two_workers(node, ctx):
+    workers = ctx.with_deploy("slurm_worker")[:2]
+    if len(workers) < 2:
+        pytest.skip("fewer than two workers among the nodes checked")
+    out = _submit(ctx, f"{JOB} -N2 -w {','.join(workers)} hostname")
+    assert out.rc == 0, f"two-node job failed: {out.stderr.strip()}"
+    assert sorted(out.stdout.split()) == sorted(workers)
+
+
+REST = """\
+import json, sys, urllib.request, urllib.error
+url, user, token = sys.argv[1:4]
+def get(tok):
+    req = urllib.request.Request(url, headers={"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": tok})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, None
+good, body = get(token)
+bad, _ = get("not-a-token")
+print(good, bad, body["pings"][0]["ping"] if body else "-")
+"""
+
+
+@on_nodes(lambda ctx: ctx.with_deploy("slurmrestd"))
+def test_rest_api_takes_a_jwt(host, node, ctx):
+    """A token from `scontrol token` opens the API; a made-up one does not. The token
+    lives only inside the remote shell (never in the command line or this report)."""
+    url = f"http://{ctx.rest_listen(node)}/slurm/v0.0.38/ping"
+    user = ctx.job_user()
+    script = shlex.quote(REST)
+    out = host.run(f"T=$(scontrol token username={user} lifespan=120 | cut -d= -f2) && "
+                   f"python3 -c {script} {url} {user} \"$T\"")
+    assert out.rc == 0, f"REST check failed to run: {out.stderr.strip()[-300:]}"
+    good, bad, ping = out.stdout.split()
+    assert (good, ping) == ("200", "UP"), f"with a JWT: HTTP {good}, ping {ping}"
+    assert bad != "200", "slurmrestd accepted a made-up token"

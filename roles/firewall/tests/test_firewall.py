@@ -1,0 +1,15 @@
+"""firewall: nftables enabled with the estate's table loaded."""
+from __future__ import annotations
+
+ROLE = "firewall"
+
+
+def test_nftables_enabled(host, node):
+    assert host.package("nftables").is_installed
+    assert host.service("nftables").is_enabled
+
+
+def test_estate_table_loaded(host, node):
+    out = host.run("nft list table inet estate")
+    assert out.rc == 0, f"table inet estate is not loaded: {out.stderr.strip()}"
+    assert "chain input" in out.stdout

@@ -1,0 +1,35 @@
+"""slurm_controller: slurmctld up on its state directory and the estate's JWT key."""
+from __future__ import annotations
+
+import pytest
+
+ROLE = "slurm_controller"
+
+
+def test_slurmctld_running_and_enabled(host, node):
+    svc = host.service("slurmctld")
+    assert svc.is_running and svc.is_enabled
+
+
+def test_answers_ping(host, node):
+    out = host.run("scontrol ping")
+    assert out.rc == 0 and "UP" in out.stdout, out.stdout + out.stderr
+
+
+def test_state_directory(host, node, ctx):
+    d = host.file(ctx.runtime["slurm_state_dir"])
+    user = ctx.runtime.get("slurm_user", "slurm")
+    assert d.is_directory and (d.user, d.group, d.mode) == (user, user, 0o700)
+
+
+def test_jwt_key(host, node, ctx):
+    path = ctx.runtime.get("jwt_key")
+    if not path:
+        pytest.skip("the rendered slurm.conf enables no JWT authentication")
+    f = host.file(path)
+    user = ctx.runtime.get("slurm_user", "slurm")
+    assert (f.user, f.group, f.mode) == (user, user, 0o600), \
+        f"{path} is {f.user}:{f.group} {f.mode:04o}"
+    want = ctx.secret_sha256("jwt_hs256.key")
+    if want:
+        assert f.sha256sum == want, f"{path} is not the estate's JWT key"
