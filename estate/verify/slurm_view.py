@@ -1,0 +1,286 @@
+"""Slurm's own view of a running cluster, compared with the spec.
+
+``collect`` asks Slurm (scontrol, sinfo) through any runner: a network namespace,
+a container, ssh. ``compare`` returns every way that view differs from the spec.
+The expected values come from ``estate.render.slurm``, the functions that wrote
+slurm.conf, gres.conf and topology.conf, so no Slurm fact is recomputed here; this
+module only knows how to read Slurm's output.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+from estate.render.slurm import node_lines, switch_nodes
+from estate.spec.hostlist import Hostlist, HostlistError
+from estate.spec.resolved import Estate
+
+NODE_CMD = ["scontrol", "show", "node", "-o"]
+PARTITION_CMD = ["scontrol", "show", "partition", "-o"]
+TOPOLOGY_CMD = ["scontrol", "show", "topology"]
+SINFO_CMD = ["sinfo", "-h", "-N", "-o", "%N|%P|%T"]
+
+# A key starts a word and is followed by '='; values may hold spaces (OS=Linux 6.1 #1 ...)
+# and '=' after other characters (CfgTRES=cpu=4,mem=7.50G).
+_KEY = re.compile(r"(?:^|(?<=\s))([A-Za-z][A-Za-z0-9_/:.]*)=")
+# Node states in which a node can run jobs; anything else (DOWN, DRAIN, INVAL,
+# NOT_RESPONDING, UNKNOWN, FAIL, ...) means the node is not what the spec asked for.
+_USABLE = {"IDLE", "ALLOCATED", "MIXED", "COMPLETING"}
+_USABLE_FLAGS = {"COMPLETING", "PLANNED", "RESERVED", "DYNAMIC_NORM"}
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    subject: str          # "node gpu1", "partition gpu", "switch leaf1"
+    field: str
+    expected: str
+    actual: str
+
+    def __str__(self) -> str:
+        return f"{self.subject}: {self.field} is {self.actual!r}, the spec says {self.expected!r}"
+
+
+@dataclass
+class SlurmView:
+    nodes: dict[str, dict[str, str]] = field(default_factory=dict)
+    partitions: dict[str, dict[str, str]] = field(default_factory=dict)
+    switches: dict[str, dict[str, str]] = field(default_factory=dict)
+    sinfo: set[tuple[str, str]] = field(default_factory=set)   # (node, partition[*])
+
+    @classmethod
+    def parse(cls, nodes: str, partitions: str, topology: str, sinfo: str) -> "SlurmView":
+        return cls(_records(nodes, "NodeName"), _records(partitions, "PartitionName"),
+                   _records(topology, "SwitchName"), _sinfo(sinfo))
+
+
+def parse_record(line: str) -> dict[str, str]:
+    """One line of `scontrol show ... -o` as {key: value}."""
+    keys = list(_KEY.finditer(line))
+    out = {}
+    for m, nxt in zip(keys, keys[1:] + [None]):
+        out[m.group(1)] = line[m.end():nxt.start() if nxt else len(line)].strip()
+    return out
+
+
+def _records(text: str, key: str) -> dict[str, dict[str, str]]:
+    out = {}
+    for line in text.splitlines():
+        rec = parse_record(line.strip())
+        if key in rec:
+            out[rec[key]] = rec
+    return out
+
+
+def _sinfo(text: str) -> set[tuple[str, str]]:
+    rows = (line.strip().split("|") for line in text.splitlines() if line.strip())
+    return {(r[0], r[1]) for r in rows if len(r) >= 2}
+
+
+def collect(run: Callable[[list[str]], str]) -> SlurmView:
+    """Ask Slurm; ``run(argv)`` returns a command's stdout wherever the clients are."""
+    return SlurmView.parse(run(NODE_CMD), run(PARTITION_CMD), run(TOPOLOGY_CMD), run(SINFO_CMD))
+
+
+def compare(estate: Estate, view: SlurmView) -> list[Mismatch]:
+    """Every difference between what the spec renders and what Slurm reports."""
+    return (_compare_nodes(estate, view) + _compare_partitions(estate, view)
+            + _compare_topology(estate, view) + _compare_sinfo(estate, view))
+
+
+# --- nodes --------------------------------------------------------------------
+
+def expected_nodes(estate: Estate) -> dict[str, dict[str, str]]:
+    """Node -> the scontrol fields its NodeName line sets, in scontrol's spelling."""
+    out = {}
+    for line in node_lines(estate):
+        addrs = list(line.addr_list) if line.addrs else []
+        for i, name in enumerate(line.hostlist):
+            exp = {"CPUTot": str(line.cpus), "Sockets": str(line.sockets),
+                   "CoresPerSocket": str(line.cores_per_socket),
+                   "ThreadsPerCore": str(line.threads_per_core),
+                   "RealMemory": str(line.real_memory), "Gres": line.gres or "(null)",
+                   "AvailableFeatures": ",".join(line.features) or "(null)",
+                   "Weight": str(line.weight)}
+            if i < len(addrs):
+                exp["NodeAddr"] = addrs[i]
+            out[name] = exp
+    return out
+
+
+def node_partitions(estate: Estate) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for p in estate.spec.slurm.partitions:
+        for name in _names(p.nodes):
+            out.setdefault(name, set()).add(p.name)
+    return out
+
+
+def _compare_nodes(estate: Estate, view: SlurmView) -> list[Mismatch]:
+    expected, parts = expected_nodes(estate), node_partitions(estate)
+    out = []
+    for name, exp in expected.items():
+        subject = f"node {name}"
+        got = view.nodes.get(name)
+        if got is None:
+            out.append(Mismatch(subject, "presence", "defined", "missing from Slurm"))
+            continue
+        out += [Mismatch(subject, k, v, got.get(k, "")) for k, v in exp.items()
+                if got.get(k, "") != v]
+        want_parts = parts.get(name, set())
+        have_parts = set(filter(None, got.get("Partitions", "").split(",")))
+        if have_parts != want_parts:
+            out.append(Mismatch(subject, "Partitions", _join(want_parts), _join(have_parts)))
+        if not usable(got.get("State", "")):
+            reason = got.get("Reason", "")
+            out.append(Mismatch(subject, "State", "usable (IDLE/MIXED/ALLOCATED)",
+                                got.get("State", "") + (f" ({reason})" if reason else "")))
+    out += [Mismatch(f"node {n}", "presence", "not in the spec", "defined in Slurm")
+            for n in view.nodes if n not in expected]
+    return out
+
+
+def usable(state: str) -> bool:
+    """IDLE, MIXED+COMPLETING, ...: a base state that runs jobs and no bad flag.
+    A '*' (not responding) or power/reboot marker ('~#!%@^') makes it unusable."""
+    if any(c in state for c in "*~#!%@^"):
+        return False
+    base, *flags = state.split("+")
+    return base in _USABLE and all(f in _USABLE_FLAGS for f in flags)
+
+
+# --- partitions ---------------------------------------------------------------
+
+def expected_partitions(estate: Estate) -> dict[str, dict[str, str]]:
+    slurm = estate.spec.slurm
+    out = {}
+    for p in slurm.partitions:
+        out[p.name] = {
+            "Nodes": p.nodes, "Default": "YES" if p.default else "NO",
+            "MaxTime": p.max_time, "PriorityTier": str(p.priority_tier), "State": "UP",
+            # A partition QOS needs accounting; slurm.conf omits it otherwise.
+            "QoS": p.qos if p.qos and slurm.accounting else "N/A",
+            "AllowAccounts": ",".join(p.allow_accounts) or "ALL",
+        }
+    return out
+
+
+def _compare_partitions(estate: Estate, view: SlurmView) -> list[Mismatch]:
+    out = []
+    expected = expected_partitions(estate)
+    for name, exp in expected.items():
+        subject = f"partition {name}"
+        got = view.partitions.get(name)
+        if got is None:
+            out.append(Mismatch(subject, "presence", "defined", "missing from Slurm"))
+            continue
+        for key, want in exp.items():
+            have = got.get(key, "")
+            if not _same(key, want, have):
+                out.append(Mismatch(subject, key, want, have))
+    out += [Mismatch(f"partition {n}", "presence", "not in the spec", "defined in Slurm")
+            for n in view.partitions if n not in expected]
+    return out
+
+
+def _same(key: str, want: str, have: str) -> bool:
+    if key == "Nodes":
+        return _names(want) == _names(have)
+    if key == "AllowAccounts":
+        return set(want.split(",")) == set(have.split(","))
+    if key == "MaxTime":
+        return time_seconds(want) == time_seconds(have)
+    return want == have
+
+
+def time_seconds(text: str) -> int | None:
+    """A Slurm time limit in seconds (None: unlimited). Formats as sbatch --time reads them:
+    M, M:S, H:M:S, D-H, D-H:M, D-H:M:S."""
+    text = text.strip().upper()
+    if text in ("UNLIMITED", "INFINITE", "-1"):
+        return None
+    days, _, rest = text.rpartition("-")
+    parts = [int(p) for p in rest.split(":")]
+    if days:
+        h, m, s = (parts + [0, 0])[:3]
+        return ((int(days) * 24 + h) * 60 + m) * 60 + s
+    if len(parts) == 3:
+        return (parts[0] * 60 + parts[1]) * 60 + parts[2]
+    return parts[0] * 60 + (parts[1] if len(parts) > 1 else 0)
+
+
+# --- topology -----------------------------------------------------------------
+
+def expected_switches(estate: Estate) -> dict[str, dict[str, set[str]]]:
+    """Switch -> {"Nodes": every compute node below it, "Switches": its children}."""
+    spec_switches = {s.name: s for s in estate.spec.topology.switches}
+    leaves = switch_nodes(estate)
+
+    def below(name: str, seen: frozenset = frozenset()) -> set[str]:
+        sw = spec_switches.get(name)
+        nodes = set(leaves.get(name, Hostlist()))
+        for child in (sw.switches if sw and name not in seen else []):
+            nodes |= below(child, seen | {name})
+        return nodes
+
+    return {name: {"Nodes": below(name), "Switches": set(sw.switches)}
+            for name, sw in spec_switches.items()}
+
+
+def _compare_topology(estate: Estate, view: SlurmView) -> list[Mismatch]:
+    if estate.spec.topology.blocks or not estate.spec.topology.switches:
+        return []  # topology/block is not read back through `scontrol show topology`
+    out = []
+    expected = expected_switches(estate)
+    for name, exp in expected.items():
+        subject = f"switch {name}"
+        got = view.switches.get(name)
+        if got is None:
+            out.append(Mismatch(subject, "presence", "defined", "missing from Slurm"))
+            continue
+        have_nodes = _names(got.get("Nodes", ""))
+        if have_nodes != exp["Nodes"]:
+            out.append(Mismatch(subject, "Nodes", _compress(exp["Nodes"]),
+                                _compress(have_nodes)))
+        have_sw = set(filter(None, got.get("Switches", "").split(",")))
+        if _expand_set(have_sw) != exp["Switches"]:
+            out.append(Mismatch(subject, "Switches", _join(exp["Switches"]), _join(have_sw)))
+    out += [Mismatch(f"switch {n}", "presence", "not in the spec", "defined in Slurm")
+            for n in view.switches if n not in expected]
+    return out
+
+
+# --- sinfo --------------------------------------------------------------------
+
+def _compare_sinfo(estate: Estate, view: SlurmView) -> list[Mismatch]:
+    """sinfo lists each node once per partition, the default partition marked '*'."""
+    want = set()
+    for p in estate.spec.slurm.partitions:
+        label = p.name + ("*" if p.default else "")
+        want |= {(n, label) for n in _names(p.nodes)}
+    out = [Mismatch(f"node {n}", "sinfo partition", p, "not listed")
+           for n, p in sorted(want - view.sinfo)]
+    out += [Mismatch(f"node {n}", "sinfo partition", "not listed", p)
+            for n, p in sorted(view.sinfo - want)]
+    return out
+
+
+# --- helpers ------------------------------------------------------------------
+
+def _names(expr: str) -> set[str]:
+    try:
+        return set(Hostlist.parse(expr)) if expr and expr != "(null)" else set()
+    except HostlistError:
+        return {expr}
+
+
+def _expand_set(exprs: set[str]) -> set[str]:
+    return set().union(*(_names(e) for e in exprs)) if exprs else set()
+
+
+def _compress(names: set[str]) -> str:
+    return str(Hostlist.from_names(sorted(names)).sorted())
+
+
+def _join(items: set[str]) -> str:
+    return ",".join(sorted(items))

@@ -1,0 +1,53 @@
+"""The live_slurm tier: real slurmctld, slurmd, slurmdbd and munged, one network
+namespace per node (see netns_lab.py). Runs as root with Debian's Slurm packages;
+elsewhere it skips and says what is missing."""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.live_slurm.netns_lab import BRIDGE, NETNS_DIR, NS_PREFIX, Lab, down, lab_pids
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOLS = ("slurmctld", "slurmd", "srun", "sinfo", "scontrol", "sshare", "munged", "nsenter",
+         "unshare", "setpriv", "ip", "nft")
+ACCOUNTING_TOOLS = ("slurmdbd", "sacctmgr", "mariadbd", "mariadb-install-db", "mariadb")
+PACKAGES = ("slurmctld slurmd slurm-client munge slurmdbd mariadb-server iproute2 "
+            "iptables nftables")
+
+
+def require_live_slurm(accounting: bool) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("live_slurm needs root (network namespaces, mknod, daemons)")
+    missing = [t for t in TOOLS + (ACCOUNTING_TOOLS if accounting else ())
+               if shutil.which(t) is None]
+    if missing:
+        pytest.skip(f"live_slurm needs {', '.join(missing)}: apt-get install {PACKAGES}")
+
+
+def leftovers() -> list[str]:
+    out = [f"netns {p.name}" for p in NETNS_DIR.glob(NS_PREFIX + "*")] \
+        if NETNS_DIR.exists() else []
+    out += [f"pid {p}" for p in lab_pids()]
+    if Path(f"/sys/class/net/{BRIDGE}").exists():
+        out.append(f"bridge {BRIDGE}")
+    return out
+
+
+def running_lab(spec: Path):
+    """Bring the spec's cluster up, hand it to the tests, always tear it down."""
+    lab = Lab(spec)
+    require_live_slurm(bool(lab.slurm.accounting))
+    t0 = time.monotonic()
+    try:
+        lab.up()
+        print(f"\n{spec.name}: lab up in {time.monotonic() - t0:.1f} s {lab.timings}")
+        yield lab
+    finally:
+        down()
+        left = leftovers()
+        assert not left, f"teardown left {left}"

@@ -1,0 +1,596 @@
+"""A real Slurm cluster on this machine: one network namespace per node of a spec.
+
+Every Slurm node of the spec (controllers, login nodes, workers) gets a network
+namespace on one bridge with its address from the spec, its own hostname, and a
+private view of /run, /var/spool, /var/log, /etc/slurm and /etc/hosts, so that
+daemons that share this machine's filesystem still behave as on separate hosts.
+Each node receives exactly the rendered artifacts whose consumers name it, as the
+provisioning roles would install them; workers run configless
+(slurmd.env's --conf-server) and fetch slurm.conf from slurmctld.
+
+    python -m tests.live_slurm.netns_lab up stacks/lab.yaml    # start, wait, report
+    python -m tests.live_slurm.netns_lab lab stacks/lab.yaml   # up + a GPU job + report
+    python -m tests.live_slurm.netns_lab status                # what Slurm sees
+    python -m tests.live_slurm.netns_lab down                  # stop and remove all
+
+Needs root, iproute2, util-linux, Debian's slurmctld/slurmd/slurm-client/munge, and
+for a spec with accounting slurmdbd and mariadb-server. Secrets (munge key, JWT key)
+are generated into the state directory with owner-only modes and never printed.
+"""
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import pwd
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from estate.pipeline import build
+from estate.render import write_tree
+from estate.render.slurm import node_lines
+from estate.spec.resolved import Estate
+from estate.verify import slurm_view
+
+STATE = Path(os.environ.get("ESTATE_NETNS_DIR", "/tmp/estate-netns-lab"))
+BRIDGE = "estns-br0"
+NS_PREFIX = "estns-"          # namespace names: estns-ctl1, estns-gpu1, ...
+VETH_PREFIX = "estns"         # host ends: estns0, estns1, ... (15-character limit)
+NETNS_DIR = Path("/run/netns")
+IPT_RULES = (["-i", BRIDGE, "-j", "ACCEPT"], ["-o", BRIDGE, "-j", "ACCEPT"])
+# Paths each node sees privately: (in-node path, directory under the node's state).
+# /run comes first: the munge socket directory is bound inside it.
+PRIVATE = (("/run", "run"), ("/var/spool", "spool"), ("/var/log", "log"),
+           ("/etc/slurm", "etc/slurm"))
+# Runs inside the new mount and UTS namespaces: hostname, bind mounts, then the command.
+_ENTER = 'set -e; hostname "$1"; shift; ' \
+         'while [ "$1" != "--" ]; do mount --rbind "$1" "$2"; shift 2; done; shift; exec "$@"'
+
+
+class LabError(RuntimeError):
+    """The lab could not be brought up; the message says which node and why."""
+
+
+@dataclass
+class Node:
+    name: str
+    addr: str
+    prefixlen: int
+    index: int
+
+    @property
+    def netns(self) -> str:
+        return NS_PREFIX + self.name
+
+
+def sh(*argv: str, check: bool = True, timeout: float = 60, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, check=check, timeout=timeout, text=True,
+                          capture_output=True, **kw)
+
+
+class Lab:
+    def __init__(self, spec_path: str | Path | None = None, state: Path = STATE):
+        self.state = state
+        self.spec_path = Path(spec_path) if spec_path else _saved_spec(state)
+        self.timings: dict[str, float] = {}   # seconds each wait took, for reports
+        self._estate: Estate | None = None
+        self._artifacts = None
+
+    # --- the spec ---------------------------------------------------------------
+
+    def load(self) -> None:
+        result = build(self.spec_path)
+        if not result.ok:
+            lines = [f"{f.severity.value} {f.id} {f.path}: {f.message}" for f in result.findings]
+            raise LabError(f"{self.spec_path} does not render:\n" + "\n".join(lines))
+        self._estate, self._artifacts = result.estate, result.artifacts
+
+    @property
+    def estate(self) -> Estate:
+        if self._estate is None:
+            self.load()
+        return self._estate
+
+    @property
+    def artifacts(self):
+        if self._artifacts is None:
+            self.load()
+        return self._artifacts
+
+    @property
+    def slurm(self):
+        return self.estate.spec.slurm
+
+    def nodes(self) -> list[Node]:
+        est, seg = self.estate, self.slurm.address_segment
+        names = list(est.plane_hosts("slurm"))
+        if self.slurm.accounting and self.slurm.accounting.host not in names:
+            names.append(self.slurm.accounting.host)
+        cidr = next((s.cidr for s in est.spec.segments if s.name == seg), None)
+        out = []
+        for i, name in enumerate(names):
+            addr = est.address(name, seg)
+            if addr is None or cidr is None:
+                raise LabError(f"node {name} has no address on segment {seg!r}: add "
+                               f"'{seg}: auto' to its addresses")
+            out.append(Node(name, str(addr), cidr.prefixlen, i))
+        return out
+
+    def workers(self) -> list[str]:
+        return [n for line in node_lines(self.estate) for n in line.hostlist]
+
+    def client(self) -> str:
+        """Where users run srun/sbatch: a login node, else the first controller."""
+        login = list(self.estate.role_hosts("slurm_login"))
+        return login[0] if login else self.slurm.controllers[0]
+
+    # --- running things on nodes ---------------------------------------------------
+
+    def node_dir(self, name: str) -> Path:
+        return self.state / "nodes" / name
+
+    def binds(self, name: str) -> list[tuple[str, str]]:
+        """(host source, in-node target) in mount order."""
+        d = self.node_dir(name)
+        out = [(str(self.state / "munge"), str(d / "run/munge"))]
+        out += [(str(d / sub), path) for path, sub in PRIVATE]
+        if (d / "etc/hosts").exists():
+            out.append((str(d / "etc/hosts"), "/etc/hosts"))
+        if (d / "lib/mysql").exists():
+            out.append((str(d / "lib/mysql"), "/var/lib/mysql"))
+        return out
+
+    def host_path(self, name: str, path: str) -> Path:
+        """Where a path a node sees lies on this machine's filesystem."""
+        for target, sub in sorted(PRIVATE, key=lambda p: -len(p[0])):
+            if path == target or path.startswith(target + "/"):
+                return self.node_dir(name) / sub / path[len(target):].lstrip("/")
+        raise LabError(f"{path} is not private to a node in the lab (it must lie under "
+                       f"{', '.join(p for p, _ in PRIVATE)})")
+
+    def enter(self, name: str, argv: list[str]) -> list[str]:
+        flat = [x for pair in self.binds(name) for x in pair]
+        return ["nsenter", f"--net={NETNS_DIR / (NS_PREFIX + name)}", "unshare", "--uts",
+                "--mount", "--propagation", "private", "sh", "-c", _ENTER, "estate-node",
+                name, *flat, "--", *argv]
+
+    def run(self, name: str, argv: list[str], check: bool = True,
+            timeout: float = 60) -> subprocess.CompletedProcess:
+        proc = subprocess.run(self.enter(name, argv), text=True, capture_output=True,
+                              timeout=timeout)
+        if check and proc.returncode:
+            raise LabError(f"{name}: {shlex.join(argv)} exited {proc.returncode}:\n"
+                           f"{proc.stdout}{proc.stderr}")
+        return proc
+
+    def srun(self, *args: str, timeout: float = 60) -> str:
+        return self.run(self.client(), ["srun", *args], timeout=timeout).stdout
+
+    def sbatch(self, *args: str) -> str:
+        """Submit a batch job (output discarded: jobs run in a shared working tree)."""
+        return self.run(self.client(), ["sbatch", "--parsable", "-o", "/dev/null", *args]
+                        ).stdout.strip().split(";")[0]
+
+    def job_states(self, jobs: list[str]) -> dict[str, str]:
+        """job id -> 'STATE reason nodes' as squeue reports it."""
+        out = self.run(self.client(), ["squeue", "-h", "-j", ",".join(jobs),
+                                       "-o", "%i %T %r %N"]).stdout
+        return {line.split()[0]: " ".join(line.split()[1:]) for line in out.splitlines()}
+
+    def wait_jobs(self, jobs: list[str], state: str, timeout: float) -> dict[str, str]:
+        """Poll until every job is in state, or the timeout; returns the last states."""
+        end = time.monotonic() + timeout
+        while True:
+            states = self.job_states(jobs)
+            if all(states.get(j, "").startswith(state) for j in jobs) \
+                    or time.monotonic() > end:
+                return states
+            time.sleep(0.5)
+
+    def view(self) -> slurm_view.SlurmView:
+        return slurm_view.collect(lambda argv: self.run(self.client(), argv).stdout)
+
+    def mismatches(self) -> list[slurm_view.Mismatch]:
+        return slurm_view.compare(self.estate, self.view())
+
+    def start(self, name: str, daemon: str, argv: list[str]) -> None:
+        out = self.node_dir(name) / "out"
+        out.mkdir(exist_ok=True)
+        with open(out / f"{daemon}.out", "ab") as log:
+            subprocess.Popen(self.enter(name, argv), stdin=subprocess.DEVNULL, stdout=log,
+                             stderr=subprocess.STDOUT, start_new_session=True)
+
+    # --- up -------------------------------------------------------------------------
+
+    def up(self, timeout: float = 90) -> None:
+        """Bring the whole cluster up from a clean state, or raise LabError (torn down)."""
+        nodes = self.nodes()
+        with _lock(self.state):
+            down(self.state)
+            shutil.rmtree(self.state, ignore_errors=True)
+            self.state.mkdir(parents=True)
+            (self.state / "spec").write_text(str(self.spec_path.absolute()))
+            write_tree(self.artifacts, self.state / "render")
+            try:
+                self._up(nodes, time.monotonic() + timeout)
+            except BaseException:
+                down(self.state)
+                raise
+
+    def _up(self, nodes: list[Node], deadline: float) -> None:
+        self.conf = parse_conf(self.artifacts["slurm/slurm.conf"].content.decode())
+        network_up(nodes)
+        munge_up(self.state)
+        for node in nodes:
+            self.install(node.name)
+        for node in nodes:
+            self.firewall(node)
+        if self.slurm.accounting:
+            self.accounting_up(self.slurm.accounting.host, deadline)
+        for name in self.slurm.controllers:
+            self.start(name, "slurmctld", ["slurmctld", "-D"])
+        self.wait(deadline, "slurmctld to answer", self._ctld_up, self.slurm.controllers[0],
+                  "slurmctld")
+        if self.slurm.accounting:
+            self.wait(deadline, "accounting.sh to apply", self._apply_accounting,
+                      self._consumer("slurm/accounting.sh"), "slurmctld")
+        for name in self.workers():
+            env = shlex.split(self._env(name, "slurm/slurmd.env").get("SLURMD_OPTIONS", ""))
+            self.start(name, "slurmd", ["slurmd", "-D", *env])
+        self.wait(deadline, "every worker to be usable", self._workers_usable,
+                  self.workers()[0] if self.workers() else self.client(), "slurmd")
+
+    def install(self, name: str) -> None:
+        """The node's artifacts where the roles put them, its directories, its fake GPUs."""
+        d = self.node_dir(name)
+        for path, sub in PRIVATE:
+            (d / sub).mkdir(parents=True, exist_ok=True)
+            Path(path).mkdir(parents=True, exist_ok=True)  # the mount point
+        (d / "run/munge").mkdir()
+        for art in self.artifacts.for_node(name):
+            dest = {"common/hosts": d / "etc/hosts"}.get(art.path)
+            if art.path.startswith("slurm/") and art.path.count("/") == 1 \
+                    and not art.path.endswith(".env"):
+                dest = d / "etc" / art.path
+            if dest:
+                dest.write_bytes(art.content)
+                os.chmod(dest, art.mode)
+                shutil.chown(dest, *_owner(art.owner))
+            if art.path.startswith("slurm/gpu-devices/"):
+                self.make_devices(name, json.loads(art.content))
+        self.make_dirs(name)
+        jwt = _jwt_key_path(self.conf)
+        if jwt and name in self.slurm.controllers:
+            _write_secret(self.host_path(name, jwt), os.urandom(32), "slurm")
+
+    def make_devices(self, name: str, doc: dict) -> None:
+        if doc.get("mode") != "create":
+            raise LabError(f"{name}: the lab needs fake GPUs; set slurm.gpu_device_path "
+                           f"under /run (e.g. /run/estate/fake-gpu/nvidia), not /dev")
+        for dev in doc["devices"]:
+            path = self.host_path(name, dev["path"])
+            path.parent.mkdir(parents=True, exist_ok=True)
+            os.mknod(path, 0o666 | 0o020000, os.makedev(dev["major"], dev["minor"]))
+
+    def make_dirs(self, name: str) -> None:
+        """The directories slurm.conf names, private to the node; slurmctld's owned by
+        SlurmUser, which it drops to."""
+        for key, owner in (("StateSaveLocation", "slurm"), ("SlurmdSpoolDir", "root")):
+            if key in self.conf:
+                path = self.host_path(name, self.conf[key])
+                path.mkdir(parents=True, exist_ok=True)
+                shutil.chown(path, owner, owner)
+        for key, owner in (("SlurmctldLogFile", "slurm"), ("SlurmdLogFile", "root"),
+                           ("SlurmctldPidFile", "root"), ("SlurmdPidFile", "root")):
+            if key in self.conf:
+                path = self.host_path(name, self.conf[key]).parent
+                if not path.exists():
+                    path.mkdir(parents=True)
+                    shutil.chown(path, owner, owner)
+
+    def firewall(self, node: Node) -> None:
+        """Load the node's rendered nftables rules in its namespace: Slurm must work
+        through the firewall the estate will really have."""
+        for art in self.artifacts.for_node(node.name):
+            if art.path.startswith("network/nftables/"):
+                if not shutil.which("nft"):
+                    raise LabError(f"{node.name} has rendered nftables rules: install "
+                                   f"nftables (apt-get install nftables) to load them")
+                proc = subprocess.run(["ip", "netns", "exec", node.netns, "nft", "-f", "-"],
+                                      input=art.content, capture_output=True, timeout=30)
+                if proc.returncode:
+                    raise LabError(f"{node.name}: nft rejected {art.path}: "
+                                   f"{proc.stderr.decode(errors='replace')}")
+
+    def accounting_up(self, host: str, deadline: float) -> None:
+        """MariaDB (unix socket only) and slurmdbd on the accounting host."""
+        dbd = parse_conf(self.artifacts["slurm/slurmdbd.conf"].content.decode())
+        d = self.node_dir(host)
+        for sub in ("lib/mysql", "run/mysqld", "log/mysql"):
+            (d / sub).mkdir(parents=True, exist_ok=True)
+            shutil.chown(d / sub, "mysql", "mysql")
+        sh("mariadb-install-db", "--user=mysql", f"--datadir={d / 'lib/mysql'}",
+           "--auth-root-authentication-method=socket", "--skip-test-db", timeout=120)
+        self.start(host, "mariadbd", [
+            "mariadbd", "--user=mysql", "--datadir=/var/lib/mysql", "--skip-networking",
+            "--socket=/run/mysqld/mysqld.sock", "--pid-file=/run/mysqld/mysqld.pid",
+            "--log-error=/var/log/mysql/error.log", "--innodb-buffer-pool-size=64M"])
+        db, user = dbd["StorageLoc"], dbd["StorageUser"]
+        sql = (f"CREATE USER IF NOT EXISTS '{user}'@'localhost' IDENTIFIED VIA unix_socket; "
+               f"CREATE DATABASE IF NOT EXISTS {db}; "
+               f"GRANT ALL ON {db}.* TO '{user}'@'localhost';")
+        self.wait(deadline, "MariaDB to accept the slurm user",
+                  lambda: self.run(host, ["mariadb", "-e", sql], check=False).returncode == 0,
+                  host, "mariadbd")
+        for key in ("LogFile", "PidFile"):
+            parent = self.host_path(host, dbd[key]).parent
+            parent.mkdir(parents=True, exist_ok=True)
+        self.start(host, "slurmdbd", ["slurmdbd", "-D"])
+        self.wait(deadline, "slurmdbd to answer", lambda: self.run(
+            host, ["sacctmgr", "-n", "show", "cluster"], check=False).returncode == 0,
+            host, "slurmdbd")
+
+    # --- readiness ---------------------------------------------------------------------
+
+    def wait(self, deadline: float, what: str, ready, name: str, daemon: str) -> None:
+        t0 = time.monotonic()
+        while time.monotonic() < deadline:
+            if ready():
+                self.timings[what] = round(time.monotonic() - t0, 2)
+                return
+            time.sleep(0.5)
+        raise LabError(f"timed out waiting for {what} on {name}; "
+                       f"last lines of its {daemon} output:\n{self.tail(name, daemon)}")
+
+    def tail(self, name: str, daemon: str, lines: int = 30) -> str:
+        path = self.node_dir(name) / "out" / f"{daemon}.out"
+        text = path.read_text(errors="replace") if path.exists() else "(no output)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def _ctld_up(self) -> bool:
+        proc = self.run(self.client(), ["scontrol", "ping"], check=False, timeout=20)
+        return proc.returncode == 0 and "UP" in proc.stdout
+
+    def _apply_accounting(self) -> bool:
+        """accounting.sh needs the gres/gpu TRES, which slurmctld creates when it registers."""
+        host = self._consumer("slurm/accounting.sh")
+        return self.run(host, ["sh", "/etc/slurm/accounting.sh"], check=False,
+                        timeout=60).returncode == 0
+
+    def _workers_usable(self) -> bool:
+        proc = self.run(self.client(), slurm_view.NODE_CMD, check=False, timeout=20)
+        states = {n: r.get("State", "") for n, r in
+                  slurm_view._records(proc.stdout, "NodeName").items()}
+        return all(slurm_view.usable(states.get(n, "")) for n in self.workers())
+
+    def _consumer(self, path: str) -> str:
+        return next(iter(self.artifacts[path].consumers))
+
+    def _env(self, name: str, path: str) -> dict[str, str]:
+        arts = [a for a in self.artifacts.for_node(name) if a.path == path]
+        if not arts:
+            raise LabError(f"{name}: no {path} rendered for it (configless slurmd needs "
+                           f"its --conf-server)")
+        return parse_env(arts[0].content.decode())
+
+    # --- report -------------------------------------------------------------------------
+
+    def report(self) -> str:
+        c = self.client()
+        parts = [f"Slurm as seen from {c} (spec {self.spec_path}):"]
+        for argv in (["sinfo", "-N", "-o", "%N %P %T %c %m %G %f"], ["scontrol", "show",
+                     "topology"], ["scontrol", "show", "partition", "-o"]):
+            proc = self.run(c, argv, check=False)
+            parts.append(f"$ {shlex.join(argv)}\n{proc.stdout}{proc.stderr}".rstrip())
+        bad = self.mismatches()
+        parts.append("Slurm's view matches the spec" if not bad else
+                     "Mismatches with the spec:\n" + "\n".join(f"  {m}" for m in bad))
+        return "\n\n".join(parts)
+
+
+# --- module-level pieces (also used by down, which needs no spec) ----------------------
+
+def parse_conf(text: str) -> dict[str, str]:
+    """slurm.conf/slurmdbd.conf single-valued keys (NodeName/PartitionName lines skipped)."""
+    out = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        key, sep, value = line.partition("=")
+        if sep and " " not in value.strip():
+            out[key.strip()] = value.strip()
+    return out
+
+
+def parse_env(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and not key.startswith("#"):
+            out[key.strip()] = " ".join(shlex.split(value))
+    return out
+
+
+def _jwt_key_path(conf: dict[str, str]) -> str | None:
+    for item in conf.get("AuthAltParameters", "").split(","):
+        key, _, value = item.partition("=")
+        if key == "jwt_key":
+            return value
+    return None
+
+
+def _owner(owner: str) -> tuple[str, str]:
+    user, _, group = owner.partition(":")
+    return user, group or pwd.getpwnam(user).pw_gid
+
+
+def _write_secret(path: Path, data: bytes, owner: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400 if owner == "munge" else 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    shutil.chown(path, owner, owner)
+
+
+def _saved_spec(state: Path) -> Path | None:
+    saved = state / "spec"
+    return Path(saved.read_text().strip()) if saved.exists() else None
+
+
+class _lock:
+    """One lab at a time on a machine: the names (bridge, namespaces) are fixed."""
+
+    def __init__(self, state: Path):
+        self.path = state.parent / f".{state.name}.lock"
+
+    def __enter__(self):
+        self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self.fd)
+            raise LabError(f"another netns lab is starting or stopping ({self.path})")
+
+    def __exit__(self, *exc):
+        os.close(self.fd)
+
+
+def network_up(nodes: list[Node]) -> None:
+    sh("ip", "link", "add", BRIDGE, "type", "bridge")
+    sh("ip", "link", "set", BRIDGE, "up")
+    if _forward_policy() not in ("ACCEPT", None):
+        # dockerd sets FORWARD to DROP and bridged frames pass through iptables here.
+        for rule in IPT_RULES:
+            sh("iptables", "-I", "FORWARD", *rule)
+    for n in nodes:
+        veth = f"{VETH_PREFIX}{n.index}"
+        sh("ip", "netns", "add", n.netns)
+        sh("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", n.netns)
+        sh("ip", "link", "set", veth, "master", BRIDGE, "up")
+        sh("ip", "-n", n.netns, "addr", "add", f"{n.addr}/{n.prefixlen}", "dev", "eth0")
+        sh("ip", "-n", n.netns, "link", "set", "eth0", "up")
+        sh("ip", "-n", n.netns, "link", "set", "lo", "up")
+
+
+def _forward_policy() -> str | None:
+    if not shutil.which("iptables"):
+        return None
+    out = sh("iptables", "-S", "FORWARD", check=False).stdout
+    for line in out.splitlines():
+        if line.startswith("-P FORWARD "):
+            return line.split()[2]
+    return None
+
+
+def munge_up(state: Path) -> None:
+    """One munged for every node: they share this machine's filesystem and its socket."""
+    sock_dir, key = state / "munge", state / "secret" / "munge.key"
+    sock_dir.mkdir()
+    key.parent.mkdir(mode=0o700)
+    shutil.chown(sock_dir, "munge", "munge")
+    shutil.chown(key.parent, "munge", "munge")
+    _write_secret(key, os.urandom(1024), "munge")
+    sh("setpriv", "--reuid=munge", "--regid=munge", "--init-groups", "munged",
+       f"--key-file={key}", f"--socket={sock_dir}/munge.socket.2",
+       f"--pid-file={sock_dir}/munged.pid", f"--seed-file={sock_dir}/munged.seed",
+       f"--log-file={sock_dir}/munged.log")
+    for _ in range(100):
+        if (sock_dir / "munge.socket.2").exists():
+            return
+        time.sleep(0.1)
+    raise LabError(f"munged did not create its socket; see {sock_dir}/munged.log")
+
+
+def lab_pids(state: Path = STATE) -> list[int]:
+    """Processes of the lab: everything in its namespaces, and its munged."""
+    inodes = set()
+    for ns in NETNS_DIR.glob(NS_PREFIX + "*") if NETNS_DIR.exists() else []:
+        with suppress(OSError):
+            inodes.add(os.stat(ns).st_ino)
+    munge_arg = f"--socket={state}/munge/".encode()
+    out = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        with suppress(OSError):
+            if os.stat(proc / "ns/net").st_ino in inodes \
+                    or munge_arg in (proc / "cmdline").read_bytes():
+                out.append(int(proc.name))
+    return out
+
+
+def down(state: Path = STATE) -> None:
+    """Stop every lab process, remove namespaces, bridge, firewall rules and secrets."""
+    for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+        pids = lab_pids(state)
+        for pid in pids:
+            with suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        end = time.monotonic() + wait
+        while pids and time.monotonic() < end:
+            pids = [p for p in pids if Path(f"/proc/{p}").exists() and not _zombie(p)]
+            time.sleep(0.1)
+    for ns in sorted(NETNS_DIR.glob(NS_PREFIX + "*")) if NETNS_DIR.exists() else []:
+        sh("ip", "netns", "del", ns.name, check=False)
+    sh("ip", "link", "del", BRIDGE, check=False)
+    if shutil.which("iptables"):
+        for rule in IPT_RULES:
+            while sh("iptables", "-D", "FORWARD", *rule, check=False).returncode == 0:
+                pass
+    for path in [state / "secret", *state.glob("nodes/*/lib/mysql")]:
+        shutil.rmtree(path, ignore_errors=True)
+    for key in state.glob("nodes/*/spool/**/jwt*.key"):
+        key.unlink(missing_ok=True)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tests.live_slurm.netns_lab",
+                                 description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("up", "lab"):
+        sub.add_parser(name).add_argument("spec")
+    sub.add_parser("status")
+    sub.add_parser("down")
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "down":
+            down()
+            print("netns lab stopped")
+            return 0
+        lab = Lab(getattr(args, "spec", None))
+        if lab.spec_path is None:
+            raise LabError("no lab is up (run: up SPEC)")
+        if args.cmd in ("up", "lab"):
+            t0 = time.monotonic()
+            lab.up()
+            print(f"netns lab up in {time.monotonic() - t0:.1f} s: {len(lab.nodes())} nodes, "
+                  f"state in {lab.state}")
+        if args.cmd == "lab":
+            gres = max((line.gres_count for line in node_lines(lab.estate)), default=0)
+            job = ["--gres", f"gpu:{gres}"] if gres else []
+            print(f"$ srun {' '.join(job)} (on {lab.client()}): " + lab.srun(
+                *job, "sh", "-c", 'echo "$(hostname) CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"'
+            ).strip())
+        print(lab.report())
+        return 1 if lab.mismatches() else 0
+    except LabError as exc:
+        print(f"netns lab: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

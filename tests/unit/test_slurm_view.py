@@ -1,0 +1,86 @@
+"""estate.verify.slurm_view on output recorded from Slurm 22.05 running stacks/lab.yaml
+(the live_slurm tier checks the same against running daemons)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from estate.spec.load import load
+from estate.spec.resolved import Estate
+from estate.verify.slurm_view import SlurmView, compare, parse_record, time_seconds, usable
+
+LAB = Path(__file__).resolve().parents[2] / "stacks/lab.yaml"
+
+NODE = ("NodeName={n} Arch=x86_64 CoresPerSocket=4  CPUAlloc=0 CPUEfctv=4 CPUTot=4 "
+        "CPULoad=1.06 AvailableFeatures=a100,ib ActiveFeatures=a100,ib Gres=gpu:a100:2 "
+        "NodeAddr={addr} NodeHostName={n} Version=22.05.8 OS=Linux 6.18.44-fc-v782 #1 SMP "
+        "PREEMPT_DYNAMIC @0  RealMemory=7680 AllocMem=0 FreeMem=22131 Sockets=1 Boards=1 "
+        "State={state} ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A "
+        "Partitions=gpu  BootTime=2026-11-30T15:03:30 SlurmdStartTime=2026-11-30T15:12:16 "
+        "CfgTRES=cpu=4,mem=7.50G,billing=4,gres/gpu=2 AllocTRES= CapWatts=n/a")
+PARTITION = ("PartitionName=gpu AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL AllocNodes=ALL "
+             "Default=YES QoS=normal DefaultTime=NONE DisableRootJobs=NO MaxNodes=UNLIMITED "
+             "MaxTime=1-00:00:00 MinNodes=0 LLN=NO Nodes=gpu[1-2] PriorityJobFactor=1 "
+             "PriorityTier=1 RootOnly=NO State=UP TotalCPUs=8 TotalNodes=2 "
+             "TRES=cpu=8,mem=15G,node=2,billing=8,gres/gpu=4")
+TOPOLOGY = ("SwitchName=spine1 Level=1 LinkSpeed=1 Nodes=gpu[1-2] Switches=leaf1\n"
+            "SwitchName=leaf1 Level=0 LinkSpeed=1 Nodes=gpu[1-2]\n")
+SINFO = "gpu1|gpu*|idle\ngpu2|gpu*|idle\n"
+
+
+def nodes(state1="IDLE", state2="IDLE"):
+    return "\n".join([NODE.format(n="gpu1", addr="10.60.0.13", state=state1),
+                      NODE.format(n="gpu2", addr="10.60.0.14", state=state2)])
+
+
+@pytest.fixture(scope="module")
+def estate():
+    return Estate(load(LAB).spec)
+
+
+def test_records_keep_values_with_spaces_and_equals_signs():
+    rec = parse_record(NODE.format(n="gpu1", addr="10.60.0.13", state="IDLE"))
+    assert rec["OS"] == "Linux 6.18.44-fc-v782 #1 SMP PREEMPT_DYNAMIC @0"
+    assert rec["CfgTRES"] == "cpu=4,mem=7.50G,billing=4,gres/gpu=2"
+    assert rec["AllocTRES"] == "" and rec["Gres"] == "gpu:a100:2"
+
+
+def test_the_recorded_lab_matches_its_spec(estate):
+    assert compare(estate, SlurmView.parse(nodes(), PARTITION, TOPOLOGY, SINFO)) == []
+
+
+def test_every_kind_of_difference_is_reported(estate):
+    view = SlurmView.parse(
+        nodes(state2="IDLE+DRAIN").replace("RealMemory=7680", "RealMemory=4096", 1),
+        PARTITION.replace("Default=YES", "Default=NO").replace("1-00:00:00", "12:00:00"),
+        TOPOLOGY.replace("Level=0 LinkSpeed=1 Nodes=gpu[1-2]", "Level=0 LinkSpeed=1 Nodes=gpu1"),
+        SINFO.replace("gpu2|gpu*", "gpu2|gpu") + "gpu9|gpu*|idle\n")
+    got = {(m.subject, m.field) for m in compare(estate, view)}
+    assert got == {("node gpu1", "RealMemory"), ("node gpu2", "State"),
+                   ("partition gpu", "Default"), ("partition gpu", "MaxTime"),
+                   ("switch leaf1", "Nodes"), ("node gpu2", "sinfo partition"),
+                   ("node gpu9", "sinfo partition")}
+
+
+def test_missing_and_unknown_nodes_are_reported(estate):
+    only_gpu1 = NODE.format(n="gpu1", addr="10.60.0.13", state="IDLE")
+    stray = NODE.format(n="gpu7", addr="10.60.0.99", state="IDLE")
+    view = SlurmView.parse(only_gpu1 + "\n" + stray, PARTITION, TOPOLOGY, SINFO)
+    assert {(m.subject, m.actual) for m in compare(estate, view)} == {
+        ("node gpu2", "missing from Slurm"), ("node gpu7", "defined in Slurm")}
+
+
+@pytest.mark.parametrize("state,ok", [
+    ("IDLE", True), ("MIXED", True), ("ALLOCATED+COMPLETING", True), ("IDLE+DRAIN", False),
+    ("DOWN*", False), ("IDLE*", False), ("INVAL", False), ("IDLE+NOT_RESPONDING", False),
+    ("UNKNOWN", False), ("", False)])
+def test_usable_states(state, ok):
+    assert usable(state) is ok
+
+
+@pytest.mark.parametrize("text,seconds", [
+    ("30", 1800), ("00:30:00", 1800), ("1-00:00:00", 86400), ("24:00:00", 86400),
+    ("2-12", 216000), ("1:30", 90), ("UNLIMITED", None), ("INFINITE", None)])
+def test_time_limits_compare_by_value(text, seconds):
+    assert time_seconds(text) == seconds
