@@ -81,6 +81,7 @@ class Lab:
         self.state = state
         self.spec_path = Path(spec_path) if spec_path else _saved_spec(state)
         self.timings: dict[str, float] = {}   # seconds each wait took, for reports
+        self._last_failure = ""                # output of the last failed readiness probe
         self._estate: Estate | None = None
         self._artifacts = None
 
@@ -108,6 +109,11 @@ class Lab:
     @property
     def slurm(self):
         return self.estate.spec.slurm
+
+    @property
+    def conf(self) -> dict[str, str]:
+        """The rendered slurm.conf's paths and parameters, as the daemons will read them."""
+        return parse_conf(self.artifacts["slurm/slurm.conf"].content.decode())
 
     def nodes(self) -> list[Node]:
         est, seg = self.estate, self.slurm.address_segment
@@ -226,7 +232,6 @@ class Lab:
                 raise
 
     def _up(self, nodes: list[Node], deadline: float) -> None:
-        self.conf = parse_conf(self.artifacts["slurm/slurm.conf"].content.decode())
         network_up(nodes)
         munge_up(self.state)
         for node in nodes:
@@ -347,8 +352,9 @@ class Lab:
                 self.timings[what] = round(time.monotonic() - t0, 2)
                 return
             time.sleep(0.5)
-        raise LabError(f"timed out waiting for {what} on {name}; "
-                       f"last lines of its {daemon} output:\n{self.tail(name, daemon)}")
+        last = f"\nlast attempt:\n{self._last_failure}" if self._last_failure else ""
+        raise LabError(f"timed out waiting for {what} on {name}; last lines of its "
+                       f"{daemon} output:\n{self.tail(name, daemon)}{last}")
 
     def tail(self, name: str, daemon: str, lines: int = 30) -> str:
         path = self.node_dir(name) / "out" / f"{daemon}.out"
@@ -362,14 +368,14 @@ class Lab:
     def _apply_accounting(self) -> bool:
         """accounting.sh needs the gres/gpu TRES, which slurmctld creates when it registers."""
         host = self._consumer("slurm/accounting.sh")
-        return self.run(host, ["sh", "/etc/slurm/accounting.sh"], check=False,
-                        timeout=60).returncode == 0
+        proc = self.run(host, ["sh", "/etc/slurm/accounting.sh"], check=False, timeout=60)
+        self._last_failure = (proc.stdout + proc.stderr)[-2000:] if proc.returncode else ""
+        return proc.returncode == 0
 
     def _workers_usable(self) -> bool:
         proc = self.run(self.client(), slurm_view.NODE_CMD, check=False, timeout=20)
-        states = {n: r.get("State", "") for n, r in
-                  slurm_view._records(proc.stdout, "NodeName").items()}
-        return all(slurm_view.usable(states.get(n, "")) for n in self.workers())
+        nodes = slurm_view.SlurmView.parse(proc.stdout, "", "", "").nodes
+        return all(slurm_view.usable(nodes.get(n, {}).get("State", "")) for n in self.workers())
 
     def _consumer(self, path: str) -> str:
         return next(iter(self.artifacts[path].consumers))
