@@ -2,7 +2,8 @@
 
 Every Slurm node of the spec (controllers, login nodes, workers) gets a network
 namespace on one bridge with its address from the spec, its own hostname, and a
-private view of /run, /var/spool, /var/log, /etc/slurm and /etc/hosts, so that
+private view of /run, /var/spool, /var/log, /etc/slurm, /etc/hosts, /etc/passwd and
+/etc/group (the spec's users added), so that
 daemons that share this machine's filesystem still behave as on separate hosts.
 Each node receives exactly the rendered artifacts whose consumers name it, as the
 provisioning roles would install them; workers run configless
@@ -148,8 +149,9 @@ class Lab:
         d = self.node_dir(name)
         out = [(str(self.state / "munge"), str(d / "run/munge"))]
         out += [(str(d / sub), path) for path, sub in PRIVATE]
-        if (d / "etc/hosts").exists():
-            out.append((str(d / "etc/hosts"), "/etc/hosts"))
+        for f in ("hosts", "passwd", "group"):
+            if (d / "etc" / f).exists():
+                out.append((str(d / "etc" / f), f"/etc/{f}"))
         if (d / "lib/mysql").exists():
             out.append((str(d / "lib/mysql"), "/var/lib/mysql"))
         return out
@@ -179,6 +181,12 @@ class Lab:
 
     def srun(self, *args: str, timeout: float = 60) -> str:
         return self.run(self.client(), ["srun", *args], timeout=timeout).stdout
+
+    def as_user(self, user: str, argv: list[str], check: bool = False):
+        """Run a client command on the login node as one of the spec's users."""
+        group = next(u.group for u in self.estate.spec.identity.users if u.name == user)
+        return self.run(self.client(), ["setpriv", f"--reuid={user}", f"--regid={group}",
+                                        "--init-groups", *argv], check=check)
 
     def sbatch(self, *args: str) -> str:
         """Submit a batch job (output discarded: jobs run in a shared working tree)."""
@@ -271,6 +279,8 @@ class Lab:
                 shutil.chown(dest, *_owner(art.owner))
             if art.path.startswith("slurm/gpu-devices/"):
                 self.make_devices(name, json.loads(art.content))
+            if art.path == "common/identity.json":
+                write_identity(d / "etc", json.loads(art.content))
         self.make_dirs(name)
         jwt = _jwt_key_path(self.conf)
         if jwt and name in self.slurm.controllers:
@@ -422,6 +432,21 @@ def parse_env(text: str) -> dict[str, str]:
         if sep and not key.startswith("#"):
             out[key.strip()] = " ".join(shlex.split(value))
     return out
+
+
+def write_identity(etc: Path, doc: dict) -> None:
+    """The node's /etc/passwd and /etc/group: this machine's, plus the spec's users and
+    groups whose names and ids it does not use yet (the identity role's job)."""
+    for fname, key, idkey, line in (
+            ("group", "groups", "gid", lambda g: f"{g['name']}:x:{g['gid']}:"),
+            ("passwd", "users", "uid", lambda u: f"{u['name']}:x:{u['uid']}:{u['gid']}::"
+                                                 f"{u['home']}:{u.get('shell', '/bin/sh')}")):
+        lines = Path(f"/etc/{fname}").read_text().splitlines()
+        names = {x.split(":")[0] for x in lines}
+        ids = {x.split(":")[2] for x in lines if x.count(":") >= 2}
+        lines += [line(e) for e in doc.get(key, [])
+                  if e["name"] not in names and str(e[idkey]) not in ids]
+        (etc / fname).write_text("\n".join(lines) + "\n")
 
 
 def _jwt_key_path(conf: dict[str, str]) -> str | None:

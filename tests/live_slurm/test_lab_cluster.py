@@ -99,3 +99,23 @@ def test_workers_run_configless(lab):
         assert not (lab.node_dir(node) / "etc/slurm/slurm.conf").exists()
         cached = lab.host_path(node, lab.conf["SlurmdSpoolDir"]) / "conf-cache/slurm.conf"
         assert cached.read_bytes() == rendered
+
+
+def account_members(lab) -> list[tuple[str, str]]:
+    return [(a.name, u) for a in lab.slurm.accounts for u in a.users]
+
+
+def test_jobs_are_charged_to_the_users_account(lab):
+    for account, user in account_members(lab):
+        proc = lab.as_user(user, ["srun", "--chdir=/tmp", "sh", "-c",
+                                  'echo "$(id -un) $SLURM_JOB_ACCOUNT"'])
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.split() == [user, account]
+
+
+def test_a_user_cannot_charge_an_account_they_are_not_in(lab):
+    members = account_members(lab)
+    account, user = next((a, u) for a, _ in members for b, u in members if a != b)
+    proc = lab.as_user(user, ["srun", "--chdir=/tmp", "-A", account, "true"])
+    assert proc.returncode != 0
+    assert "Invalid account" in proc.stderr, proc.stderr
