@@ -7,7 +7,7 @@ VENV := .venv
 ESTATE := $(VENV)/bin/estate
 PYTEST := $(VENV)/bin/pytest -p no:cacheprovider
 
-.PHONY: deps venv check render lab lab-down lab-ns lab-ns-down test test-unit test-live-slurm test-lab test-molecule bench golden
+.PHONY: deps venv check render lab lab-down lab-ns lab-ns-down test test-unit test-live-slurm test-lab test-molecule bench golden lab-vagrant lab-vagrant-down
 
 deps:
 	@scripts/install-deps.sh
@@ -22,7 +22,7 @@ render: venv
 	$(ESTATE) render $(SPEC) -o $(OUT)
 
 ## The main job on the embedded lab spec.
-lab: deps venv check render lab-ns
+lab: deps venv check render lab-ns lab-vagrant
 
 ## Slurm lab in network namespaces: real slurmctld/slurmd/munged on the rendered files.
 lab-ns: deps venv
@@ -31,7 +31,23 @@ lab-ns: deps venv
 lab-ns-down: venv
 	$(VENV)/bin/python -m tests.live_slurm.netns_lab down
 
-lab-down: lab-ns-down
+## Vagrant lab (docker provider): the spec's Slurm and storage nodes as systemd containers,
+## provisioned by roles/ (pyinfra), checked by `estate verify`; a second run changes nothing.
+lab-vagrant: deps venv
+	$(ESTATE) lab up $(SPEC) -o $(OUT)
+
+lab-vagrant-down: venv
+	$(ESTATE) lab down -o $(OUT)
+
+lab-down: lab-ns-down lab-vagrant-down
+
+## The lab tier: cold up, idempotent second apply, verify, clean down (needs docker; ~5 min).
+test-lab: deps venv
+	$(PYTEST) -q tests/lab
+
+## molecule: one scenario per role (docker driver, systemd containers, shared image).
+test-molecule: deps venv
+	vagrant/molecule.sh
 
 ## tests/live_k8s runs against ESTATE_KUBECONFIG where a cluster exists and reports itself
 ## skipped (with the reason) elsewhere.

@@ -1,0 +1,132 @@
+"""The lab for real: `estate lab up` from stacks/lab.yaml through Vagrant (docker
+provider), a second apply that changes nothing, `estate verify`, a spec change that
+reaches slurmctld, drift repaired, and `estate lab down` leaving nothing behind.
+
+Needs root, dockerd (started if absent), debootstrap and vagrant (make deps). It
+takes the lab over: a lab already up is reused, and it is removed at the end.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.lab
+
+ROOT = Path(__file__).resolve().parents[2]
+ESTATE = str(ROOT / ".venv" / "bin" / "estate")
+SPEC = "stacks/lab.yaml"
+OUT = "build/lab"
+NODES = "ctl1,login1,gpu[1-2],nfs1"
+SSH = ["ssh", "-q", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+       "-o", "UserKnownHostsFile=/dev/null", "-i", str(ROOT / ".lab/ssh/id_ed25519")]
+
+
+def estate(*args, check=True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([ESTATE, *args], cwd=ROOT, text=True, capture_output=True,
+                          timeout=1200, env={**os.environ, "COLUMNS": "160"})
+    if check and proc.returncode != 0:
+        pytest.fail(f"estate {' '.join(args)} exited {proc.returncode}:\n"
+                    f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def on(node_addr: str, command: str) -> str:
+    return subprocess.run([*SSH, f"root@{node_addr}", command], text=True,
+                          capture_output=True, timeout=120, check=True).stdout
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("the lab needs root (dockerd, iptables)")
+    missing = [t for t in ("dockerd", "docker", "vagrant", "debootstrap") if not shutil.which(t)]
+    if missing:
+        pytest.skip(f"the lab needs {', '.join(missing)}: run `make deps`")
+    report = tmp_path_factory.mktemp("lab") / "up.json"
+    estate("lab", "up", SPEC, "-o", OUT, "--no-verify", "--report", str(report))
+    yield json.loads(report.read_text())
+    estate("lab", "down", "-o", OUT)
+
+
+def apply_json(tmp: Path, *extra) -> dict:
+    out = tmp / "apply.json"
+    estate("apply", SPEC, "-o", OUT, "--lab", "--limit", NODES, "--json", str(out), *extra)
+    return json.loads(out.read_text())
+
+
+def test_every_node_is_provisioned(lab):
+    hosts = lab["apply"]["hosts"]
+    assert set(hosts) == {"ctl1", "login1", "gpu1", "gpu2", "nfs1"}
+    assert not {h: r["failed"] for h, r in hosts.items() if r["failed"]}
+    # storage is reported, not hidden: this kernel has no NFS
+    assert hosts["nfs1"]["status"] == "unsupported"
+    assert "no NFS server" in hosts["nfs1"]["unsupported"][0]
+
+
+def test_second_run_changes_nothing(lab, tmp_path):
+    result = apply_json(tmp_path)
+    assert {h: r["changed"] for h, r in result["hosts"].items() if r["changed"]} == {}
+
+
+def test_verify_passes_and_names_what_is_unsupported(lab, tmp_path):
+    proc = estate("verify", SPEC, "-o", OUT, "--lab", "--limit", NODES,
+                  "--report-dir", str(tmp_path))
+    report = json.loads((tmp_path / "verify.json").read_text())
+    assert report["ok"], proc.stdout[-3000:]
+    failed = [r for r in report["results"] if r["outcome"] == "failed"]
+    assert failed == []
+    unsupported = {(r["node"], r["role"], r["check"]) for r in report["results"]
+                   if r["outcome"] == "unsupported"}
+    assert unsupported == {("nfs1", "storage", "kernel_nfs")} | {
+        (n, "common", "time_sync") for n in ("ctl1", "login1", "gpu1", "gpu2", "nfs1")}
+    checks = {(r["role"], r["check"]) for r in report["results"] if r["outcome"] == "passed"}
+    for want in [("cluster", "slurm_view_matches_spec"), ("cluster", "gpu_job"),
+                 ("cluster", "job_across_two_workers"), ("cluster", "rest_api_takes_a_jwt"),
+                 ("munge", "key_is_the_estates"), ("slurmrestd", "listens_only_on_its_segment")]:
+        assert want in checks
+    suite = ET.parse(tmp_path / "junit.xml").getroot()
+    assert int(suite.find("testsuite").get("tests")) == len(report["results"])
+
+
+def test_a_spec_change_reaches_slurmctld_and_is_undone(lab, tmp_path):
+    spec = yaml.safe_load((ROOT / SPEC).read_text())
+    spec["slurm"]["partitions"][0]["max_time"] = "2-00:00:00"
+    changed = tmp_path / "lab.yaml"
+    changed.write_text(yaml.safe_dump(spec))
+    out = tmp_path / "apply.json"
+    estate("apply", str(changed), "-o", str(tmp_path / "render"), "--lab", "--limit", NODES,
+           "--json", str(out))
+    result = json.loads(out.read_text())
+    assert "slurmctld on the current configs" in result["hosts"]["ctl1"]["changed"]
+    assert "MaxTime=2-00:00:00" in on("10.60.0.11", "scontrol show partition gpu")
+    back = apply_json(tmp_path)
+    assert "slurmctld on the current configs" in back["hosts"]["ctl1"]["changed"]
+    assert "MaxTime=1-00:00:00" in on("10.60.0.11", "scontrol show partition gpu")
+
+
+def test_drift_is_repaired_and_reported(lab, tmp_path):
+    on("10.60.0.13", "echo '# drift' >> /etc/slurm/cgroup.conf && rm -f /run/estate/fake-gpu/nvidia1")
+    result = apply_json(tmp_path)
+    changed = result["hosts"]["gpu1"]["changed"]
+    assert "Install slurm/cgroup.conf -> /etc/slurm/cgroup.conf" in changed
+    assert "GPU device files" in changed
+    assert "character special file c3:1" in on("10.60.0.13",
+                                               "stat -c '%F %t:%T' /run/estate/fake-gpu/nvidia1")
+    assert {h: r["changed"] for h, r in apply_json(tmp_path)["hosts"].items()
+            if r["changed"]} == {}
+
+
+def test_down_leaves_nothing_behind(lab):
+    estate("lab", "down", "-o", OUT)
+    status = estate("lab", "status").stdout
+    for kind in ("containers", "networks", "bridges", "iptables"):
+        assert f"{kind}: 0" in status, status
+    listing = subprocess.run(["iptables-save"], text=True, capture_output=True).stdout
+    assert "estate-lab" not in listing

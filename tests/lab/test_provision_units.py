@@ -1,0 +1,166 @@
+"""Provisioning without machines: the lab's machine list, who gets which role, where
+files go, the inventory exports, secrets handling. No docker needed."""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+import yaml
+
+from estate.pipeline import build
+from estate.provision import inventory as inv
+from estate.provision.destinations import destination, installer
+from estate.provision.envsecrets import secrets_from_env
+from estate.provision.export import export
+from estate.provision.secrets import SECRETS, ensure_secrets
+from estate.render import write_tree
+from estate.render.lab import MAX_NODES, PATH, bridge_name
+
+ROOT = Path(__file__).resolve().parents[2]
+LAB = ROOT / "stacks" / "lab.yaml"
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    result = build(LAB)
+    assert result.ok
+    out = tmp_path_factory.mktemp("render")
+    write_tree(result.artifacts, out)
+    return result, out
+
+
+def test_lab_machines_follow_the_spec(lab):
+    result, _ = lab
+    doc = json.loads(result.artifacts[PATH].content)
+    est = result.estate
+    assert [n["name"] for n in doc["nodes"]] == list(est.nodes)
+    by_name = {n["name"]: n for n in doc["nodes"]}
+    # every node's networks are its spec segments, with the spec's (or allocated) addresses
+    for name, node in by_name.items():
+        assert [(n["segment"], n["ip"]) for n in node["networks"]] == \
+            [(s, str(est.address(name, s))) for s in est.group_of(name).addresses]
+    assert by_name["ctl1"]["networks"][0]["ip"] == "10.60.0.11"
+    # Kubernetes nodes are defined but not started (no kubelet can run in the lab)
+    assert {n for n, d in by_name.items() if not d["autostart"]} == {"k8s1", "k8s2"}
+    # no node installs the machine list
+    assert str(result.artifacts[PATH].consumers) == ""
+
+
+def test_lab_names_are_prefixed_and_fit_the_kernel(lab):
+    result, _ = lab
+    doc = json.loads(result.artifacts[PATH].content)
+    for seg in doc["segments"]:
+        assert seg["network"].startswith("estate-lab-") and seg["bridge"].startswith("estate-lab")
+        assert len(seg["bridge"]) <= 15
+    assert len(bridge_name(4094)) <= 15
+    assert all(n["container"].startswith("estate-lab-") for n in doc["nodes"])
+
+
+def test_big_specs_get_no_machine_list():
+    spec = yaml.safe_load(LAB.read_text())
+    spec["nodes"][2]["hosts"] = f"gpu[1-{MAX_NODES}]"
+    spec["slurm"]["partitions"][0]["nodes"] = f"gpu[1-{MAX_NODES}]"
+    from estate.render.lab import render_lab
+    from estate.spec.load import load_text
+    from estate.spec.resolved import Estate
+    loaded = load_text(yaml.safe_dump(spec))
+    assert loaded.spec is not None, loaded.findings
+    assert render_lab(Estate(loaded.spec)) == []
+
+
+def test_deploys_come_from_what_nodes_consume(lab):
+    result, out = lab
+    ts = {t.name: t for t in inv.targets(result.estate, inv.load_manifest(out))}
+    assert ts["ctl1"].deploys == ["common", "firewall", "munge", "slurmdbd",
+                                  "slurm_controller", "slurmrestd"]
+    assert ts["gpu1"].deploys == ["common", "firewall", "munge", "slurm_worker"]
+    assert ts["login1"].deploys == ["common", "firewall", "munge", "slurm_login"]
+    # the storage node consumes no Slurm file, so it gets no munge key
+    assert ts["nfs1"].deploys == ["common", "firewall", "storage"]
+    assert ts["ctl1"].address == "10.60.0.11"
+
+
+def test_runtime_facts_are_read_from_the_rendered_files(lab):
+    _, out = lab
+    facts = inv.runtime_facts(out)
+    conf = (out / "slurm" / "slurm.conf").read_text()
+    assert f"StateSaveLocation={facts['slurm_state_dir']}" in conf
+    assert f"jwt_key={facts['jwt_key']}" in conf
+    assert f"StorageLoc={facts['slurmdbd_database']}" in (out / "slurm/slurmdbd.conf").read_text()
+
+
+def test_every_consumed_artifact_has_an_installer_and_a_destination(lab):
+    result, out = lab
+    for t in inv.targets(result.estate, inv.load_manifest(out)):
+        if t.plane == "kubernetes":
+            continue  # the Kubernetes engineer's roles install those
+        for path in t.consumes:
+            assert installer(path, t.deploys), f"{t.name}: nothing installs {path}"
+            assert destination(path).startswith("/")
+    assert destination("slurm/slurm.conf") == "/etc/slurm/slurm.conf"
+    assert destination("slurm/slurmd.env") == "/etc/default/slurmd"
+    assert destination("common/identity.json") == "/etc/estate/common/identity.json"
+
+
+def test_limit_takes_hostlists_and_names_unknown_nodes(lab):
+    result, out = lab
+    ts = inv.targets(result.estate, inv.load_manifest(out))
+    assert [t.name for t in inv.select(ts, "gpu[1-2],ctl1")] == ["ctl1", "gpu1", "gpu2"]
+    with pytest.raises(ValueError, match="gpu9"):
+        inv.select(ts, "gpu[1-2],gpu9")
+
+
+def test_pyinfra_inventory_export_loads_and_groups(lab, tmp_path):
+    result, out = lab
+    text = export(result.estate, out, inv.Connection(key="/k", strict_host_keys=False), "pyinfra")
+    ns: dict = {}
+    exec(compile(text, "inventory.py", "exec"), ns)
+    assert [n for n, _ in ns["role_slurm_worker"]] == ["gpu1", "gpu2"]
+    assert [n for n, _ in ns["plane_kubernetes"]] == ["k8s1", "k8s2"]
+    assert [n for n, _ in ns["plane_shared"]] == ["nfs1"]
+    ctl = dict(ns["deploy_slurmdbd"])["ctl1"]
+    assert ctl["ssh_hostname"] == "10.60.0.11" and ctl["ssh_key"] == "/k"
+    assert "estate_secrets_dir" not in ctl
+
+
+def test_ansible_inventory_export(lab):
+    result, out = lab
+    doc = yaml.safe_load(export(result.estate, out, inv.Connection(), "ansible"))
+    assert doc["all"]["hosts"]["gpu1"]["ansible_host"] == "10.60.0.13"
+    assert set(doc["all"]["children"]["plane_slurm"]["hosts"]) == {"ctl1", "login1", "gpu1",
+                                                                   "gpu2"}
+    assert set(doc["all"]["children"]["role_slurmrestd"]["hosts"]) == {"ctl1"}
+
+
+def test_secrets_are_private_and_never_rewritten(tmp_path):
+    d = ensure_secrets(tmp_path / "s")
+    assert stat.S_IMODE(os.stat(d).st_mode) == 0o700
+    first = {}
+    for name, size in SECRETS.items():
+        p = d / name
+        assert stat.S_IMODE(p.stat().st_mode) == 0o600 and p.stat().st_size == size
+        first[name] = p.read_bytes()
+    ensure_secrets(d)
+    assert {n: (d / n).read_bytes() for n in SECRETS} == first
+
+
+def test_secrets_from_the_environment_are_temporary():
+    env = {"ESTATE_MUNGE_KEY_B64": base64.b64encode(b"m" * 128).decode()}
+    with secrets_from_env(env) as d:
+        assert (d / "munge.key").read_bytes() == b"m" * 128
+        assert stat.S_IMODE((d / "munge.key").stat().st_mode) == 0o600
+        assert not (d / "jwt_hs256.key").exists()
+    assert not d.exists()
+    with secrets_from_env({}) as d:
+        assert d is None
+
+
+def test_bad_base64_secret_is_named_not_shown():
+    with pytest.raises(ValueError) as err:
+        with secrets_from_env({"ESTATE_JWT_KEY_B64": "not base64 !!secretvalue"}):
+            pass
+    assert "ESTATE_JWT_KEY_B64" in str(err.value) and "secretvalue" not in str(err.value)
