@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from estate.render.slurm import gres_count, is_compute
 from estate.spec.hostlist import Hostlist, Range
+from estate.spec.hostset import HostSet
 from estate.spec.model import NodeGroup
 from estate.spec.resolved import Estate
 
@@ -129,22 +130,5 @@ def _parse(expr: str) -> Hostlist:
 
 
 def overlap(a: Hostlist, b: Hostlist) -> int:
-    """How many names of a are also in b, by range arithmetic."""
-    return sum(_range_overlap(x, y) for x in a.ranges for y in b.ranges)
-
-
-def _range_overlap(a: Range, b: Range) -> int:
-    if a.single or b.single:
-        return int(a.single and b.single and a.prefix == b.prefix)
-    if a.prefix != b.prefix:
-        if not (a.prefix.startswith(b.prefix) or b.prefix.startswith(a.prefix)):
-            return 0
-        # "n0[1-2]" and "n[01-02]" name the same hosts: rare, so count by membership.
-        small, big = sorted((a, b), key=len)
-        other = Hostlist([big])
-        return sum(name in other for name in small)
-    lo, hi = max(a.lo, b.lo), min(a.hi, b.hi)
-    if a.width != b.width:
-        # n01 and n1 differ; names agree only where the number fills both paddings.
-        lo = max(lo, 10 ** (max(a.width, b.width) - 1))
-    return max(0, hi - lo + 1)
+    """How many names of a are also in b, by interval arithmetic."""
+    return len(HostSet.of(a) & HostSet.of(b))

@@ -13,7 +13,8 @@ from ipaddress import IPv4Address
 
 from estate.render.artifacts import Artifact
 from estate.render.templates import render_template
-from estate.spec.hostlist import Hostlist, Range
+from estate.spec.hostlist import Hostlist, HostlistError, Range
+from estate.spec.hostset import HostSet
 from estate.spec.model import NodeGroup
 from estate.spec.resolved import Estate
 
@@ -106,6 +107,25 @@ def node_lines(estate: Estate) -> list[NodeLine]:
     return list(lines.values())
 
 
+def def_mem_per_cpu(estate: Estate, lines: list[NodeLine]) -> dict[str, int]:
+    """Partition -> DefMemPerCPU: the smallest RealMemory/CPUs among its nodes.
+
+    With CR_Core_Memory and no default, a job is given all of a node's memory, so
+    two 1-GPU jobs could never share a 2-GPU node (measured on real slurmctld).
+    """
+    sets = [(HostSet.of(line.names), line.real_memory // line.cpus) for line in lines]
+    out = {}
+    for part in estate.spec.slurm.partitions:
+        try:
+            members = HostSet.of(Hostlist.parse(part.nodes))
+        except HostlistError:
+            continue  # nodes.bad_hostlist reports it
+        per_cpu = [mem for hosts, mem in sets if hosts & members]
+        if per_cpu:
+            out[part.name] = min(per_cpu)
+    return out
+
+
 def controllers(estate: Estate) -> list[dict]:
     seg = estate.spec.slurm.address_segment
     return [{"name": c, "addr": estate.address(c, seg)} for c in estate.spec.slurm.controllers]
@@ -129,10 +149,12 @@ def switch_nodes(estate: Estate) -> dict[str, Hostlist]:
 
 def _context(estate: Estate, source: str) -> dict:
     spec = estate.spec
+    lines = node_lines(estate)
     return {
         "spec": spec, "slurm": spec.slurm, "source": source,
         "controllers": controllers(estate),
-        "node_lines": node_lines(estate),
+        "node_lines": lines,
+        "def_mem_per_cpu": def_mem_per_cpu(estate, lines),
         "accounting_addr": (estate.address(spec.slurm.accounting.host,
                                            spec.slurm.address_segment)
                             if spec.slurm.accounting else None),
