@@ -26,7 +26,7 @@ lab: deps venv check render lab-ns lab-vagrant
 
 ## Slurm lab in network namespaces: real slurmctld/slurmd/munged on the rendered files.
 lab-ns: deps venv
-	$(VENV)/bin/python -m tests.live_slurm.netns_lab up $(SPEC)
+	$(VENV)/bin/python -m tests.live_slurm.netns_lab lab $(SPEC)
 
 lab-ns-down: venv
 	$(VENV)/bin/python -m tests.live_slurm.netns_lab down
