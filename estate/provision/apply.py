@@ -103,7 +103,7 @@ def _run_phase(hosts: list[tuple[str, dict]], deploys: list[str], results: dict[
     try:
         connect_all(state)
     except PyinfraError:
-        pass
+        pass  # no host reachable: each is reported as failed just below
     for host in state.inventory:
         if host not in state.activated_hosts or host in state.failed_hosts:
             results[host.name].failed.append(f"connect: cannot reach {host.name} "
@@ -140,8 +140,6 @@ def _collect(state, results: dict[str, HostResult], errors: _ErrorLog) -> None:
             meta = data.operation_meta
             name = data.global_arguments.get("name") or ", ".join(
                 sorted(state.op_meta[op_hash].names))
-            if host.current_deploy_name is None and "|" in name:
-                pass
             if not meta.is_complete():
                 continue
             r.ops += 1

@@ -26,6 +26,8 @@ class VerifyContext:
     outdir: Path
     limit: str | None = None
     secrets_dir: Path | None = None
+    transport: str = "ssh"                  # or "docker": containers[node] by name
+    containers: dict[str, str] = field(default_factory=dict)
     _hosts: dict = field(default_factory=dict)
 
     @cached_property
@@ -92,8 +94,11 @@ class VerifyContext:
         """A testinfra host for the node (one ssh master connection each)."""
         if name not in self._hosts:
             import testinfra
-            self._hosts[name] = testinfra.get_host(f"ssh://{name}",
-                                                   ssh_config=str(self.ssh_config))
+            if self.transport == "docker":
+                self._hosts[name] = testinfra.get_host(f"docker://{self.containers[name]}")
+            else:
+                self._hosts[name] = testinfra.get_host(f"ssh://{name}",
+                                                       ssh_config=str(self.ssh_config))
         return self._hosts[name]
 
     # --- who does what in cluster checks (from the spec, limited to the nodes checked) ---

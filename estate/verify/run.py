@@ -83,22 +83,25 @@ def run_verify(estate, render_dir: Path, lab: bool = False, limit: str | None = 
                outdir: Path = Path("build/verify"), ssh_key: str | None = None,
                ssh_user: str = "root", suites: list[str] | None = None,
                console: Console | None = None) -> Report:
+    from estate.provision.cli import _connection
+    from estate.provision.lab import SECRETS
+    ctx = VerifyContext(estate, Path(render_dir), _connection(lab, ssh_key, ssh_user, not lab),
+                        Path(outdir), limit, SECRETS if lab else None)
+    return run_suites(ctx, suites or suite_paths(), console)
+
+
+def run_suites(ctx: VerifyContext, suites: list[str], console: Console | None = None) -> Report:
     import sys
 
     import pytest
-
-    from estate.provision.cli import _connection
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))  # suites import roles.* (a top-level package)
-    from estate.provision.lab import SECRETS
     console = console or Console(width=None if sys.stdout.isatty() else 160)
-    outdir = Path(outdir)
+    outdir = ctx.outdir
     outdir.mkdir(parents=True, exist_ok=True)
-    ctx = VerifyContext(estate, Path(render_dir), _connection(lab, ssh_key, ssh_user, not lab),
-                        outdir, limit, SECRETS if lab else None)
     plugin = EstateVerify(ctx)
     junit = outdir / "junit.xml"
-    args = [*(suites or suite_paths()), "-q", "-p", "no:cacheprovider", "-p", "no:pytest11.testinfra",
+    args = [*suites, "-q", "-p", "no:cacheprovider", "-p", "no:pytest11.testinfra",
             "--rootdir", str(ROOT), "--junitxml", str(junit),
             "-o", "junit_suite_name=estate-verify", "--no-header", "-rN", "--tb=short",
             "-o", "addopts="]

@@ -75,6 +75,18 @@ def test_second_run_changes_nothing(lab, tmp_path):
     assert {h: r["changed"] for h, r in result["hosts"].items() if r["changed"]} == {}
 
 
+def test_keys_appear_in_no_output_or_rendered_file(lab, tmp_path):
+    import base64
+    proc = estate("apply", SPEC, "-o", OUT, "--lab", "--limit", NODES)
+    seen = proc.stdout + proc.stderr + (tmp_path / "x").as_posix()
+    rendered = b"".join(p.read_bytes() for p in (ROOT / OUT).rglob("*") if p.is_file())
+    for name in ("munge.key", "jwt_hs256.key"):
+        key = (ROOT / ".lab/secrets" / name).read_bytes()
+        for form in (key.hex(), base64.b64encode(key).decode()):
+            assert form not in seen
+        assert key not in rendered and key.hex().encode() not in rendered
+
+
 def test_verify_passes_and_names_what_is_unsupported(lab, tmp_path):
     proc = estate("verify", SPEC, "-o", OUT, "--lab", "--limit", NODES,
                   "--report-dir", str(tmp_path))

@@ -164,3 +164,28 @@ def test_bad_base64_secret_is_named_not_shown():
         with secrets_from_env({"ESTATE_JWT_KEY_B64": "not base64 !!secretvalue"}):
             pass
     assert "ESTATE_JWT_KEY_B64" in str(err.value) and "secretvalue" not in str(err.value)
+
+
+def test_molecule_scenarios_are_generated_from_the_lab_spec():
+    from estate.provision.molecule import SCENARIOS, scenario_files
+    files = scenario_files()
+    stale = [str(p.relative_to(ROOT)) for p, text in files.items()
+             if not p.is_file() or p.read_text() != text]
+    assert not stale, f"run `python -m estate.provision.molecule scaffold`: {stale}"
+    for role in SCENARIOS:
+        doc = yaml.safe_load((ROOT / "roles" / role / "molecule/default/molecule.yml").read_text())
+        for p in doc["platforms"]:
+            assert "privileged" not in p and p["cgroupns_mode"] == "host"
+            assert p["image"] == "estate-lab-node:current"
+
+
+def test_molecule_scenarios_use_the_spec_addresses(lab):
+    from estate.provision.molecule import molecule_yml
+    result, _ = lab
+    doc = json.loads(result.artifacts[PATH].content)
+    worker = molecule_yml("slurm_worker", doc)
+    nets = {p["hostname"]: {n["name"]: n.get("ipv4_address") for n in p["networks"]}
+            for p in worker["platforms"]}
+    assert nets["ctl1"]["estate-mol-management"] == "10.60.0.11"
+    assert nets["gpu1"]["estate-mol-management"] == str(result.estate.address("gpu1",
+                                                                              "management"))
