@@ -18,6 +18,8 @@ TABLE: list[tuple[str, str]] = [
     ("slurm/slurmd.env", "/etc/default/slurmd"),
     ("slurm/slurmrestd/*.env", "/etc/default/slurmrestd"),
     ("slurm/*.conf", "/etc/slurm/{name}"),
+    ("storage/exports/*.exports", "/etc/exports.d/estate.exports"),
+    ("storage/mounts/*.mount", "/etc/systemd/system/{name}"),
 ]
 
 

@@ -85,3 +85,15 @@ def test_plan_reports_one_budget_for_both_planes():
     assert budget["partitions"]["gpu"]["gpus"] == 4
     assert budget["tenants"]["inference"]["by_model"] == {"l4": 1}
     assert budget["kubernetes_unassigned"] == {"l4": 0}
+
+
+def test_storage_exports_and_mount_units_stay_on_the_storage_segment():
+    from estate.render.storage import unit_name
+    arts = build(LAB).artifacts
+    exports = arts["storage/exports/nfs1.exports"]
+    assert str(exports.consumers) == "nfs1"
+    assert b"/export/home 10.63.0.0/24(rw,sync,no_subtree_check,no_root_squash)" in exports.content
+    unit = arts["storage/mounts/00/home-shared.mount"]
+    assert str(unit.consumers) == "login1,gpu[1-2],k8s[1-2]"
+    assert b"What=10.63.0.5:/export/home\nWhere=/home/shared\nType=nfs\n" in unit.content
+    assert unit_name("/srv/data-2/x y") == "srv-data\\x2d2-x\\x20y.mount"
