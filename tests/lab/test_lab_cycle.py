@@ -65,9 +65,12 @@ def test_every_node_is_provisioned(lab):
     hosts = lab["apply"]["hosts"]
     assert set(hosts) == {"ctl1", "login1", "gpu1", "gpu2", "nfs1"}
     assert not {h: r["failed"] for h, r in hosts.items() if r["failed"]}
-    # storage is reported, not hidden: this kernel has no NFS
-    assert hosts["nfs1"]["status"] == "unsupported"
+    # storage is reported, not hidden: this kernel has no NFS server (nfs1) or client
+    # (the nodes that mount /home/shared); nothing else is unsupported
+    assert {h for h, r in hosts.items() if r["status"] == "unsupported"} == \
+        {"nfs1", "login1", "gpu1", "gpu2"}
     assert "no NFS server" in hosts["nfs1"]["unsupported"][0]
+    assert "no NFS client" in hosts["gpu1"]["unsupported"][0]
 
 
 def test_second_run_changes_nothing(lab, tmp_path):
@@ -94,10 +97,13 @@ def test_verify_passes_and_names_what_is_unsupported(lab, tmp_path):
     assert report["ok"], proc.stdout[-3000:]
     failed = [r for r in report["results"] if r["outcome"] == "failed"]
     assert failed == []
-    unsupported = {(r["node"], r["role"], r["check"]) for r in report["results"]
+    unsupported = {(r["node"], r["role"], r["check"].split(":")[0]) for r in report["results"]
                    if r["outcome"] == "unsupported"}
-    assert unsupported == {("nfs1", "storage", "kernel_nfs")} | {
-        (n, "common", "time_sync") for n in ("ctl1", "login1", "gpu1", "gpu2", "nfs1")}
+    nodes = ("ctl1", "login1", "gpu1", "gpu2", "nfs1")
+    nfs = ("nfs1", "login1", "gpu1", "gpu2")
+    assert unsupported == {(n, "common", "time_sync") for n in nodes} | \
+        {(n, "storage", "nfs") for n in nfs} | \
+        {(n, "storage", "installed_as_rendered") for n in nfs}
     checks = {(r["role"], r["check"]) for r in report["results"] if r["outcome"] == "passed"}
     for want in [("cluster", "slurm_view_matches_spec"), ("cluster", "gpu_job"),
                  ("cluster", "job_across_two_workers"), ("cluster", "rest_api_takes_a_jwt"),

@@ -77,8 +77,9 @@ def test_deploys_come_from_what_nodes_consume(lab):
     ts = {t.name: t for t in inv.targets(result.estate, inv.load_manifest(out))}
     assert ts["ctl1"].deploys == ["common", "firewall", "munge", "slurmdbd",
                                   "slurm_controller", "slurmrestd"]
-    assert ts["gpu1"].deploys == ["common", "firewall", "munge", "slurm_worker"]
-    assert ts["login1"].deploys == ["common", "firewall", "munge", "slurm_login"]
+    # NFS clients (the mount's hosts) get the storage deploy for their mount units
+    assert ts["gpu1"].deploys == ["common", "firewall", "munge", "slurm_worker", "storage"]
+    assert ts["login1"].deploys == ["common", "firewall", "munge", "slurm_login", "storage"]
     # the storage node consumes no Slurm file, so it gets no munge key
     assert ts["nfs1"].deploys == ["common", "firewall", "storage"]
     assert ts["ctl1"].address == "10.60.0.11"

@@ -1,21 +1,29 @@
-"""storage: NFS exports/mounts where the kernel has NFS; 'unsupported here' where not."""
+"""storage: NFS exports and mounts where the kernel has NFS; 'unsupported here' where not."""
 from __future__ import annotations
 
 import pytest
 
-from roles.storage.tasks import PROBE
+from estate.provision.destinations import destination
+from roles.storage.tasks import nfs_problem
 
 ROLE = "storage"
 
 
-def test_kernel_nfs(host, node, ctx):
-    server = "storage" in ctx.nodes[node].roles
-    fs = "nfsd" if server else "nfs"
-    if host.run(PROBE.format(fs=fs)).stdout.strip() != "yes":
-        pytest.skip(f"unsupported here: kernel {host.run('uname -r').stdout.strip()} has no "
-                    f"{'NFS server (nfsd)' if server else 'NFS client'}; NFS needs VMs or hardware")
-    if server:
+def unsupported_here(host, ctx, node) -> str | None:
+    """The reason this node cannot have the role, for every storage check (files too)."""
+    server = any(p.startswith("storage/exports/") for p in ctx.nodes[node].consumes)
+    return nfs_problem(lambda cmd: host.run(cmd).stdout, server)
+
+
+def test_nfs(host, node, ctx):
+    problem = unsupported_here(host, ctx, node)
+    if problem:
+        pytest.skip(f"unsupported here: {problem}")
+    consumes = ctx.nodes[node].consumes
+    if any(p.startswith("storage/exports/") for p in consumes):
         assert host.service("nfs-server").is_running
         assert host.run("exportfs -v").rc == 0
-    else:
-        assert any(m for m in host.mount_point.get_mountpoints() if m.type.startswith("nfs"))
+    for p in consumes:
+        if p.startswith("storage/mounts/"):
+            unit = destination(p).rsplit("/", 1)[1]
+            assert host.service(unit).is_running, f"{unit} is not mounted"
