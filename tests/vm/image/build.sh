@@ -1,0 +1,48 @@
+#!/bin/sh
+# The VM tier's disk: Debian bookworm with its own kernel (Debian's linux-image-amd64),
+# systemd, sshd and python3, booted by QEMU straight from the kernel and initrd copied
+# out here (no bootloader). Usage: build.sh OUT_DIR AUTHORIZED_KEY_FILE
+# Writes OUT_DIR/{root.img,vmlinuz,initrd.img}; OUT_DIR appears only when complete.
+# The caller (tests/vm/vmlab.py) names OUT_DIR by a hash of this directory and the key,
+# so an unchanged recipe is never rebuilt. NFS packages are NOT here: the storage role
+# installs them from the mirror through the VM's NAT NIC, as on real machines.
+set -eu
+out=$1; key=$2
+here=$(cd "$(dirname "$0")" && pwd)
+mirror=${ESTATE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+size=${ESTATE_VM_DISK:-4G}
+work=$(mktemp -d "${out%/}.build.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+root=$work/root
+
+echo "vm image: debootstrap bookworm + linux-image-amd64 into $root" >&2
+debootstrap --variant=minbase \
+    --include=linux-image-amd64,systemd-sysv,udev,dbus,openssh-server,python3,iproute2,procps,kmod \
+    bookworm "$root" "$mirror" >"$work/debootstrap.log" 2>&1 \
+    || { tail -30 "$work/debootstrap.log" >&2; exit 1; }
+
+echo "/dev/vda / ext4 defaults 0 1" > "$root/etc/fstab"
+echo "deb $mirror bookworm main" > "$root/etc/apt/sources.list"
+# QEMU's user-mode network answers DNS here; no resolver daemon in the image.
+echo "nameserver 10.0.2.3" > "$root/etc/resolv.conf"
+echo "estate-vm" > "$root/etc/hostname"   # systemd.hostname= on the kernel line wins
+install -d -m 0700 "$root/root/.ssh"
+install -m 0600 "$key" "$root/root/.ssh/authorized_keys"
+install -m 0644 "$here/sshd-estate.conf" "$root/etc/ssh/sshd_config.d/estate.conf"
+install -D -m 0644 "$here/ssh-hostkeys.conf" "$root/etc/systemd/system/ssh.service.d/10-hostkeys.conf"
+install -m 0755 "$here/estate-vm-net" "$root/usr/local/sbin/estate-vm-net"
+install -m 0644 "$here/estate-vm-net.service" "$root/etc/systemd/system/estate-vm-net.service"
+chroot "$root" systemctl enable -q systemd-networkd estate-vm-net
+# Each VM gets its own machine-id and ssh host keys at first boot, not the image's.
+: > "$root/etc/machine-id"
+rm -f "$root/var/lib/dbus/machine-id" "$root"/etc/ssh/ssh_host_*
+chroot "$root" apt-get clean
+rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin
+
+mkdir -p "$work/out"
+cp -L "$root/vmlinuz" "$work/out/vmlinuz"
+cp -L "$root/initrd.img" "$work/out/initrd.img"
+echo "vm image: ext4 root filesystem ($size, sparse)" >&2
+mkfs.ext4 -q -F -L estate-root -d "$root" "$work/out/root.img" "$size"
+rm -rf "$out"
+mv "$work/out" "$out"
