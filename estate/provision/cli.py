@@ -83,7 +83,8 @@ def register(app: typer.Typer) -> None:
     def apply(spec: Path = typer.Argument(..., help="Path to the estate spec."),
               limit: str = typer.Option(None, "--limit", help="Hostlist of nodes, e.g. gpu[1-2]."),
               out: Path = typer.Option(None, "-o", "--out",
-                                       help="Render directory (default build/<spec name>)."),
+                                       help="Render directory (default: a private temporary "
+                                       "one, so parallel runs never share a tree)."),
               secrets: Path = typer.Option(None, "--secrets",
                                            help="Directory with munge.key and jwt_hs256.key. "
                                            "Default: $ESTATE_*_KEY_B64, else .lab/secrets "
@@ -95,18 +96,25 @@ def register(app: typer.Typer) -> None:
               strict_host_keys: bool = typer.Option(True, "--strict-host-keys/--no-strict-host-keys"),
               json_out: Path = typer.Option(None, "--json", help="Write the results as JSON.")):
         """Render SPEC and apply the roles to its nodes (or --limit). Exit 1 if a node failed."""
+        import shutil
+        import tempfile
+
         from estate.provision.envsecrets import secrets_from_env
         from estate.provision.lab import SECRETS
-        out = out or Path("build") / spec.stem
-        result = _render(spec, out)
-        conn = _connection(lab, ssh_key, ssh_user, strict_host_keys)
+        # Pulumi applies a stage's nodes in parallel: each run renders into its own tree.
+        private = out is None
+        out = out or Path(tempfile.mkdtemp(prefix=f"estate-apply-{spec.stem}-"))
         try:
-            env_secrets = secrets_from_env()
-            with env_secrets as from_env:
+            result = _render(spec, out)
+            conn = _connection(lab, ssh_key, ssh_user, strict_host_keys)
+            with secrets_from_env() as from_env:
                 chosen = secrets or from_env or (SECRETS if lab else None)
                 res = do_apply(result.estate, out, conn, limit, chosen)
         except ValueError as exc:
             _fail(str(exc))
+        finally:
+            if private:
+                shutil.rmtree(out, ignore_errors=True)
         print_apply(res)
         if json_out:
             json_out.write_text(json.dumps(res.as_dict(), indent=2) + "\n")
