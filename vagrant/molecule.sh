@@ -15,7 +15,7 @@ vagrant/image/build.sh >/dev/null
 .venv/bin/python -m estate.provision.molecule scaffold
 roles=("$@")
 if [ ${#roles[@]} -eq 0 ]; then
-  roles=(common firewall munge slurmdbd slurm_controller slurmrestd slurm_worker slurm_login storage)
+  roles=(common firewall munge slurmdbd slurm_controller slurmrestd slurm_worker slurm_login storage k8s_node)
 fi
 failed=()
 for role in "${roles[@]}"; do

@@ -116,8 +116,10 @@ def _run_phase(hosts: list[tuple[str, dict]], deploys: list[str], results: dict[
             try:
                 add_deploy(state, func, host=host)
             except Unsupported as exc:
-                results[host.name].unsupported.append(f"{name}: {exc}")
-                state.active_hosts.discard(host)
+                # Only this deploy stops: what it queued before (e.g. containerd before
+                # the unreachable kubelet repository) still runs, and so do the others.
+                if f"{name}: {exc}" not in results[host.name].unsupported:  # k8s_join re-runs
+                    results[host.name].unsupported.append(f"{name}: {exc}")
             except Exception as exc:  # a role refused this host: report, go on with others
                 results[host.name].failed.append(f"{name}: {exc}")
                 state.active_hosts.discard(host)
@@ -163,7 +165,7 @@ def apply(hosts: list[tuple[str, dict]], only: list[str] | None = None,
         for phase, deploys in PHASES:
             deploys = [d for d in deploys if not only or d in only]
             live = [(n, d) for n, d in hosts
-                    if results[n].status not in ("failed", "unsupported")
+                    if results[n].status != "failed"
                     and any(x in d["estate_deploys"] for x in deploys)]
             if not live:
                 continue

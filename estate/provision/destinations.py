@@ -20,6 +20,11 @@ TABLE: list[tuple[str, str]] = [
     ("slurm/*.conf", "/etc/slurm/{name}"),
     ("storage/exports/*.exports", "/etc/exports.d/estate.exports"),
     ("storage/mounts/*.mount", "/etc/systemd/system/{name}"),
+    ("kubernetes/containerd/*.toml", "/etc/containerd/config.toml"),
+    ("kubernetes/node/modules.conf", "/etc/modules-load.d/estate-kubernetes.conf"),
+    ("kubernetes/node/sysctl.conf", "/etc/sysctl.d/90-estate-kubernetes.conf"),
+    ("kubernetes/apt/*.list", "/etc/apt/sources.list.d/{name}"),
+    ("kubernetes/apt/kubernetes.pref", "/etc/apt/preferences.d/kubernetes"),
 ]
 
 
@@ -46,15 +51,24 @@ INSTALLERS: list[tuple[str, str]] = [
     ("slurm/accounts.cfg", "slurm_controller"),
     ("slurm/*.conf", "slurm_configs"),
     ("storage/*", "storage"),
+    ("kubernetes/containerd/*", "k8s_node"),
+    ("kubernetes/node/*", "k8s_node"),
+    ("kubernetes/apt/*", "k8s_packages"),
+    ("kubernetes/kubeadm/init.yaml", "k8s_control_plane"),
+    ("kubernetes/manifests/*", "k8s_control_plane"),
+    ("kubernetes/kubeadm/join/*", "kubeadm_join"),
 ]
 SLURM_CONFIG_DEPLOYS = ("slurm_controller", "slurm_worker", "slurm_login")
+# A join file is a worker's, or an extra control plane's.
+KUBEADM_JOIN_DEPLOYS = ("k8s_worker", "k8s_control_plane")
 
 
 def installer(path: str, deploys: list[str]) -> str | None:
     """The deploy (of those a node has) that installs this artifact there, if any."""
     for pattern, who in INSTALLERS:
         if fnmatch(path, pattern):
-            if who == "slurm_configs":
-                return next((d for d in SLURM_CONFIG_DEPLOYS if d in deploys), None)
+            if who in ("slurm_configs", "kubeadm_join"):
+                group = SLURM_CONFIG_DEPLOYS if who == "slurm_configs" else KUBEADM_JOIN_DEPLOYS
+                return next((d for d in group if d in deploys), None)
             return who if who in deploys else None
     return None

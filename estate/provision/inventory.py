@@ -22,14 +22,19 @@ PHASES: list[tuple[str, list[str]]] = [
     ("base", ["common", "firewall", "munge"]),
     ("control", ["slurmdbd", "slurm_controller", "slurmrestd", "slurm_login"]),
     ("compute", ["slurm_worker"]),
+    # The Kubernetes plane: node prerequisites, then kubeadm init, then joins.
+    ("kubernetes", ["k8s_node", "k8s_packages", "gpu_node"]),
+    ("k8s_control", ["k8s_control_plane"]),
+    # The control plane again (a no-op by then): workers take a join token from it.
+    ("k8s_join", ["k8s_control_plane", "k8s_worker"]),
     # Last: where the kernel has no NFS the storage role fails, and nothing should wait on it.
     ("storage", ["storage"]),
 ]
-ORDER = [d for _, ds in PHASES for d in ds]
+ORDER = list(dict.fromkeys(d for _, ds in PHASES for d in ds))
 
-# Spec roles with a deploy of the same name here. The Kubernetes roles are the
-# Kubernetes engineer's (no kubelet can run in these containers).
-SPEC_ROLE_DEPLOYS = {"slurm_controller", "slurm_worker", "slurm_login", "slurmrestd", "storage"}
+# Spec roles with a deploy of the same name here.
+SPEC_ROLE_DEPLOYS = {"slurm_controller", "slurm_worker", "slurm_login", "slurmrestd", "storage",
+                     "k8s_control_plane", "k8s_worker"}
 
 
 @dataclass
@@ -56,6 +61,10 @@ def deploys_for(roles: list[str], consumes: list[str], manifest: dict) -> list[s
         want.add("slurmdbd")
     if any(fnmatch(p, "storage/*") for p in consumes):
         want.add("storage")  # NFS clients: the nodes the rendered mounts name
+    if any(fnmatch(p, "kubernetes/containerd/*") for p in consumes):
+        want |= {"k8s_node", "k8s_packages"}   # every Kubernetes-plane node
+    if "kubernetes/containerd/config-gpu.toml" in consumes:
+        want.add("gpu_node")
     want |= SPEC_ROLE_DEPLOYS & set(roles)
     return [d for d in ORDER if d in want]
 

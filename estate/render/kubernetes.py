@@ -554,7 +554,40 @@ def _manifest(name: str, content: bytes, estate: Estate) -> Artifact:
                     PLANE)
 
 
-BUILDERS = (build_kubeadm, build_containerd, build_cluster_objects, build_device_plugin,
+# What every plane node needs from the kernel and where its packages come from.
+KERNEL_MODULES = ("overlay", "br_netfilter")
+SYSCTLS = {"net.bridge.bridge-nf-call-iptables": 1, "net.bridge.bridge-nf-call-ip6tables": 1,
+           "net.ipv4.ip_forward": 1}
+PACKAGES = ("kubelet", "kubeadm", "kubectl")
+KEYRING = "/etc/apt/keyrings/kubernetes-apt-keyring.gpg"
+
+
+def package_repository(estate: Estate) -> str:
+    """'URL SUITE' of the apt repository: the spec's, or pkgs.k8s.io for the minor."""
+    k = estate.spec.kubernetes
+    minor = ".".join(k.version.split(".")[:2])
+    return k.package_repository or f"https://pkgs.k8s.io/core:/stable:/v{minor}/deb/ /"
+
+
+def build_node(estate: Estate, source: str) -> list[Artifact]:
+    """Kernel modules, sysctls and the pinned package source, for every plane node."""
+    nodes = hostlist(plane_nodes(estate))
+    head = f"# Rendered by estate from {source or 'the spec'}; do not edit.\n"
+    url, _, suite = package_repository(estate).partition(" ")
+    texts = {
+        "node/modules.conf": "".join(f"{m}\n" for m in KERNEL_MODULES),
+        "node/sysctl.conf": "".join(f"{k} = {v}\n" for k, v in SYSCTLS.items()),
+        "apt/kubernetes.list": f"deb [signed-by={KEYRING}] {url} {suite or '/'}\n",
+        # The Release.key next to the repository signs it (pkgs.k8s.io and its mirrors).
+        "apt/kubernetes.pref": (f"Package: {' '.join(PACKAGES)}\n"
+                                f"Pin: version {estate.spec.kubernetes.version}-*\n"
+                                "Pin-Priority: 1001\n"),
+    }
+    return [Artifact(f"kubernetes/{p}", (head + t).encode(), nodes, PLANE)
+            for p, t in texts.items()]
+
+
+BUILDERS = (build_kubeadm, build_containerd, build_node, build_cluster_objects, build_device_plugin,
             build_storage, build_tenants, build_kueue, build_kind)
 
 

@@ -198,6 +198,9 @@ class Tenant(Strict):
 
 class Kubernetes(Strict):
     version: str = "1.31.4"
+    package_repository: str | None = Field(None, description="apt repository (deb URL and "
+                                           "suite) for kubelet/kubeadm/kubectl, e.g. a mirror; "
+                                           "default: pkgs.k8s.io for the version's minor.")
     control_plane: list[Name] = Field(min_length=1)
     pod_cidr: IPv4Network
     service_cidr: IPv4Network

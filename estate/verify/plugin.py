@@ -82,7 +82,7 @@ class EstateVerify:
         report = outcome.get_result()
         callspec = getattr(item, "callspec", None)
         node = callspec.params.get("node") if callspec else None
-        if node:
+        if isinstance(node, str):  # not pytest's NOTSET: a suite no selected node has
             check = item.originalname.removeprefix("test_")
             role = getattr(item.module, "ROLE", "?")
             if "artifact" in callspec.params:

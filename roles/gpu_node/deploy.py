@@ -1,0 +1,3 @@
+from roles.gpu_node.tasks import gpu_node
+
+gpu_node()

@@ -1,0 +1,34 @@
+"""GPU plane nodes: the NVIDIA container toolkit (nvidia-container-runtime, which the
+rendered config-gpu.toml names as containerd's default runtime) from NVIDIA's repository.
+
+Where that repository cannot be reached (these machines) the role is Unsupported.
+"""
+from __future__ import annotations
+
+from pyinfra import host
+from pyinfra.api import deploy
+from pyinfra.facts.server import Command
+from pyinfra.operations import apt, server
+
+from roles._lib import Unsupported
+from roles.k8s_packages.tasks import reach_problem
+
+REPO = "https://nvidia.github.io/libnvidia-container"
+KEYRING = "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
+SOURCE = "/etc/apt/sources.list.d/nvidia-container-toolkit.list"
+
+
+@deploy("gpu_node")
+def gpu_node() -> None:
+    problem = reach_problem(lambda c: host.get_fact(Command, f"{c} || true"), REPO)
+    if problem:
+        raise Unsupported(problem)
+    apt.packages(name="Install curl and gpg", packages=["curl", "gpg"], update=True,
+                 cache_time=3600)
+    if not (host.get_fact(Command, f"test -s {SOURCE} && echo ok || true") or "").strip():
+        server.shell(name="NVIDIA container toolkit source", commands=[
+            f"curl -fsSL {REPO}/gpgkey | gpg --dearmor -o {KEYRING}",
+            f"curl -fsSL {REPO}/stable/deb/nvidia-container-toolkit.list | sed "
+            f"'s#deb https://#deb [signed-by={KEYRING}] https://#' > {SOURCE}"])
+    apt.packages(name="Install the NVIDIA container toolkit",
+                 packages=["nvidia-container-toolkit"], update=True)

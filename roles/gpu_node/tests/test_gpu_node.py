@@ -1,0 +1,23 @@
+"""gpu_node: the NVIDIA container runtime the rendered containerd config names is installed;
+'unsupported here' where NVIDIA's repository cannot be reached from the node."""
+from __future__ import annotations
+
+import pytest
+
+from estate.verify.plugin import UNSUPPORTED
+from roles.gpu_node.tasks import REPO
+from roles.k8s_packages.tasks import reach_problem
+
+ROLE = "gpu_node"
+
+
+def unsupported_here(host, ctx, node) -> str | None:
+    return reach_problem(lambda cmd: host.run(cmd).stdout, REPO)
+
+
+def test_nvidia_runtime_installed(host, node, ctx):
+    problem = unsupported_here(host, ctx, node)
+    if problem:
+        pytest.skip(f"{UNSUPPORTED}: {problem}")
+    assert host.package("nvidia-container-toolkit").is_installed
+    assert host.exists("nvidia-container-runtime")

@@ -1,0 +1,52 @@
+"""k8s_node: containerd from Debian running on the rendered config (parsed by containerd
+itself), and the rendered kernel modules and sysctls in effect where the kernel allows."""
+from __future__ import annotations
+
+import pytest
+
+from estate.verify.plugin import UNSUPPORTED
+from roles.k8s_node.tasks import kernel_problem, rendered_modules, rendered_sysctls
+
+ROLE = "k8s_node"
+
+
+def _config(ctx, node) -> str:
+    return next(p for p in ctx.nodes[node].consumes if p.startswith("kubernetes/containerd/"))
+
+
+def test_containerd_installed_running_enabled(host, node):
+    assert host.package("containerd").is_installed
+    svc = host.service("containerd")
+    assert svc.is_running and svc.is_enabled
+
+
+def test_containerd_parses_the_rendered_config(host, node, ctx):
+    """containerd's own parser reads the installed file; its effective config keeps the
+    rendered settings (systemd cgroups; the default runtime)."""
+    out = host.run("containerd config dump")
+    assert out.rc == 0, f"containerd rejects /etc/containerd/config.toml: {out.stderr[-300:]}"
+    assert "SystemdCgroup = true" in out.stdout
+    rendered = ctx.rendered(_config(ctx, node)).decode()
+    for line in rendered.splitlines():
+        if line.strip().startswith("default_runtime_name"):
+            assert line.strip() in out.stdout, f"containerd does not use {line.strip()}"
+
+
+def test_containerd_answers_on_its_socket(host, node):
+    out = host.run("ctr --address /run/containerd/containerd.sock version")
+    assert out.rc == 0 and "Server:" in out.stdout, out.stderr
+
+
+def test_kernel_modules_and_sysctls_in_effect(host, node, ctx):
+    modules = rendered_modules(ctx.rendered("kubernetes/node/modules.conf").decode())
+    sysctls = rendered_sysctls(ctx.rendered("kubernetes/node/sysctl.conf").decode())
+    run = lambda cmd: host.run(cmd).stdout  # noqa: E731
+    problem = kernel_problem(run, modules, sysctls)
+    if problem:
+        pytest.skip(f"{UNSUPPORTED}: {problem}")
+    for key, want in sysctls.items():
+        assert run(f"sysctl -n {key}").strip() == want, key
+
+
+def test_swap_off(host, node):
+    assert host.run("tail -n +2 /proc/swaps").stdout.strip() == "", "swap is on"

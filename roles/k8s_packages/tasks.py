@@ -1,0 +1,71 @@
+"""kubelet, kubeadm and kubectl from the rendered apt source, pinned by the rendered
+preferences file (version from the spec). Nothing here names a version or a repository.
+
+The repository is probed from the node first. Where it cannot be reached (these
+machines reach only Debian's mirror) the role stops Unsupported before writing the
+source, so that apt on the node keeps working; it never installs a stand-in.
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable
+from urllib.parse import urlparse
+
+from pyinfra import host
+from pyinfra.api import OperationError, deploy
+from pyinfra.facts.server import Command
+from pyinfra.operations import apt, server
+
+from roles._lib import Unsupported, consumed, install, render_dir
+
+
+def repository(list_text: str) -> tuple[str, str]:
+    """(repository URL, keyring path) from a rendered one-line deb source."""
+    m = re.search(r"^deb \[signed-by=(\S+)\] (\S+)", list_text, re.M)
+    if not m:
+        raise OperationError("the rendered apt source has no 'deb [signed-by=...] URL' line; "
+                             "re-render the spec")
+    return m.group(2), m.group(1)
+
+
+def pinned_packages(pref_text: str) -> list[str]:
+    return next(l.split(":", 1)[1].split() for l in pref_text.splitlines()
+                if l.startswith("Package:"))
+
+
+def reach_problem(run: Callable[[str], str], url: str) -> str | None:
+    """Why the node cannot fetch the repository's signing key (None if it can)."""
+    u = urlparse(url)
+    port = u.port or (443 if u.scheme == "https" else 80)
+    probe = (f"timeout 8 bash -c 'exec 3<>/dev/tcp/{u.hostname}/{port}' 2>/dev/null "
+             "&& echo ok")
+    if (run(probe) or "").strip() == "ok":
+        return None
+    return f"cannot reach {u.hostname}:{port} ({url}) from this node"
+
+
+@deploy("k8s_packages")
+def k8s_packages() -> None:
+    lists, prefs = consumed("kubernetes/apt/*.list"), consumed("kubernetes/apt/*.pref")
+    if not lists or not prefs:
+        raise OperationError(f"{host.name}: has k8s_packages but no rendered apt source; "
+                             "re-render the spec")
+    url, keyring = repository((render_dir() / lists[0]).read_text())
+    problem = reach_problem(lambda c: host.get_fact(Command, f"{c} || true"), url)
+    if problem:
+        raise Unsupported(problem)
+    apt.packages(name="Install curl and gpg", packages=["curl", "gpg"], update=True,
+                 cache_time=3600)
+    run = lambda c: host.get_fact(Command, f"{c} || true")  # noqa: E731
+    if not (run(f"test -s {keyring} && echo ok") or "").strip():
+        server.shell(name=f"Signing key of {url}", commands=[
+            f"mkdir -p $(dirname {keyring}) && curl -fsSL {url.rstrip('/')}/Release.key "
+            f"| gpg --dearmor -o {keyring}"])
+    for p in lists + prefs:
+        install(p)
+    apt.update(name="apt update (Kubernetes source)")
+    packages = pinned_packages((render_dir() / prefs[0]).read_text())
+    apt.packages(name="Install the pinned Kubernetes packages", packages=packages)
+    if set(packages) - set((run("apt-mark showhold") or "").split()):
+        server.shell(name="Hold them (upgrades go through the spec's version)",
+                     commands=[f"apt-mark hold {' '.join(packages)} >/dev/null"])
