@@ -7,13 +7,14 @@ not install it) the role is Unsupported, with the reason.
 from __future__ import annotations
 
 from pyinfra import host
-from pyinfra.api import deploy
+from pyinfra.api import OperationError, deploy
 from pyinfra.facts.server import Command
 
 from estate.provision.destinations import destination
 from roles._lib import STAMPS, Unsupported, consumed, digest_of, install, run_when_changed
 
 ADMIN = "/etc/kubernetes/admin.conf"
+INIT = "/root/estate-kubeadm-init.yaml"
 
 
 def missing_tools(run) -> list[str]:
@@ -27,13 +28,21 @@ def k8s_control_plane() -> None:
     if missing:
         raise Unsupported(f"{', '.join(missing)} not installed (see k8s_packages on this node)")
     init = consumed("kubernetes/kubeadm/init.yaml")
-    for p in init + consumed("kubernetes/kubeadm/join/*"):
-        install(p)
-    if init:
-        run_when_changed(name="kubeadm init", stamp=f"{STAMPS}/kubeadm-init",
-                         digest="initialised",  # once: admin.conf marks an initialised node
-                         command=f"test -f {ADMIN} || kubeadm init --upload-certs "
-                                 f"--config {destination(init[0])}")
+    if not init:
+        raise OperationError(f"{host.name}: joining further control planes (kubeadm join "
+                             "--control-plane with the uploaded certificate key) is not "
+                             "implemented yet; only the first control plane is provisioned")
+    install(init[0])
+    src = destination(init[0])
+    # Several control planes: init.yaml carries ${KUBEADM_CERTIFICATE_KEY}; it is made on the
+    # node and substituted into a 0600 copy, never into the rendered or installed file.
+    run_when_changed(name="kubeadm init", stamp=f"{STAMPS}/kubeadm-init",
+                     digest="initialised",  # once: admin.conf marks an initialised node
+                     command=f"test -f {ADMIN} || ( umask 077 && "
+                             f"key=$(kubeadm certs certificate-key) && "
+                             f"sed \"s/\\${{KUBEADM_CERTIFICATE_KEY}}/$key/\" {src} > {INIT} && "
+                             f"kubeadm init --upload-certs --config {INIT}; rc=$?; "
+                             f"rm -f {INIT}; exit $rc )")
     manifests = sorted(consumed("kubernetes/manifests/*"))
     for p in manifests:
         install(p)
