@@ -245,8 +245,10 @@ def apportion(total: int, weights: list[int], whole: int | None = None) -> list[
         return [0] * len(weights)
     whole = max(whole or claimed, claimed)
     target = total * claimed // whole
-    shares = [target * w // claimed for w in weights]
-    order = sorted(range(len(weights)), key=lambda i: (-(target * weights[i] % claimed), i))
+    # floor of each exact share total*w/whole, then the rest by largest remainder:
+    # every share stays within one of its exact value
+    shares = [total * w // whole for w in weights]
+    order = sorted(range(len(weights)), key=lambda i: (-(total * weights[i] % whole), i))
     for i in order[: target - sum(shares)]:
         shares[i] += 1
     return shares
