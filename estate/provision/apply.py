@@ -171,6 +171,8 @@ def apply(hosts: list[tuple[str, dict]], only: list[str] | None = None,
                 continue
             t0 = time.monotonic()
             log(f"apply: phase {phase} ({', '.join(deploys)}) on {len(live)} nodes")
+            # a deploy run in two phases does each phase's part (roles/storage)
+            live = [(n, {**d, "estate_phase": phase}) for n, d in live]
             _run_phase(live, deploys, results, errors, parallel)
             phases[phase] = round(time.monotonic() - t0, 2)
     finally:

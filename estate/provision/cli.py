@@ -211,6 +211,7 @@ def register(app: typer.Typer) -> None:
                lab: bool = typer.Option(False, "--lab"),
                ssh_key: str = typer.Option(None, "--ssh-key"),
                ssh_user: str = typer.Option("root", "--ssh-user"),
+               strict_host_keys: bool = typer.Option(True, "--strict-host-keys/--no-strict-host-keys"),
                report_dir: Path = typer.Option(Path("build/verify"), "--report-dir",
                                                help="Where verify.json and junit.xml go.")):
         """Check the nodes against what was rendered: table, JSON and JUnit XML."""
@@ -218,6 +219,7 @@ def register(app: typer.Typer) -> None:
         out = out or Path("build") / spec.stem
         result = _render(spec, out)
         report_v = run_verify(result.estate, out, lab=lab, limit=limit, outdir=report_dir,
-                              ssh_key=ssh_key, ssh_user=ssh_user)
+                              ssh_key=ssh_key, ssh_user=ssh_user,
+                              strict_host_keys=strict_host_keys)
         raise typer.Exit(0 if report_v.ok else 1)
 

@@ -28,7 +28,10 @@ PHASES: list[tuple[str, list[str]]] = [
     # The control plane again (a no-op by then): workers take a join token from it.
     ("k8s_join", ["k8s_control_plane", "k8s_worker"]),
     # Last: where the kernel has no NFS the storage role fails, and nothing should wait on it.
+    # Servers export before any client mounts: the storage deploy runs in both phases and
+    # does its exports, then its mounts (it reads the phase from host data estate_phase).
     ("storage", ["storage"]),
+    ("storage_mounts", ["storage"]),
 ]
 ORDER = list(dict.fromkeys(d for _, ds in PHASES for d in ds))
 

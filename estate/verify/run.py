@@ -82,10 +82,11 @@ def print_report(report: Report, nodes: list[str], console: Console) -> None:
 def run_verify(estate, render_dir: Path, lab: bool = False, limit: str | None = None,
                outdir: Path = Path("build/verify"), ssh_key: str | None = None,
                ssh_user: str = "root", suites: list[str] | None = None,
-               console: Console | None = None) -> Report:
+               console: Console | None = None, strict_host_keys: bool = True) -> Report:
     from estate.provision.cli import _connection
     from estate.provision.lab import SECRETS
-    ctx = VerifyContext(estate, Path(render_dir), _connection(lab, ssh_key, ssh_user, not lab),
+    ctx = VerifyContext(estate, Path(render_dir), _connection(lab, ssh_key, ssh_user,
+                                                                strict_host_keys and not lab),
                         Path(outdir), limit, SECRETS if lab else None)
     return run_suites(ctx, suites or suite_paths(), console)
 

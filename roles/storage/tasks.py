@@ -7,15 +7,18 @@ as "unsupported here". It never installs a userspace stand-in and calls it NFS.
 """
 from __future__ import annotations
 
+import shlex
 from typing import Callable
 
 from pyinfra import host
-from pyinfra.api import OperationError, deploy
+from pyinfra.api import OperationError, QuoteString, StringCommand, deploy, operation
+from pyinfra.facts.files import Sha256File
 from pyinfra.facts.server import Command
-from pyinfra.operations import apt, systemd
+from pyinfra.operations import apt, files, systemd
 
 from estate.provision.destinations import destination
-from roles._lib import Unsupported, consumed, digest_of, install, run_when_changed
+from roles._lib import STAMPS, Unsupported, artifact_info, consumed, digest_of, install, \
+    render_dir
 
 PROBE = ("if grep -qw {fs} /proc/filesystems || modprobe -n -q {fs} 2>/dev/null; "
          "then echo yes; fi")
@@ -33,31 +36,72 @@ def nfs_problem(run: Callable[[str], str], server: bool) -> str | None:
             "NFS needs nodes with their own kernel (VMs or hardware), not containers")
 
 
-def _server() -> bool:
-    return bool(consumed("storage/exports/*"))
+# `estate apply` runs this deploy in two phases (estate.provision.inventory.PHASES):
+# exports in the first and mounts in the second, so every server exports before any
+# client mounts. Run once outside it (pyinfra CLI, molecule), it does both in order.
+PHASE_PART = {"storage": "exports", "storage_mounts": "mounts"}
 
 
 @deploy("storage")
 def storage() -> None:
-    server = _server()
-    problem = nfs_problem(lambda cmd: host.get_fact(Command, f"{cmd} || true"), server)
-    if problem:
-        raise Unsupported(problem)
     exports, mounts = consumed("storage/exports/*"), consumed("storage/mounts/*.mount")
     if not exports and not mounts:
         raise OperationError(f"{host.name}: has the storage role but no rendered exports "
                              "or mounts; re-render the spec")
+    part = PHASE_PART.get(host.data.get("estate_phase"))
+    exports = [] if part == "mounts" else exports
+    mounts = [] if part == "exports" else mounts
+    if not exports and not mounts:
+        return  # none of this node's storage is done in this phase
+    problem = nfs_problem(lambda cmd: host.get_fact(Command, f"{cmd} || true"), bool(exports))
+    if problem:
+        raise Unsupported(problem)
     packages = (["nfs-kernel-server"] if exports else []) + (["nfs-common"] if mounts else [])
     apt.packages(name="Install NFS", packages=packages, update=True, cache_time=3600)
+    for path in export_dirs(exports):
+        # before the exports file: nfs-server's start-up exportfs skips missing paths
+        files.directory(name=f"Export directory {path}", path=path, present=True)
     for p in exports + mounts:
         install(p)
     if exports:
         systemd.service(name="Run the NFS server", service="nfs-server", running=True,
                         enabled=True)
-        run_when_changed(name="Export", command="exportfs -ra",
-                         stamp="/var/lib/estate/applied/exports", digest=digest_of(exports))
-    if mounts:
-        systemd.daemon_reload(name="Load the mount units")
-        for p in mounts:
-            unit = destination(p).rsplit("/", 1)[1]
-            systemd.service(name=f"Mount {unit}", service=unit, running=True, enabled=True)
+        applied(name="Export", command="exportfs -ra", stamp=f"{STAMPS}/exports",
+                paths=exports)
+    for p in mounts:
+        unit = destination(p).rsplit("/", 1)[1]
+        # restart: a changed unit (new server, options) only takes effect on remount
+        applied(name=f"Mount {unit}", stamp=f"{STAMPS}/{unit}", paths=[p], unit=unit,
+                command=f"systemctl daemon-reload && systemctl restart {unit}")
+        systemd.service(name=f"Enable {unit}", service=unit, running=None, enabled=True)
+
+
+def export_dirs(exports: list[str]) -> list[str]:
+    """The exported paths: the first field of each line of the rendered exports files
+    (byte-equal to the installed ones; exports(5) quotes paths with spaces)."""
+    return [path for p in exports for path in exported_paths((render_dir() / p).read_text())]
+
+
+def exported_paths(text: str) -> list[str]:
+    return [shlex.split(line)[0] for line in text.splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
+
+
+@operation(is_idempotent=True)
+def applied(command: str, stamp: str, paths: list[str], unit: str | None = None):
+    """Run command once per digest of the rendered paths, like run_when_changed, and
+    also when an installed copy differs now (drift the install ops are about to undo:
+    its old content may still be in effect) or when `unit` is not active.
+    """
+    digest = digest_of(paths)
+    seen = (host.get_fact(Command, f"cat {stamp} 2>/dev/null || true") or "").strip()
+    drifted = [destination(p) for p in paths
+               if host.get_fact(Sha256File, path=destination(p)) != artifact_info(p)["sha256"]]
+    inactive = unit and (host.get_fact(Command, f"systemctl is-active {unit} || true")
+                         or "").strip() != "active"
+    if seen == digest and not drifted and not inactive:
+        host.noop(f"{command} already applied for {digest[:12]}")
+        return
+    check = f" && systemctl is-active --quiet {unit}" if unit else ""
+    yield StringCommand("sh", "-c", QuoteString(
+        f"{command}{check} && mkdir -p {STAMPS} && echo {digest} > {stamp}"))
