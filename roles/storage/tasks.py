@@ -12,13 +12,11 @@ from typing import Callable
 
 from pyinfra import host
 from pyinfra.api import OperationError, QuoteString, StringCommand, deploy, operation
-from pyinfra.facts.files import Sha256File
 from pyinfra.facts.server import Command
 from pyinfra.operations import apt, files, systemd
 
 from estate.provision.destinations import destination
-from roles._lib import STAMPS, Unsupported, artifact_info, consumed, digest_of, install, \
-    render_dir
+from roles._lib import STAMPS, Unsupported, consumed, digest_of, install, render_dir
 
 PROBE = ("if grep -qw {fs} /proc/filesystems || modprobe -n -q {fs} 2>/dev/null; "
          "then echo yes; fi")
@@ -61,17 +59,17 @@ def storage() -> None:
     for path in export_dirs(exports):
         # before the exports file: nfs-server's start-up exportfs skips missing paths
         files.directory(name=f"Export directory {path}", path=path, present=True)
-    for p in exports + mounts:
-        install(p)
+    installed = {p: install(p) for p in exports + mounts}
     if exports:
         systemd.service(name="Run the NFS server", service="nfs-server", running=True,
                         enabled=True)
         applied(name="Export", command="exportfs -ra", stamp=f"{STAMPS}/exports",
-                paths=exports)
+                paths=exports, installs=[installed[p] for p in exports])
     for p in mounts:
         unit = destination(p).rsplit("/", 1)[1]
         # restart: a changed unit (new server, options) only takes effect on remount
         applied(name=f"Mount {unit}", stamp=f"{STAMPS}/{unit}", paths=[p], unit=unit,
+                installs=[installed[p]],
                 command=f"systemctl daemon-reload && systemctl restart {unit}")
         systemd.service(name=f"Enable {unit}", service=unit, running=None, enabled=True)
 
@@ -88,18 +86,20 @@ def exported_paths(text: str) -> list[str]:
 
 
 @operation(is_idempotent=True)
-def applied(command: str, stamp: str, paths: list[str], unit: str | None = None):
+def applied(command: str, stamp: str, paths: list[str], installs: list, unit: str | None = None):
     """Run command once per digest of the rendered paths, like run_when_changed, and
-    also when an installed copy differs now (drift the install ops are about to undo:
-    its old content may still be in effect) or when `unit` is not active.
+    also when this run rewrote an installed copy (drift put back: the old content may
+    still be in effect) or when `unit` is not active.
+
+    installs are the install ops of the paths; estate apply runs operation bodies in
+    order at execution time, so their outcome is known here.
     """
     digest = digest_of(paths)
     seen = (host.get_fact(Command, f"cat {stamp} 2>/dev/null || true") or "").strip()
-    drifted = [destination(p) for p in paths
-               if host.get_fact(Sha256File, path=destination(p)) != artifact_info(p)["sha256"]]
+    rewritten = any(op.did_change() if op.is_complete() else op.will_change for op in installs)
     inactive = unit and (host.get_fact(Command, f"systemctl is-active {unit} || true")
                          or "").strip() != "active"
-    if seen == digest and not drifted and not inactive:
+    if seen == digest and not rewritten and not inactive:
         host.noop(f"{command} already applied for {digest[:12]}")
         return
     check = f" && systemctl is-active --quiet {unit}" if unit else ""
