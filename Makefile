@@ -7,7 +7,7 @@ VENV := .venv
 ESTATE := $(VENV)/bin/estate
 PYTEST := $(VENV)/bin/pytest -p no:cacheprovider
 
-.PHONY: deps venv check render lab lab-down lab-ns lab-ns-down test test-unit test-live-slurm test-lab test-molecule bench golden lab-vagrant lab-vagrant-down
+.PHONY: deps venv check render lab lab-down lab-ns lab-ns-down test test-unit test-live-slurm test-lab test-molecule test-vm bench golden lab-vagrant lab-vagrant-down
 
 deps:
 	@scripts/install-deps.sh
@@ -52,10 +52,14 @@ test-molecule: deps venv
 ## tests/live_k8s runs against ESTATE_KUBECONFIG where a cluster exists and reports itself
 ## skipped (with the reason) elsewhere.
 ## Every test tier that runs on this machine.
-test: deps venv test-unit test-live-slurm test-lab test-molecule
+test: deps venv test-unit test-live-slurm test-lab test-molecule test-vm
 
 test-unit: venv
 	$(PYTEST) -q tests/unit tests/golden tests/live_k8s
+
+## The VM tier: QEMU VMs with Debian's kernel prove the storage role's NFS for real.
+test-vm: deps venv
+	$(PYTEST) -q tests/vm
 
 test-live-slurm: deps venv
 	$(PYTEST) -q tests/live_slurm

@@ -11,6 +11,8 @@ PKGS=(
   iproute2 iptables nftables procps psmisc
   # Kubernetes plane: the real containerd validates the rendered config
   containerd
+  # VM tier: real kernels for NFS (QEMU under TCG)
+  qemu-system-x86 qemu-utils
 )
 missing=()
 for p in "${PKGS[@]}"; do
