@@ -67,3 +67,14 @@ def test_exported_paths_are_first_fields_of_rendered_exports(tier):
     text = exports_file(result.estate, "nfs1").decode()
     assert exported_paths(text) == ["/export/home", "/export/scratch"]
     assert exported_paths('# c\n\n"/srv/with space" 10.0.0.0/8(rw)\n') == ["/srv/with space"]
+
+
+def test_one_run_of_the_tier_at_a_time(tmp_path, monkeypatch):
+    """A second run would tear down the first one's VMs (same names): it stops instead."""
+    monkeypatch.setattr(vmlab, "VM_DIR", tmp_path)
+    monkeypatch.setattr(vmlab, "LOCK", tmp_path / "lock")
+    first = vmlab.hold_lock()
+    with pytest.raises(vmlab.VMError, match=r"another run of the VM tier \(pid \d+\)"):
+        vmlab.hold_lock()
+    vmlab.release(first)
+    vmlab.release(vmlab.hold_lock())

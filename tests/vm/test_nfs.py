@@ -72,16 +72,18 @@ def lab():
     lab.timings["up"] = round(time.monotonic() - t0, 1)
     yield lab
     t = time.monotonic()
-    left = {k: v for k, v in vmlab.down().items() if v}
+    left = {k: v for k, v in lab.close().items() if v}
     lab.timings["down"] = round(time.monotonic() - t, 1)
     TIMINGS.write_text(json.dumps(lab.timings, indent=2) + "\n")
     assert not left, f"the VM tier left behind {left}"
 
 
 def on(lab, node: str, command: str, check: bool = True) -> subprocess.CompletedProcess:
+    # one ssh connection per VM for all commands: a handshake costs a second under TCG
     ssh = ["ssh", "-q", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
-           "-o", "UserKnownHostsFile=/dev/null", "-i", str(vmlab.SSH_KEY),
-           f"root@{lab.vm(node).management}", command]
+           "-o", "UserKnownHostsFile=/dev/null", "-o", "ControlMaster=auto",
+           "-o", "ControlPath=/tmp/estvm-ssh-%C", "-o", "ControlPersist=30",
+           "-i", str(vmlab.SSH_KEY), f"root@{lab.vm(node).management}", command]
     proc = subprocess.run(ssh, text=True, capture_output=True, timeout=120)
     if check and proc.returncode != 0:
         pytest.fail(f"{node}: {command} exited {proc.returncode}: {proc.stderr.strip()}")

@@ -12,13 +12,16 @@ do here (kernel NFS).
 
 Everything made here is named estvm*: `down()` removes exactly that (VMs by their
 pidfiles, bridges and taps by name, iptables rules by their comment), and `up()`
-calls it first, so a run killed half-way is cleaned by the next.
+calls it first, so a run killed half-way is cleaned by the next. A run holds
+.lab/vm/lock from up to down, so a second run on the same host stops with a message
+instead of tearing down the first one's VMs.
 
     python -m tests.vm.vmlab up tests/vm/nfs.yaml nfs1,client1
     python -m tests.vm.vmlab down
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -37,6 +40,7 @@ VM_DIR = ROOT / ".lab" / "vm"
 IMAGES = VM_DIR / "images"
 RUN = VM_DIR / "run"
 SSH_KEY = VM_DIR / "ssh" / "id_ed25519"
+LOCK = VM_DIR / "lock"
 PREFIX = "estvm"
 QEMU = "qemu-system-x86_64"
 
@@ -276,26 +280,57 @@ def serial_tail(vm: VM, lines: int = 25) -> str:
 
 # --- up and down -------------------------------------------------------------------------
 
+def hold_lock() -> int:
+    """The tier's lock (an open fd; released when closed or the process ends)."""
+    VM_DIR.mkdir(parents=True, exist_ok=True)
+    fd = os.open(LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        owner = os.read(fd, 32).decode().strip() or "?"
+        os.close(fd)
+        raise VMError(f"another run of the VM tier (pid {owner}) holds {LOCK}: its VMs, "
+                      "bridges and taps have the same names; wait for it to finish") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    return fd
+
+
+def release(fd: int) -> None:
+    os.close(fd)  # closing the last fd drops the flock
+
+
 @dataclass
 class Lab:
     image: Image
     segments: list[Segment]
     vms: list[VM]
     timings: dict[str, float] = field(default_factory=dict)
+    lock: int | None = None
 
     def vm(self, name: str) -> VM:
         return next(v for v in self.vms if v.name == name)
 
+    def close(self, log=print) -> dict[str, list[str]]:
+        """down(), then let other runs have the host; returns what was left behind."""
+        try:
+            return down(log)
+        finally:
+            if self.lock is not None:
+                release(self.lock)
+                self.lock = None
+
 
 def up(doc: dict, names: list[str], management: str, log=print) -> Lab:
-    """Clean leftovers, then image, network, VMs, ssh. Cleans up itself if any step fails."""
+    """Lock, clean leftovers, then image, network, VMs, ssh. Cleans up if a step fails."""
     timings = {}
     t0 = time.monotonic()
-    down(log)
-    image = ensure_image(log)
-    timings["image" if image.built else "image (cached)"] = round(time.monotonic() - t0, 1)
     segments, vms = plan(doc, names, management)
+    lock = hold_lock()
     try:
+        down(log)
+        image = ensure_image(log)
+        timings["image" if image.built else "image (cached)"] = round(time.monotonic() - t0, 1)
         t = time.monotonic()
         RUN.mkdir(parents=True, exist_ok=True)
         create_network(segments, vms)
@@ -305,9 +340,9 @@ def up(doc: dict, names: list[str], management: str, log=print) -> Lab:
         wait_for_ssh(vms)
         timings["boot to ssh"] = round(time.monotonic() - t, 1)
     except BaseException:
-        down(log)
+        Lab(None, segments, vms, lock=lock).close(log)
         raise
-    return Lab(image, segments, vms, timings)
+    return Lab(image, segments, vms, timings, lock)
 
 
 def leftovers() -> dict[str, list[str]]:
@@ -362,13 +397,14 @@ def lab_from_spec(spec: Path, render_dir: Path, names: list[str], log=print) -> 
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["down"]:
-        left = {k: v for k, v in down().items() if v}
+        left = {k: v for k, v in Lab(None, [], [], lock=hold_lock()).close().items() if v}
         print(f"left behind: {left}" if left else "vm: nothing of the tier remains")
         return 1 if left else 0
     if argv[:1] == ["up"] and len(argv) == 3:
         from estate.spec.hostlist import Hostlist
         spec = Path(argv[1])
         lab = lab_from_spec(spec, ROOT / "build" / spec.stem, list(Hostlist.parse(argv[2])))
+        release(lab.lock)  # the VMs stay up for use by hand; the next run cleans them
         print(json.dumps({"timings": lab.timings,
                           "vms": {v.name: v.management for v in lab.vms}}, indent=2))
         return 0
