@@ -103,5 +103,7 @@ def applied(command: str, stamp: str, paths: list[str], installs: list, unit: st
         host.noop(f"{command} already applied for {digest[:12]}")
         return
     check = f" && systemctl is-active --quiet {unit}" if unit else ""
+    # the stamp goes first: if the command fails after a drifted file was put back,
+    # the next run must still apply it
     yield StringCommand("sh", "-c", QuoteString(
-        f"{command}{check} && mkdir -p {STAMPS} && echo {digest} > {stamp}"))
+        f"rm -f {stamp}; {command}{check} && mkdir -p {STAMPS} && echo {digest} > {stamp}"))
