@@ -10,7 +10,7 @@ import importlib
 
 from pyinfra import host
 
-from estate.provision.inventory import ORDER
+from estate.catalogue import ORDER
 
 for name in ORDER:
     if name in host.data.get("estate_deploys", []):

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from estate.provision.inventory import PHASES
+from estate.catalogue import PHASES
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,28 +12,11 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
 
+from estate.catalogue import ORDER, PHASES  # noqa: F401 (re-exported for the drivers)
 from estate.render.artifacts import MANIFEST
 from estate.spec.hostlist import Hostlist
 from estate.spec.resolved import Estate
 
-# Deploys run in phases so that cross-node order holds: the controller (and the
-# slurmdbd it registers with) is up before any slurmd fetches its configuration.
-PHASES: list[tuple[str, list[str]]] = [
-    ("base", ["common", "firewall", "munge"]),
-    ("control", ["slurmdbd", "slurm_controller", "slurmrestd", "slurm_login"]),
-    ("compute", ["slurm_worker"]),
-    # The Kubernetes plane: node prerequisites, then kubeadm init, then joins.
-    ("kubernetes", ["k8s_node", "k8s_packages", "gpu_node"]),
-    ("k8s_control", ["k8s_control_plane"]),
-    # The control plane again (a no-op by then): workers take a join token from it.
-    ("k8s_join", ["k8s_control_plane", "k8s_worker"]),
-    # Last: where the kernel has no NFS the storage role fails, and nothing should wait on it.
-    # Servers export before any client mounts: the storage deploy runs in both phases and
-    # does its exports, then its mounts (it reads the phase from host data estate_phase).
-    ("storage", ["storage"]),
-    ("storage_mounts", ["storage"]),
-]
-ORDER = list(dict.fromkeys(d for _, ds in PHASES for d in ds))
 
 # Spec roles with a deploy of the same name here.
 SPEC_ROLE_DEPLOYS = {"slurm_controller", "slurm_worker", "slurm_login", "slurmrestd", "storage",

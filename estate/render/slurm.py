@@ -147,6 +147,59 @@ def switch_nodes(estate: Estate) -> dict[str, Hostlist]:
     return {name: Hostlist(r) for name, r in members.items()}
 
 
+def plugin_settings(estate: Estate) -> dict[str, dict[str, str]]:
+    """The plugin keywords of each rendered config file, the one place their values are chosen.
+
+    The templates print them; ``slurm_plugins`` lists what a daemon will load, so that
+    ``estate doctor`` and the plugin-package test know which shared objects must exist."""
+    slurm = estate.spec.slurm
+    cgroup = slurm.process_tracking == "cgroup"
+    conf = {"AuthType": "auth/munge"}
+    if slurm.slurmrestd is not None:
+        conf["AuthAltTypes"] = "auth/jwt"
+    conf |= {
+        "ProctrackType": "proctrack/cgroup" if cgroup else "proctrack/linuxproc",
+        "TaskPlugin": "task/cgroup,task/affinity" if cgroup else "task/none",
+        "SelectType": "select/cons_tres",
+        "TopologyPlugin": "topology/tree",
+        "SchedulerType": "sched/backfill",
+        "PriorityType": "priority/multifactor",
+        "AccountingStorageType": ("accounting_storage/slurmdbd" if slurm.accounting
+                                  else "accounting_storage/none"),
+        "JobAcctGatherType": "jobacct_gather/linux" if slurm.accounting else "jobacct_gather/none",
+        "GresTypes": "gpu",
+    }
+    out = {"slurm.conf": conf, "cgroup.conf": {"CgroupPlugin": "autodetect"}}
+    if slurm.accounting:
+        out["slurmdbd.conf"] = {"AuthType": "auth/munge",
+                                "StorageType": "accounting_storage/mysql"}
+    if slurm.slurmrestd is not None:
+        out["slurmrestd"] = {"rest_auth": "rest_auth/jwt"}
+    return out
+
+
+# Keywords whose values are not "type/name" plugins but imply one.
+_IMPLIED = {"GresTypes": "gres/{}"}
+
+
+def slurm_plugins(estate: Estate) -> dict[str, list[str]]:
+    """Plugin names ('auth/jwt') each rendered file makes a daemon load.
+
+    'autodetect' (cgroup/v1 or v2, chosen by the running kernel) names no one plugin:
+    ``estate doctor`` checks cgroup v2 on its own."""
+    out = {}
+    for path, settings in plugin_settings(estate).items():
+        names = []
+        for key, value in settings.items():
+            for item in value.split(","):
+                if key in _IMPLIED:
+                    names.append(_IMPLIED[key].format(item))
+                elif "/" in item:
+                    names.append(item)
+        out[path] = list(dict.fromkeys(names))
+    return out
+
+
 def _context(estate: Estate, source: str) -> dict:
     spec = estate.spec
     lines = node_lines(estate)
@@ -161,6 +214,7 @@ def _context(estate: Estate, source: str) -> dict:
         "switch_nodes": switch_nodes(estate),
         "device_files": device_files,
         "jwt": spec.slurm.slurmrestd is not None,
+        "plugins": plugin_settings(estate),
         "ports": PORTS,
         "slurm_user": SLURM_USER,
     }

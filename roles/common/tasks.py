@@ -8,6 +8,7 @@ from pyinfra.api import OperationError, QuoteString, StringCommand, deploy, oper
 from pyinfra.facts.server import Command
 from pyinfra.operations import apt, systemd
 
+from estate.catalogue import packages
 from roles._lib import consumed, in_container, install, render_dir
 
 
@@ -67,7 +68,7 @@ def common() -> None:
         install(path)
     for path in consumed("common/hosts"):
         install(path)
-    apt.packages(name="Install chrony", packages=["chrony"], update=True, cache_time=3600)
+    apt.packages(name="Install chrony", packages=packages("common"), update=True, cache_time=3600)
     # A container shares the host's clock and may not set it: chrony.service's
     # ConditionCapability=CAP_SYS_TIME skips it there. Enabled everywhere, run where it can.
     systemd.service(name="Enable chrony", service="chrony", enabled=True,

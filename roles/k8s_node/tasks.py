@@ -15,6 +15,7 @@ from pyinfra.api import OperationError, deploy
 from pyinfra.facts.server import Command
 from pyinfra.operations import apt, server, systemd
 
+from estate.catalogue import packages
 from roles._lib import STAMPS, Unsupported, consumed, digest_of, install, render_dir, \
     run_when_changed, service_current
 
@@ -62,7 +63,7 @@ def _one(pattern: str) -> str:
 @deploy("k8s_node")
 def k8s_node() -> None:
     config = _one("kubernetes/containerd/*.toml")
-    apt.packages(name="Install containerd", packages=["containerd"], update=True,
+    apt.packages(name="Install containerd", packages=packages("k8s_node"), update=True,
                  cache_time=3600)
     install(config)
     service_current(name="containerd on the rendered config", service="containerd",

@@ -14,6 +14,7 @@ from pyinfra.api import OperationError, deploy, operation
 from pyinfra.facts.server import Command
 from pyinfra.operations import apt, systemd
 
+from estate.catalogue import packages
 from roles._lib import consumed, digest_of, digest_text, install, put_text, render_dir, \
     service_current
 from roles.slurm_controller.tasks import slurm_configs
@@ -74,7 +75,7 @@ def slurm_worker() -> None:
     if not consumed("slurm/slurmd.env"):
         raise OperationError(f"{host.name}: has the slurm_worker role but consumes no "
                              "slurm/slurmd.env; re-render the spec")
-    apt.packages(name="Install slurmd", packages=["slurmd"], update=True, cache_time=3600)
+    apt.packages(name="Install slurmd", packages=packages("slurm_worker"), update=True, cache_time=3600)
     inputs = gpus() + slurm_configs() + ["slurm/slurmd.env"]
     install("slurm/slurmd.env")
     dropin = ""

@@ -6,6 +6,7 @@ from pyinfra.api import OperationError, QuoteString, StringCommand, deploy, oper
 from pyinfra.facts.server import Command
 from pyinfra.operations import apt, systemd
 
+from estate.catalogue import packages
 from roles._lib import consumed, digest_of, install, runtime, service_current
 
 
@@ -31,7 +32,7 @@ def slurmdbd() -> None:
     if not db or not user:
         raise OperationError(f"{host.name}: the rendered slurmdbd.conf names no StorageLoc/"
                              "StorageUser; re-render the spec")
-    apt.packages(name="Install MariaDB and slurmdbd", packages=["mariadb-server", "slurmdbd"],
+    apt.packages(name="Install MariaDB and slurmdbd", packages=packages("slurmdbd"),
                  update=True, cache_time=3600)
     systemd.service(name="Run MariaDB", service="mariadb", running=True, enabled=True)
     database(name=f"Database {db} for {user}", db=db, user=user)

@@ -15,6 +15,7 @@ from pyinfra.api import OperationError, QuoteString, StringCommand, deploy, oper
 from pyinfra.facts.server import Command
 from pyinfra.operations import apt, files, systemd
 
+from estate.catalogue import packages
 from estate.provision.destinations import destination
 from roles._lib import STAMPS, Unsupported, consumed, digest_of, install, render_dir
 
@@ -34,7 +35,7 @@ def nfs_problem(run: Callable[[str], str], server: bool) -> str | None:
             "NFS needs nodes with their own kernel (VMs or hardware), not containers")
 
 
-# `estate apply` runs this deploy in two phases (estate.provision.inventory.PHASES):
+# `estate apply` runs this deploy in two phases (estate.catalogue.PHASES):
 # exports in the first and mounts in the second, so every server exports before any
 # client mounts. Run once outside it (pyinfra CLI, molecule), it does both in order.
 PHASE_PART = {"storage": "exports", "storage_mounts": "mounts"}
@@ -54,8 +55,9 @@ def storage() -> None:
     problem = nfs_problem(lambda cmd: host.get_fact(Command, f"{cmd} || true"), bool(exports))
     if problem:
         raise Unsupported(problem)
-    packages = (["nfs-kernel-server"] if exports else []) + (["nfs-common"] if mounts else [])
-    apt.packages(name="Install NFS", packages=packages, update=True, cache_time=3600)
+    extras = ("server",) * bool(exports) + ("client",) * bool(mounts)
+    apt.packages(name="Install NFS", packages=packages("storage", extras=extras), update=True,
+                 cache_time=3600)
     for path in export_dirs(exports):
         # before the exports file: nfs-server's start-up exportfs skips missing paths
         files.directory(name=f"Export directory {path}", path=path, present=True)

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from estate.catalogue import host_packages
 from tests.live_slurm.netns_lab import BRIDGE, NETNS_DIR, NS_PREFIX, Lab, down, lab_pids
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ("slurmctld", "slurmd", "srun", "sinfo", "scontrol", "sshare", "munged", "nsenter",
          "unshare", "setpriv", "ip", "nft")
 ACCOUNTING_TOOLS = ("slurmdbd", "sacctmgr", "mariadbd", "mariadb-install-db", "mariadb")
-PACKAGES = ("slurmctld slurmd slurm-client munge slurmdbd mariadb-server iproute2 "
-            "iptables nftables")
+PACKAGES = " ".join(host_packages())
 
 
 def require_live_slurm(accounting: bool) -> None:

@@ -8,7 +8,8 @@ import pytest
 
 from estate.pipeline import build
 from estate.provision.destinations import destination, installer
-from estate.provision.inventory import ORDER, deploys_for, targets
+from estate.catalogue import ORDER
+from estate.provision.inventory import deploys_for, targets
 from roles.k8s_node.tasks import kernel_problem, rendered_modules, rendered_sysctls
 from roles.k8s_packages.tasks import pinned_packages, reach_problem, repository
 from roles.k8s_worker.tasks import join_values

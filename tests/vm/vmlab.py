@@ -34,6 +34,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from estate.catalogue import packages
+
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = Path(__file__).resolve().parent / "image"
 VM_DIR = ROOT / ".lab" / "vm"
@@ -74,8 +76,12 @@ def ensure_ssh_key() -> Path:
     return SSH_KEY
 
 
+# The roles the VM tier applies; their packages are baked into the image (TCG dpkg: minutes).
+IMAGE_PACKAGES = ",".join(packages("common", "firewall", "storage", extras=("server", "client")))
+
+
 def recipe_hash(pubkey: Path) -> str:
-    h = hashlib.sha256()
+    h = hashlib.sha256(IMAGE_PACKAGES.encode())
     for f in sorted(RECIPE.iterdir()):
         h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
     h.update(pubkey.read_bytes())
@@ -109,7 +115,7 @@ def ensure_image(log=print) -> Image:
         return Image(target, built=False)
     IMAGES.mkdir(parents=True, exist_ok=True)
     log(f"vm: building image {target.name} (debootstrap, a few minutes)")
-    sh(str(RECIPE / "build.sh"), str(target), str(pub))
+    sh(str(RECIPE / "build.sh"), str(target), str(pub), IMAGE_PACKAGES)
     for old in IMAGES.iterdir():
         if old != target:
             shutil.rmtree(old, ignore_errors=True)

@@ -1,23 +1,23 @@
 #!/bin/sh
 # The VM tier's disk: Debian bookworm with its own kernel (Debian's linux-image-amd64),
 # systemd, sshd and python3, booted by QEMU straight from the kernel and initrd copied
-# out here (no bootloader). Usage: build.sh OUT_DIR AUTHORIZED_KEY_FILE
+# out here (no bootloader). Usage: build.sh OUT_DIR AUTHORIZED_KEY_FILE ROLE_PACKAGES
 # Writes OUT_DIR/{root.img,vmlinuz,initrd.img}; OUT_DIR appears only when complete.
 # The caller (tests/vm/vmlab.py) names OUT_DIR by a hash of this directory and the key,
 # so an unchanged recipe is never rebuilt.
-# The packages the roles install here are preinstalled, for time only: under TCG their
+# ROLE_PACKAGES (comma-separated, from estate.catalogue): the packages the roles install here
+# are preinstalled, for time only: under TCG their
 # maintainer scripts take minutes (measured: nfs-kernel-server with nfs-common 221 s,
 # chrony 97 s, nftables 34 s). The roles still run apt-get update through the VM's NAT
 # NIC. nfs-server is disabled: only the nodes the storage role makes servers run it.
 set -eu
-out=$1; key=$2
+out=$1; key=$2; roles=$3
 here=$(cd "$(dirname "$0")" && pwd)
 mirror=${ESTATE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 size=${ESTATE_VM_DISK:-4G}
 work=$(mktemp -d "${out%/}.build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 root=$work/root
-roles=chrony,nftables,nfs-common,nfs-kernel-server
 
 echo "vm image: debootstrap bookworm + linux-image-amd64 into $root" >&2
 debootstrap --variant=minbase \

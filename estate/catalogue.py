@@ -1,0 +1,172 @@
+"""The role catalogue: what each deploy installs and runs, and what a host needs, in one table.
+
+Everything that has to know "which Debian packages does X need" reads this module:
+
+- the roles (``apt.packages(packages=packages("slurm_controller"))``),
+- the inventory (apply phases and deploy order),
+- the host install script (``scripts/install-deps.sh`` runs ``python3 -m estate.catalogue host``),
+- the VM image recipe (the roles' packages are preinstalled there for time),
+- ``estate doctor`` (a missing plugin or binary is named with the package that ships it).
+
+Standard library only: install-deps.sh runs this before the virtual environment exists.
+
+Slurm loads its plugins from shared objects at start-up, so a plugin that a rendered file
+names but no installed package ships is a daemon that dies on a real machine. Debian ships
+most plugins in slurm-wlm-basic-plugins and a few in packages of their own, which are only
+*recommended* by the daemons; tests/live_slurm/test_plugin_packages.py asks dpkg
+which package ships each plugin the renderer names and holds this table to it.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+BASIC_PLUGINS = "slurm-wlm-basic-plugins"
+# Plugins Debian ships outside slurm-wlm-basic-plugins (dpkg -S on bookworm, 22.05;
+# tests/live_slurm/test_plugin_packages.py holds this to dpkg).
+PLUGIN_PACKAGES = {
+    "auth/jwt": "slurm-wlm-jwt-plugin",
+    "accounting_storage/mysql": "slurm-wlm-mysql-plugin",
+}
+# Where Debian installs them (dpkg -L slurm-wlm-basic-plugins).
+PLUGIN_DIR = "/usr/lib/x86_64-linux-gnu/slurm-wlm"
+
+
+def plugin_package(plugin: str) -> str:
+    """The Debian package that ships a Slurm plugin such as 'auth/jwt'."""
+    return PLUGIN_PACKAGES.get(plugin, BASIC_PLUGINS)
+
+
+def plugin_file(plugin: str) -> str:
+    """'auth/jwt' -> '/usr/lib/x86_64-linux-gnu/slurm-wlm/auth_jwt.so' (Slurm's naming)."""
+    return f"{PLUGIN_DIR}/{plugin.replace('/', '_')}.so"
+
+
+# The plugin packages every node that runs a Slurm daemon or client needs: the rendered
+# slurm.conf names auth/jwt whenever the spec has slurmrestd, and configless slurmds load it too.
+SLURM_PLUGINS = (BASIC_PLUGINS, "slurm-wlm-jwt-plugin")
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str
+    plane: str | None                  # "slurm", "kubernetes", or None: both planes use it
+    packages: tuple[str, ...] = ()
+    services: tuple[str, ...] = ()
+    # Packages only some nodes of the role need, by what they do there (see packages()).
+    extras: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # Packages that come from a repository the role adds itself (not Debian's).
+    external: tuple[str, ...] = ()
+    # Rendered Slurm files whose plugins this role's daemons or clients load (the keys of
+    # estate.render.slurm.plugin_settings): its packages must ship those plugins.
+    loads: tuple[str, ...] = ()
+
+
+ROLES: dict[str, Role] = {r.name: r for r in (
+    Role("common", None, ("chrony",), ("chrony",)),
+    Role("firewall", None, ("nftables",), ("nftables",)),
+    Role("munge", "slurm", ("munge",), ("munge",)),
+    Role("slurmdbd", "slurm", ("mariadb-server", "slurmdbd", "slurm-wlm-mysql-plugin",
+                               *SLURM_PLUGINS), ("mariadb", "slurmdbd"),
+         loads=("slurmdbd.conf",)),
+    Role("slurm_controller", "slurm", ("slurmctld", "slurm-client", *SLURM_PLUGINS),
+         ("slurmctld",), loads=("slurm.conf",)),
+    Role("slurmrestd", "slurm", ("slurmrestd", *SLURM_PLUGINS), ("slurmrestd",),
+         loads=("slurm.conf", "slurmrestd")),
+    Role("slurm_login", "slurm", ("slurm-client", *SLURM_PLUGINS), loads=("slurm.conf",)),
+    Role("slurm_worker", "slurm", ("slurmd", *SLURM_PLUGINS), ("slurmd",),
+         loads=("slurm.conf", "cgroup.conf")),
+    Role("storage", None, (), ("nfs-server",),
+         extras={"server": ("nfs-kernel-server",), "client": ("nfs-common",)}),
+    Role("k8s_node", "kubernetes", ("containerd",), ("containerd",)),
+    Role("k8s_packages", "kubernetes", ("curl", "gpg"),
+         external=("kubelet", "kubeadm", "kubectl")),
+    Role("gpu_node", "kubernetes", ("curl", "gpg"), external=("nvidia-container-toolkit",)),
+    Role("k8s_control_plane", "kubernetes"),
+    Role("k8s_worker", "kubernetes"),
+)}
+
+# Deploys run in phases so that cross-node order holds: the controller (and the slurmdbd it
+# registers with) is up before any slurmd fetches its configuration.
+PHASES: list[tuple[str, list[str]]] = [
+    ("base", ["common", "firewall", "munge"]),
+    ("control", ["slurmdbd", "slurm_controller", "slurmrestd", "slurm_login"]),
+    ("compute", ["slurm_worker"]),
+    # The Kubernetes plane: node prerequisites, then kubeadm init, then joins.
+    ("kubernetes", ["k8s_node", "k8s_packages", "gpu_node"]),
+    ("k8s_control", ["k8s_control_plane"]),
+    # The control plane again (a no-op by then): workers take a join token from it.
+    ("k8s_join", ["k8s_control_plane", "k8s_worker"]),
+    # Last: where the kernel has no NFS the storage role fails, and nothing should wait on it.
+    # Servers export before any client mounts: the storage deploy runs in both phases and
+    # does its exports, then its mounts (it reads the phase from host data estate_phase).
+    ("storage", ["storage"]),
+    ("storage_mounts", ["storage"]),
+]
+ORDER = list(dict.fromkeys(d for _, ds in PHASES for d in ds))
+
+# What this machine needs to run the tiers and labs, beyond the roles' own packages:
+# the namespace lab runs the Slurm roles' daemons on the host itself.
+HOST_ROLES = ("munge", "slurmdbd", "slurm_controller", "slurmrestd", "slurm_login",
+              "slurm_worker")
+HOST_TOOLS: dict[str, tuple[str, ...]] = {
+    # lab nodes: docker engine, local base image, Vagrant's docker provider
+    "containers": ("docker.io", "debootstrap", "vagrant", "openssh-client", "rsync"),
+    # namespaces, firewall
+    "network": ("iproute2", "iptables", "nftables", "procps", "psmisc", "util-linux"),
+    # the real containerd validates the rendered Kubernetes node config
+    "kubernetes": ("containerd",),
+    # VM tier: real kernels for NFS (QEMU under TCG)
+    "vm": ("qemu-system-x86", "qemu-utils"),
+}
+# Never installed: it takes over the slurmctld/slurmd alternatives with a build that dies.
+CONFLICTS = ("slurm-wlm-emulator",)
+
+
+def packages(*roles: str, extras: tuple[str, ...] = ()) -> list[str]:
+    """Debian packages of these roles (plus the named extras), in first-seen order."""
+    out: dict[str, None] = {}
+    for name in roles:
+        role = ROLES[name]
+        out.update(dict.fromkeys(role.packages))
+        for extra in extras:
+            out.update(dict.fromkeys(role.extras.get(extra, ())))
+    return list(out)
+
+
+def host_packages() -> list[str]:
+    """Everything `make lab` and `make test` need on this machine."""
+    tools = [p for group in HOST_TOOLS.values() for p in group]
+    return list(dict.fromkeys(packages(*HOST_ROLES) + tools))
+
+
+def _main(argv: list[str]) -> int:
+    usage = ("usage: python3 -m estate.catalogue host | conflicts | "
+             "packages ROLE... [+EXTRA...] [--sep SEP]")
+    sep = "\n"
+    if "--sep" in argv:
+        i = argv.index("--sep")
+        sep, argv = argv[i + 1], argv[:i] + argv[i + 2:]
+    if not argv:
+        print(usage, file=sys.stderr)
+        return 2
+    if argv[0] == "host":
+        print(sep.join(host_packages()))
+    elif argv[0] == "conflicts":
+        print(sep.join(CONFLICTS))
+    elif argv[0] == "packages":
+        roles = [a for a in argv[1:] if not a.startswith("+")]
+        unknown = [r for r in roles if r not in ROLES]
+        if unknown or not roles:
+            print(f"unknown roles: {unknown}; known: {sorted(ROLES)}", file=sys.stderr)
+            return 2
+        extras = tuple(a[1:] for a in argv[1:] if a.startswith("+"))
+        print(sep.join(packages(*roles, extras=extras)))
+    else:
+        print(usage, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

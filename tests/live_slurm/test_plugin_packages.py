@@ -1,0 +1,83 @@
+"""Every Slurm plugin a rendered file names comes from a package the project installs.
+
+Slurm loads plugins from shared objects at start-up; Debian ships some of them in packages
+the daemons only recommend (auth/jwt in slurm-wlm-jwt-plugin), so an install with
+--no-install-recommends that forgets one gives a daemon that dies on a fresh machine. The
+plugins are collected from the rendered text itself, not from the renderer's own list, and
+dpkg on this machine (where scripts/install-deps.sh ran) says which package ships each.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from estate.catalogue import ROLES, host_packages, packages, plugin_file, plugin_package
+from estate.pipeline import build
+from estate.render.slurm import slurm_plugins
+
+ROOT = Path(__file__).resolve().parents[2]
+STACKS = sorted((ROOT / "stacks").glob("*.yaml"))
+STACKS = [p for p in STACKS if not p.name.startswith("Pulumi.")]
+# slurm.conf(5)/slurmdbd.conf(5)/cgroup.conf(5) keywords whose values are plugins.
+PLUGIN_KEY = re.compile(r"^(\w*Type|\w*Types|TaskPlugin|CgroupPlugin|TopologyPlugin)=(.+)$",
+                        re.M)
+NOT_PLUGINS = {"autodetect", "none"}
+SELECT_PARAMETERS = {"SelectTypeParameters"}  # ends in "Type..." but holds options
+
+
+def rendered_plugins(text: str) -> set[str]:
+    found = set()
+    for key, value in PLUGIN_KEY.findall(text):
+        if key in SELECT_PARAMETERS:
+            continue
+        for item in value.split(","):
+            if key == "GresTypes":
+                found.add(f"gres/{item}")
+            elif item not in NOT_PLUGINS:
+                found.add(item)
+    return found
+
+
+def dpkg_owner(path: str) -> str:
+    res = subprocess.run(["dpkg", "-S", path], capture_output=True, text=True)
+    assert res.returncode == 0, (f"{path} is on no installed package ({res.stderr.strip()}): "
+                                 "run scripts/install-deps.sh")
+    return res.stdout.split(":", 1)[0]
+
+
+@pytest.fixture(scope="module", params=STACKS, ids=lambda p: p.stem)
+def stack(request):
+    result = build(request.param)
+    assert result.ok, [f.as_dict() for f in result.findings if f.severity.value == "error"]
+    return result
+
+
+def test_renderer_lists_every_plugin_it_prints(stack):
+    declared = slurm_plugins(stack.estate)
+    for name in ("slurm.conf", "cgroup.conf", "slurmdbd.conf"):
+        art = stack.artifacts.get(f"slurm/{name}")
+        if art is None:
+            continue
+        assert rendered_plugins(art.content.decode()) <= set(declared[name]), name
+
+
+def test_plugin_packages_are_installed_by_the_project(stack):
+    installed = set(host_packages())
+    for conf, plugins in slurm_plugins(stack.estate).items():
+        for plugin in plugins:
+            owner = dpkg_owner(plugin_file(plugin))
+            assert owner == plugin_package(plugin), \
+                f"{plugin}: dpkg says {owner}, estate.catalogue says {plugin_package(plugin)}"
+            assert owner in installed, f"{plugin} ({conf}) needs {owner}: add it to the catalogue"
+            for role in ROLES.values():
+                if conf in role.loads:
+                    assert owner in packages(role.name), \
+                        f"role {role.name} loads {conf}, whose {plugin} needs {owner}"
+
+
+def test_the_jwt_plugin_is_found_by_dpkg():
+    # The case that broke a fresh machine: the test above must see it.
+    assert dpkg_owner(plugin_file("auth/jwt")) == "slurm-wlm-jwt-plugin"
