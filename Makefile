@@ -52,7 +52,8 @@ test-molecule: deps venv
 ## tests/live_k8s runs against ESTATE_KUBECONFIG where a cluster exists and reports itself
 ## skipped (with the reason) elsewhere.
 ## Every test tier that runs on this machine.
-test: deps venv test-unit test-live-slurm test-lab test-molecule test-vm
+test: deps venv
+	@scripts/test-tiers.sh unit live-slurm lab molecule vm
 
 test-unit: venv
 	$(PYTEST) -q tests/unit tests/golden tests/live_k8s
