@@ -6,34 +6,31 @@ failed, 2 usage errors (typer's own).
 from __future__ import annotations
 
 import json
-from enum import Enum
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from estate.check.findings import Finding, has_errors
+from estate.output import (Output, echo_findings, help_markup, make_console, output_option,
+                           print_rows)
 from estate.pipeline import build
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=help_markup(),
                   help="Estate: one spec, two planes (Slurm and Kubernetes).")
-console = Console()
-err_console = Console(stderr=True)
-
-
-class Output(str, Enum):
-    table = "table"
-    json = "json"
-
+console = make_console()
+err_console = make_console(stderr=True)
 
 SpecArg = typer.Argument(..., help="Path to the estate spec, e.g. stacks/lab.yaml.")
-OutputOpt = typer.Option(Output.table, "--output", help="table or json.")
+OutputOpt = output_option()
 
 
-def print_findings(findings: list[Finding], output: Output) -> None:
+def print_findings(findings: list[Finding], output: Output, spec: Path | None = None) -> None:
     if output is Output.json:
         typer.echo(json.dumps([f.as_dict() for f in findings], indent=2))
+        return
+    if output.lines:
+        echo_findings(findings, output, str(spec or ""))
         return
     if not findings:
         console.print("[green]no findings[/green]")
@@ -59,7 +56,7 @@ def schema() -> None:
 def check(spec: Path = SpecArg, output: Output = OutputOpt) -> None:
     """Report every problem in a spec at once; exit 1 if any is an error."""
     result = build(spec)
-    print_findings(result.findings, output)
+    print_findings(result.findings, output, spec)
     raise typer.Exit(1 if has_errors(result.findings) else 0)
 
 
@@ -71,7 +68,7 @@ def render(spec: Path = SpecArg,
     from estate.render import write_tree
     result = build(spec)
     if not result.ok:
-        print_findings(result.findings, output)
+        print_findings(result.findings, output, spec)
         err_console.print(f"[red]not rendered[/red]: {out} left unchanged")
         raise typer.Exit(1)
     write_tree(result.artifacts, out)
@@ -80,7 +77,7 @@ def render(spec: Path = SpecArg,
                                "findings": [f.as_dict() for f in result.findings]}, indent=2))
         return
     if result.findings:
-        print_findings(result.findings, output)
+        print_findings(result.findings, output, spec)
     console.print(f"rendered {len(result.artifacts)} files into {out}")
 
 
@@ -91,46 +88,50 @@ def plan(spec: Path = SpecArg, output: Output = OutputOpt) -> None:
     from estate.capacity import gpu_budget
     result = build(spec)
     if not result.ok:
-        print_findings(result.findings, output)
+        print_findings(result.findings, output, spec)
         raise typer.Exit(1)
     budget = gpu_budget(result.estate).as_dict()
     if output is Output.json:
         typer.echo(json.dumps(budget, indent=2))
         return
-    print_budget(budget)
+    print_budget(budget, output)
 
 
-def print_budget(budget: dict) -> None:
-    table = Table(title=f"GPU budget: {budget['total']} GPUs")
-    for col in ("scope", "name", "GPUs", "detail"):
-        table.add_column(col)
-    for plane, n in budget["planes"].items():
-        table.add_row("plane", plane, str(n), "")
+def print_budget(budget: dict, output: Output = Output.auto) -> None:
+    title = f"GPU budget: {budget['total']} GPUs"
+    print_rows(title, ["scope", "name", "GPUs", "detail"], budget_rows(budget), output)
+
+
+def budget_rows(budget: dict) -> list[list[str]]:
+    rows = [["plane", plane, str(n), ""] for plane, n in budget["planes"].items()]
     for name, pool in budget["pools"].items():
         planes = ", ".join(f"{k}={v}" for k, v in pool["by_plane"].items())
-        table.add_row("pool", name, str(pool["gpus"]),
-                      f"{pool['nodes']} x {pool['model']} nodes {pool['hosts']} ({planes})")
+        rows.append(["pool", name, str(pool["gpus"]),
+                     f"{pool['nodes']} x {pool['model']} nodes {pool['hosts']} ({planes})"])
     for kind in ("partitions", "tenants"):
         for name, v in budget[kind].items():
             by_model = ", ".join(f"{m}={n}" for m, n in v["by_model"].items())
-            table.add_row(kind[:-1], name, str(v["gpus"]), by_model)
+            rows.append([kind[:-1], name, str(v["gpus"]), by_model])
     for model, n in budget["kubernetes_unassigned"].items():
-        table.add_row("k8s unassigned", model, str(n), "overcommitted" if n < 0 else "")
-    console.print(table)
+        # one token, so the scope stays one whitespace-separated column in a pipe
+        rows.append(["k8s-unassigned", model, str(n), "overcommitted" if n < 0 else ""])
+    return rows
 
 
 @app.command()
-def validators() -> None:
+def validators(output: Output = OutputOpt) -> None:
     """List every validator: id, severity, domain, stage."""
     from estate.check import load_domains
     from estate.check.registry import describe
     load_domains()
-    table = Table()
-    for col in ("id", "severity", "domain", "stage", "summary"):
-        table.add_column(col)
-    for v in describe():
-        table.add_row(v.id, v.severity.value, v.domain, v.stage, v.summary)
-    console.print(table)
+    found = describe()
+    if output is Output.json:
+        typer.echo(json.dumps([{"id": v.id, "severity": v.severity.value, "domain": v.domain,
+                                "stage": v.stage, "summary": v.summary} for v in found],
+                              indent=2))
+        return
+    print_rows(None, ["id", "severity", "domain", "stage", "summary"],
+               [[v.id, v.severity.value, v.domain, v.stage, v.summary] for v in found], output)
 
 
 # apply, inventory, verify, lab up/down/status (estate/provision/cli.py)

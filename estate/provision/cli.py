@@ -10,11 +10,13 @@ from enum import Enum
 from pathlib import Path
 
 import typer
-from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
-console = Console()
-err = Console(stderr=True)
+from estate.output import (Output, annotation, help_markup, make_console, output_option,
+                           print_rows)
+
+console = make_console()
+err = make_console(stderr=True)
 
 DEFAULT_SPEC = Path("stacks/lab.yaml")
 LAB_RENDER = Path("build/lab")  # the Makefile's OUT, so `make render` and the lab agree
@@ -47,21 +49,35 @@ def _connection(lab: bool, ssh_key: str | None, ssh_user: str, strict: bool):
     return Connection(user=ssh_user, key=ssh_key, strict_host_keys=strict)
 
 
-def print_apply(result, title: str = "apply") -> None:
-    table = Table(title=f"{title}: {result.seconds:.1f} s")
-    for col in ("node", "status", "ops", "changed", "detail"):
-        table.add_column(col, overflow="fold")
-    colour = {"unchanged": "green", "changed": "cyan", "failed": "red",
-              "unsupported": "yellow"}
+_COLOUR = {"unchanged": "green", "changed": "cyan", "failed": "red", "unsupported": "yellow"}
+
+
+def print_apply(result, title: str = "apply", output: Output = Output.auto) -> None:
+    if output is Output.json:
+        typer.echo(json.dumps(result.as_dict(), indent=2))
+        return
+    rows = []
     for name, r in result.hosts.items():
         detail = "; ".join(r.failed or r.unsupported or r.changed[:4] +
                            (["..."] if len(r.changed) > 4 else []))
-        table.add_row(name, f"[{colour[r.status]}]{r.status}[/]", str(r.ops),
-                      str(len(r.changed)), detail)
-    console.print(table)
+        rows.append([name, Text(r.status, style=_COLOUR[r.status]), str(r.ops),
+                     str(len(r.changed)), detail])
+    print_rows(f"{title}: {result.seconds:.1f} s", ["node", "status", "ops", "changed", "detail"],
+               rows, output, console)
+    if output.resolve() is Output.github:
+        for name, failed in result.failed.items():
+            typer.echo(annotation("error", "; ".join(failed), title=f"{title} failed on {name}"))
     total = sum(len(r.changed) for r in result.hosts.values())
-    console.print(f"{total} change(s) on {len(result.changed)} node(s); "
-                  f"{len(result.failed)} failed; {len(result.unsupported)} unsupported here")
+    _say(f"{total} change(s) on {len(result.changed)} node(s); "
+         f"{len(result.failed)} failed; {len(result.unsupported)} unsupported here", output)
+
+
+def _say(line: str, output: Output) -> None:
+    # In a pipe, a plain echo: rich would still re-wrap or style it.
+    if output.lines:
+        typer.echo(line)
+    else:
+        console.print(line, markup=False)
 
 
 def do_apply(estate, render_dir: Path, conn, limit: str | None, secrets: Path | None):
@@ -76,7 +92,7 @@ def do_apply(estate, render_dir: Path, conn, limit: str | None, secrets: Path | 
 
 def register(app: typer.Typer) -> None:
     lab_app = typer.Typer(help="The Vagrant lab: machines from the spec on this host.",
-                          no_args_is_help=True)
+                          no_args_is_help=True, rich_markup_mode=help_markup())
     app.add_typer(lab_app, name="lab")
 
     @app.command()
@@ -94,7 +110,8 @@ def register(app: typer.Typer) -> None:
               ssh_key: str = typer.Option(None, "--ssh-key"),
               ssh_user: str = typer.Option("root", "--ssh-user"),
               strict_host_keys: bool = typer.Option(True, "--strict-host-keys/--no-strict-host-keys"),
-              json_out: Path = typer.Option(None, "--json", help="Write the results as JSON.")):
+              json_out: Path = typer.Option(None, "--json", help="Write the results as JSON."),
+              output: Output = output_option()):
         """Render SPEC and apply the roles to its nodes (or --limit). Exit 1 if a node failed."""
         import shutil
         import tempfile
@@ -115,7 +132,7 @@ def register(app: typer.Typer) -> None:
         finally:
             if private:
                 shutil.rmtree(out, ignore_errors=True)
-        print_apply(res)
+        print_apply(res, output=output)
         if json_out:
             json_out.write_text(json.dumps(res.as_dict(), indent=2) + "\n")
         raise typer.Exit(0 if res.ok else 1)
@@ -141,7 +158,8 @@ def register(app: typer.Typer) -> None:
                                          "default: every node the lab starts."),
                provision: bool = typer.Option(True, "--provision/--no-provision"),
                verify: bool = typer.Option(True, "--verify/--no-verify"),
-               report: Path = typer.Option(Path(".lab/last-up.json"), "--report")):
+               report: Path = typer.Option(Path(".lab/last-up.json"), "--report"),
+               output: Output = output_option()):
         """Bring the lab up from SPEC through Vagrant, provision it, verify it."""
         import time
 
@@ -163,21 +181,25 @@ def register(app: typer.Typer) -> None:
             res = do_apply(result.estate, out, conn, ",".join(summary["nodes"]), SECRETS)
             summary["steps"]["apply"] = round(time.monotonic() - t, 2)
             summary["apply"] = res.as_dict()
-            print_apply(res, "lab apply")
+            if output is not Output.json:  # the summary below carries it
+                print_apply(res, "lab apply", output)
             ok = res.ok
         if verify and provision:
             from estate.verify.run import run_verify
             t = time.monotonic()
             report_v = run_verify(result.estate, out, lab=True, limit=",".join(summary["nodes"]),
-                                  outdir=Path(".lab/verify"))
+                                  outdir=Path(".lab/verify"), output=output)
             summary["steps"]["verify"] = round(time.monotonic() - t, 2)
             summary["verify"] = report_v.totals()
             ok = ok and report_v.ok
         summary["seconds"] = round(time.monotonic() - t0, 2)
         report.parent.mkdir(parents=True, exist_ok=True)
         report.write_text(json.dumps(summary, indent=2) + "\n")
-        console.print(f"lab up in {summary['seconds']} s: " +
-                      ", ".join(f"{k} {v} s" for k, v in summary["steps"].items()))
+        if output is Output.json:
+            typer.echo(json.dumps(summary, indent=2))
+        else:
+            _say(f"lab up in {summary['seconds']} s: " +
+                 ", ".join(f"{k} {v} s" for k, v in summary["steps"].items()), output)
         raise typer.Exit(0 if ok else 1)
 
     @lab_app.command("down")
@@ -197,11 +219,15 @@ def register(app: typer.Typer) -> None:
                       "bridges or iptables rules of the lab remain")
 
     @lab_app.command("status")
-    def lab_status():
+    def lab_status(output: Output = output_option()):
         """What of the lab exists on this host."""
         from estate.provision.lab import leftovers
-        for kind, items in leftovers().items():
-            console.print(f"{kind}: {len(items)}" + (f" ({', '.join(items[:8])})" if items else ""))
+        left = leftovers()
+        if output is Output.json:
+            typer.echo(json.dumps(left, indent=2))
+            return
+        for kind, items in left.items():
+            _say(f"{kind}: {len(items)}" + (f" ({', '.join(items[:8])})" if items else ""), output)
 
     @app.command()
     def verify(spec: Path = typer.Argument(..., help="Path to the estate spec."),
@@ -213,13 +239,16 @@ def register(app: typer.Typer) -> None:
                ssh_user: str = typer.Option("root", "--ssh-user"),
                strict_host_keys: bool = typer.Option(True, "--strict-host-keys/--no-strict-host-keys"),
                report_dir: Path = typer.Option(Path("build/verify"), "--report-dir",
-                                               help="Where verify.json and junit.xml go.")):
+                                               help="Where verify.json and junit.xml go."),
+               output: Output = output_option()):
         """Check the nodes against what was rendered: table, JSON and JUnit XML."""
         from estate.verify.run import run_verify
         out = out or Path("build") / spec.stem
         result = _render(spec, out)
         report_v = run_verify(result.estate, out, lab=lab, limit=limit, outdir=report_dir,
                               ssh_key=ssh_key, ssh_user=ssh_user,
-                              strict_host_keys=strict_host_keys)
+                              strict_host_keys=strict_host_keys, output=output)
+        if output is Output.json:
+            typer.echo(report_v.json.read_text(), nl=False)
         raise typer.Exit(0 if report_v.ok else 1)
 

@@ -7,13 +7,17 @@ through pytest with the EstateVerify plugin; pytest writes the JUnit XML.
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import typer
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
+from estate.output import Output, annotation, make_console, print_rows
 from estate.provision.inventory import ORDER
 from estate.verify.context import VerifyContext
 from estate.verify.plugin import CheckResult, EstateVerify
@@ -59,45 +63,63 @@ class Report:
         return f"[green]ok {passed}[/]" + (f" [dim]+{skipped} skipped[/]" if skipped else "")
 
 
-def print_report(report: Report, nodes: list[str], console: Console) -> None:
-    # One row per role's checks, one column per node: a lab's few nodes fit across.
-    rows = [c for c in COLUMNS if any(r.role == c for r in report.results)]
-    table = Table(title="estate verify: checks x nodes")
-    table.add_column("checks")
-    for n in nodes:
-        table.add_column(n)
-    for role in rows:
-        table.add_row(role, *(report.cell(n, role) for n in nodes))
-    console.print(table)
-    for r in report.results:
-        if r.outcome == "failed":
-            console.print(f"[red]FAIL[/red] {r.node} {r.role}/{r.check}: {r.detail}")
-        elif r.outcome == "unsupported":
-            console.print(f"[yellow]unsupported[/yellow] {r.node} {r.role}/{r.check}: {r.detail}")
+def print_report(report: Report, nodes: list[str], console: Console,
+                 output: Output = Output.auto) -> None:
+    roles = [c for c in COLUMNS if any(r.role == c for r in report.results)]
+    if output.lines:
+        # In a pipe, one line per node and role: the table's width grows with the nodes.
+        rows = [[n, role, Text.from_markup(report.cell(n, role)).plain]
+                for n in nodes for role in roles if report.cell(n, role)]
+        print_rows("estate verify", ["node", "checks", "result"], rows, output)
+    else:
+        # One row per role's checks, one column per node: a lab's few nodes fit across.
+        rows = [[role, *(Text.from_markup(report.cell(n, role)) for n in nodes)] for role in roles]
+        print_rows("estate verify: checks x nodes", ["checks", *nodes], rows, output, console)
+    _print_problems(report, console, output)
     t = report.totals()
-    console.print(", ".join(f"{v} {k}" for k, v in sorted(t.items())) +
-                  f"; JSON {report.json}, JUnit {report.junit}")
+    _line(", ".join(f"{v} {k}" for k, v in sorted(t.items())) +
+          f"; JSON {report.json}, JUnit {report.junit}", console, output)
+
+
+def _print_problems(report: Report, console: Console, output: Output) -> None:
+    for r in report.results:
+        if r.outcome not in ("failed", "unsupported"):
+            continue
+        label = "FAIL" if r.outcome == "failed" else "unsupported"
+        if output.resolve() is Output.github and r.outcome == "failed":
+            typer.echo(annotation("error", r.detail, title=f"{r.node} {r.role}/{r.check}"))
+        _line(Text.assemble((label, "red" if r.outcome == "failed" else "yellow"),
+                            f" {r.node} {r.role}/{r.check}: {r.detail}"), console, output)
+
+
+def _line(text, console: Console, output: Output) -> None:
+    if output.lines:
+        typer.echo(str(text))
+    else:
+        console.print(text if isinstance(text, Text) else Text(text))  # details are not markup
 
 
 def run_verify(estate, render_dir: Path, lab: bool = False, limit: str | None = None,
                outdir: Path = Path("build/verify"), ssh_key: str | None = None,
                ssh_user: str = "root", suites: list[str] | None = None,
-               console: Console | None = None, strict_host_keys: bool = True) -> Report:
+               console: Console | None = None, strict_host_keys: bool = True,
+               output: Output = Output.auto) -> Report:
     from estate.provision.cli import _connection
     from estate.provision.lab import SECRETS
     ctx = VerifyContext(estate, Path(render_dir), _connection(lab, ssh_key, ssh_user,
                                                                 strict_host_keys and not lab),
                         Path(outdir), limit, SECRETS if lab else None)
-    return run_suites(ctx, suites or suite_paths(), console)
+    return run_suites(ctx, suites or suite_paths(), console, output)
 
 
-def run_suites(ctx: VerifyContext, suites: list[str], console: Console | None = None) -> Report:
-    import sys
-
+def run_suites(ctx: VerifyContext, suites: list[str], console: Console | None = None,
+               output: Output = Output.auto) -> Report:
+    """Run the suites and print the report (--output json: the caller prints verify.json,
+    so pytest's own progress goes to stderr to keep stdout one JSON document)."""
     import pytest
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))  # suites import roles.* (a top-level package)
-    console = console or Console(width=None if sys.stdout.isatty() else 160)
+    console = console or make_console()
     outdir = ctx.outdir
     outdir.mkdir(parents=True, exist_ok=True)
     plugin = EstateVerify(ctx)
@@ -106,10 +128,13 @@ def run_suites(ctx: VerifyContext, suites: list[str], console: Console | None = 
             "--rootdir", str(ROOT), "--junitxml", str(junit),
             "-o", "junit_suite_name=estate-verify", "--no-header", "-rN", "--tb=short",
             "-o", "addopts="]
-    code = pytest.main(args, plugins=[plugin])
+    quiet = output is Output.json
+    with contextlib.redirect_stdout(sys.stderr) if quiet else contextlib.nullcontext():
+        code = pytest.main(args, plugins=[plugin])
     report = Report(plugin.results, int(code), junit, outdir / "verify.json")
     report.json.write_text(json.dumps({"ok": report.ok, "totals": report.totals(),
                                        "results": [asdict(r) for r in report.results]},
                                       indent=2) + "\n")
-    print_report(report, list(ctx.nodes), console)
+    if not quiet:
+        print_report(report, list(ctx.nodes), console, output)
     return report
