@@ -139,5 +139,9 @@ from estate.provision.cli import register as _register_provision  # noqa: E402
 
 _register_provision(app)
 
+from estate.doctor import register as _register_doctor  # noqa: E402
+
+_register_doctor(app)
+
 if __name__ == "__main__":
     app()
