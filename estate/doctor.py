@@ -26,8 +26,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable, Iterable, Protocol
 
+import typer
+
 from estate.catalogue import (CONFLICTS, HOST_ROLES, HOST_TOOLS, ROLES, host_packages, packages,
                               plugin_file, plugin_package)
+from estate.output import Output, annotation, make_console, output_option
 
 ERROR, WARNING = "error", "warning"
 
@@ -598,9 +601,6 @@ def summary(checks: list[Check]) -> str:
 
 
 def print_checks(checks: list[Check], output) -> None:
-    import typer
-
-    from estate.output import Output, annotation, make_console
     if output is Output.json:
         typer.echo(json.dumps([c.as_dict() for c in checks], indent=2))
         return
@@ -638,10 +638,6 @@ class DoctorTarget(str, Enum):
 
 
 def register(app) -> None:
-    import typer
-
-    from estate.output import Output, output_option
-
     @app.command()
     def doctor(spec: Path = typer.Argument(..., help="Path to the estate spec."),
                target: DoctorTarget = typer.Option(DoctorTarget.local, "--target",
