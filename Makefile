@@ -7,7 +7,7 @@ VENV := .venv
 ESTATE := $(VENV)/bin/estate
 PYTEST := $(VENV)/bin/pytest -p no:cacheprovider
 
-.PHONY: deps venv check render lab lab-down lab-ns lab-ns-down test test-unit test-live-slurm test-lab test-molecule test-vm bench golden lab-vagrant lab-vagrant-down
+.PHONY: deps venv doctor check render lab lab-down lab-ns lab-ns-down test test-unit test-live-slurm test-lab test-molecule test-vm bench golden lab-vagrant lab-vagrant-down
 
 deps:
 	@scripts/install-deps.sh
@@ -21,8 +21,13 @@ check: venv
 render: venv
 	$(ESTATE) render $(SPEC) -o $(OUT)
 
+## Preflight: every package, plugin, key, port and kernel feature the spec needs on this
+## host, one line each with the fix; a missing piece stops here, not as a daemon timeout.
+doctor: deps venv
+	$(ESTATE) doctor $(SPEC)
+
 ## The main job on the embedded lab spec.
-lab: deps venv check render lab-ns lab-vagrant
+lab: deps venv doctor check render lab-ns lab-vagrant
 
 ## Slurm lab in network namespaces: real slurmctld/slurmd/munged on the rendered files.
 lab-ns: deps venv
