@@ -69,8 +69,11 @@ SLURM_PACKAGES = ("slurmctld", "slurmd", "slurmdbd", "slurmrestd", "slurm-client
 # (the VM tier, containerd's config validation), so their absence is a warning.
 LAB_TOOL_GROUPS = ("containers", "network")
 MUNGE_KEY_MIN = 32  # munged: "Keyfile must be at least 32 bytes" (0.5.15, measured)
-NFS_FIX = ("the storage role will report it unsupported here; the VM tier "
-           "(make test-vm) covers NFS on real kernels")
+# Without NFS the storage role reports the node unsupported; the apply does not fail.
+NFS_FIX = {True: "the storage role will report it unsupported here; the VM tier "
+                 "(make test-vm) covers NFS on real kernels",
+           False: "a kernel with NFS (CONFIG_NFSD, CONFIG_NFS_FS) or its modules; until "
+                  "then the storage role reports the node unsupported"}
 APT = "apt-get install"
 
 
@@ -175,8 +178,9 @@ class SshRunner:
     def run(self, argv: list[str]) -> Proc:
         try:
             r = self.host.run(" ".join(["%s"] * len(argv)), *argv)
-        except Exception as exc:  # testinfra raises its own types for a broken transport
-            raise Unreachable(str(exc).strip().splitlines()[-1] if str(exc) else repr(exc))
+        except Exception as exc:  # testinfra raises RuntimeError(result) when ssh exits 255
+            detail = getattr(exc.args[0], "stderr", "") if exc.args else ""
+            raise Unreachable(_first_line(detail or str(exc)) or repr(exc)) from exc
         if r.rc == 255:  # ssh's own failure; no command the doctor runs exits 255
             raise Unreachable(_first_line(r.stderr) or "ssh exited 255")
         return Proc(r.rc, r.stdout, r.stderr)
@@ -333,13 +337,14 @@ def probe_conflicts(p: Probe) -> list[Check]:
 def probe_commands(p: Probe) -> list[Check]:
     """Commands of the installed packages on PATH (a package can be installed while its
     command is not found: alternatives taken over, PATH without /usr/sbin)."""
-    out = []
-    for pkg in p.need.packages:
-        for cmd in COMMANDS.get(pkg, ()) if pkg in p.installed else ():
-            path = p.runner.which(cmd)
-            out.append(p.check("doctor.command", bool(path), f"{cmd}: {path or 'not on PATH'}",
-                               f"{APT} {pkg} --reinstall; check PATH has /usr/sbin"))
-    return out
+    installed = [pkg for pkg in p.need.packages if pkg in p.installed]  # else: package line
+    return [_command(p, pkg, cmd) for pkg in installed for cmd in COMMANDS.get(pkg, ())]
+
+
+def _command(p: Probe, pkg: str, cmd: str) -> Check:
+    path = p.runner.which(cmd)
+    return p.check("doctor.command", bool(path), f"{cmd}: {path or 'not on PATH'}",
+                   f"{APT} {pkg} --reinstall; check PATH has /usr/sbin")
 
 
 def probe_plugins(p: Probe) -> list[Check]:
@@ -468,7 +473,7 @@ def probe_nfs(p: Probe) -> list[Check]:
         what = "NFS server (nfsd)" if fs == "nfsd" else "NFS client (nfs)"
         out.append(p.check("doctor.nfs", ok, f"kernel {what}: " + (
             "available" if ok else "not in /proc/filesystems and not loadable"),
-            NFS_FIX, WARNING))
+            NFS_FIX[p.need.lab], WARNING))
     return out
 
 
