@@ -12,6 +12,9 @@ if [ -n "$(docker ps -q --filter label=estate-lab=1)" ]; then
   exit 1
 fi
 vagrant/image/build.sh >/dev/null
+# What an interrupted run left (the scenarios start with create, not destroy).
+docker ps -aq --filter "name=^estate-mol-" | xargs -r docker rm -f >/dev/null
+docker network ls -q --filter label=estate-mol=1 | xargs -r docker network rm >/dev/null
 .venv/bin/python -m estate.provision.molecule scaffold
 roles=("$@")
 if [ ${#roles[@]} -eq 0 ]; then

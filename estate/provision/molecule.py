@@ -92,8 +92,10 @@ def molecule_yml(role: str, doc: dict) -> dict:
         "provisioner": {"name": "ansible", "playbooks": {"converge": "converge.yml",
                                                          "verify": "verify.yml"}},
         "verifier": {"name": "ansible"},
-        "scenario": {"test_sequence": ["destroy", "create", "converge", "idempotence",
-                                       "verify", "destroy"]},
+        # No destroy up front (an Ansible run per scenario): vagrant/molecule.sh removes
+        # whatever an interrupted run left, once for all scenarios.
+        "scenario": {"test_sequence": ["create", "converge", "idempotence", "verify",
+                                       "destroy"]},
     }
 
 

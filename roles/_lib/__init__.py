@@ -22,9 +22,11 @@ from pathlib import Path
 from pyinfra import host
 from pyinfra.api import FileUploadCommand, OperationError, QuoteString, StringCommand, operation
 from pyinfra.facts.files import Sha256File
+from pyinfra.facts.deb import DebPackages
 from pyinfra.facts.server import Command
-from pyinfra.operations import files
+from pyinfra.operations import apt, files
 
+from estate.catalogue import packages
 from estate.provision.destinations import destination
 from estate.spec.hostlist import Hostlist
 
@@ -144,6 +146,18 @@ def put_in_place(src: str, dest: str):
     tmp = host.get_temp_filename(dest)
     yield FileUploadCommand(src, tmp, remote_temp_filename=tmp)
     yield StringCommand("cat", tmp, ">", dest, "&&", "rm", "-f", tmp)
+
+
+def install_packages(role: str, extras: tuple[str, ...] = ()) -> None:
+    """The role's Debian packages (estate.catalogue), refreshing apt's lists only when one is
+    missing: a node that has them all (a lab image, a second run) does no apt-get update."""
+    wanted = packages(role, extras=extras)
+    have = host.get_fact(DebPackages) or {}
+    if all(p in have for p in wanted):
+        host.noop(f"{role}: packages present ({', '.join(wanted)})")
+        return
+    apt.packages(name=f"Install {role} packages", packages=wanted, update=True,
+                 cache_time=3600)
 
 
 def in_container() -> bool:

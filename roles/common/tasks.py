@@ -6,10 +6,9 @@ import json
 from pyinfra import host
 from pyinfra.api import OperationError, QuoteString, StringCommand, deploy, operation
 from pyinfra.facts.server import Command
-from pyinfra.operations import apt, systemd
+from pyinfra.operations import systemd
 
-from estate.catalogue import packages
-from roles._lib import consumed, in_container, install, render_dir
+from roles._lib import consumed, in_container, install, install_packages, render_dir
 
 
 def _table(db: str) -> dict[str, list[str]]:
@@ -68,7 +67,7 @@ def common() -> None:
         install(path)
     for path in consumed("common/hosts"):
         install(path)
-    apt.packages(name="Install chrony", packages=packages("common"), update=True, cache_time=3600)
+    install_packages("common")
     # A container shares the host's clock and may not set it: chrony.service's
     # ConditionCapability=CAP_SYS_TIME skips it there. Enabled everywhere, run where it can.
     systemd.service(name="Enable chrony", service="chrony", enabled=True,

@@ -3,10 +3,9 @@ from __future__ import annotations
 
 from pyinfra import host
 from pyinfra.api import OperationError, deploy
-from pyinfra.operations import apt, systemd
+from pyinfra.operations import systemd
 
-from estate.catalogue import packages
-from roles._lib import consumed, digest_of, install, service_current
+from roles._lib import consumed, digest_of, install, install_packages, service_current
 
 
 @deploy("firewall")
@@ -17,7 +16,7 @@ def firewall() -> None:
     if len(rulesets) > 1:
         raise OperationError(f"{host.name} consumes {len(rulesets)} nftables rulesets "
                              f"({', '.join(rulesets)}); the renderer must give each node one")
-    apt.packages(name="Install nftables", packages=packages("firewall"), update=True, cache_time=3600)
+    install_packages("firewall")
     install(rulesets[0])
     # reload, not restart: stopping nftables.service flushes every table, not only ours.
     service_current(name="Ruleset loaded", service="nftables", digest=digest_of(rulesets),

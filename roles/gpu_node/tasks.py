@@ -10,8 +10,7 @@ from pyinfra.api import deploy
 from pyinfra.facts.server import Command
 from pyinfra.operations import apt, server
 
-from estate.catalogue import packages
-from roles._lib import Unsupported
+from roles._lib import Unsupported, install_packages
 from roles.k8s_packages.tasks import reach_problem
 
 REPO = "https://nvidia.github.io/libnvidia-container"
@@ -24,8 +23,7 @@ def gpu_node() -> None:
     problem = reach_problem(lambda c: host.get_fact(Command, f"{c} || true"), REPO)
     if problem:
         raise Unsupported(problem)
-    apt.packages(name="Install curl and gpg", packages=packages("gpu_node"), update=True,
-                 cache_time=3600)
+    install_packages("gpu_node")
     if not (host.get_fact(Command, f"test -s {SOURCE} && echo ok || true") or "").strip():
         server.shell(name="NVIDIA container toolkit source", commands=[
             f"curl -fsSL {REPO}/gpgkey | gpg --dearmor -o {KEYRING}",

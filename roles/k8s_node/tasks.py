@@ -13,11 +13,10 @@ from typing import Callable
 from pyinfra import host
 from pyinfra.api import OperationError, deploy
 from pyinfra.facts.server import Command
-from pyinfra.operations import apt, server, systemd
+from pyinfra.operations import server, systemd
 
-from estate.catalogue import packages
-from roles._lib import STAMPS, Unsupported, consumed, digest_of, install, render_dir, \
-    run_when_changed, service_current
+from roles._lib import STAMPS, Unsupported, consumed, digest_of, install, install_packages, \
+    render_dir, run_when_changed, service_current
 
 
 def kernel_problem(run: Callable[[str], str], modules: list[str], sysctls: dict[str, str]
@@ -63,8 +62,7 @@ def _one(pattern: str) -> str:
 @deploy("k8s_node")
 def k8s_node() -> None:
     config = _one("kubernetes/containerd/*.toml")
-    apt.packages(name="Install containerd", packages=packages("k8s_node"), update=True,
-                 cache_time=3600)
+    install_packages("k8s_node")
     install(config)
     service_current(name="containerd on the rendered config", service="containerd",
                     digest=digest_of([config]))

@@ -16,8 +16,7 @@ from pyinfra.api import OperationError, deploy
 from pyinfra.facts.server import Command
 from pyinfra.operations import apt, server
 
-from estate.catalogue import packages
-from roles._lib import Unsupported, consumed, install, render_dir
+from roles._lib import Unsupported, consumed, install, install_packages, render_dir
 
 
 def repository(list_text: str) -> tuple[str, str]:
@@ -55,8 +54,7 @@ def k8s_packages() -> None:
     problem = reach_problem(lambda c: host.get_fact(Command, f"{c} || true"), url)
     if problem:
         raise Unsupported(problem)
-    apt.packages(name="Install curl and gpg", packages=packages("k8s_packages"), update=True,
-                 cache_time=3600)
+    install_packages("k8s_packages")
     run = lambda c: host.get_fact(Command, f"{c} || true")  # noqa: E731
     if not (run(f"test -s {keyring} && echo ok") or "").strip():
         server.shell(name=f"Signing key of {url}", commands=[

@@ -2,17 +2,16 @@
 from __future__ import annotations
 
 from pyinfra.api import deploy
-from pyinfra.operations import apt, systemd
+from pyinfra.operations import systemd
 
-from estate.catalogue import packages
-from roles._lib import install_secret, secret_digest, service_current
+from roles._lib import install_packages, install_secret, secret_digest, service_current
 
 KEY = "/etc/munge/munge.key"
 
 
 @deploy("munge")
 def munge() -> None:
-    apt.packages(name="Install munge", packages=packages("munge"), update=True, cache_time=3600)
+    install_packages("munge")
     install_secret("munge.key", KEY, owner="munge:munge", mode="0400")
     service_current(name="munged on the current key", service="munge",
                     digest=secret_digest("munge.key"))

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from pyinfra import host
 from pyinfra.api import OperationError, deploy
-from pyinfra.operations import apt, files, systemd
+from pyinfra.operations import files, systemd
 
-from estate.catalogue import packages
 from estate.provision.destinations import destination
-from roles._lib import consumed, digest_of, digest_text, install, install_secret, \
+from roles._lib import consumed, digest_of, digest_text, install, install_packages, install_secret, \
     run_when_changed, runtime, secret_digest, service_current, wait_until
 
 
@@ -50,8 +49,7 @@ def slurm_controller() -> None:
     if not state_dir:
         raise OperationError(f"{host.name}: the rendered slurm.conf has no StateSaveLocation; "
                              "re-render the spec")
-    apt.packages(name="Install slurmctld", packages=packages("slurm_controller"),
-                 update=True, cache_time=3600)
+    install_packages("slurm_controller")
     files.directory(name="State directory", path=state_dir, user=user, group=user, mode="0700")
     configs = slurm_configs()
     inputs = [digest_of(configs)]

@@ -2,14 +2,12 @@
 from __future__ import annotations
 
 from pyinfra.api import deploy
-from pyinfra.operations import apt
 
-from estate.catalogue import packages
+from roles._lib import install_packages
 from roles.slurm_controller.tasks import slurm_configs
 
 
 @deploy("slurm_login")
 def slurm_login() -> None:
-    apt.packages(name="Install Slurm clients", packages=packages("slurm_login"), update=True,
-                 cache_time=3600)
+    install_packages("slurm_login")
     slurm_configs()

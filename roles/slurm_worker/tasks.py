@@ -12,11 +12,10 @@ import json
 from pyinfra import host
 from pyinfra.api import OperationError, deploy, operation
 from pyinfra.facts.server import Command
-from pyinfra.operations import apt, systemd
+from pyinfra.operations import systemd
 
-from estate.catalogue import packages
-from roles._lib import consumed, digest_of, digest_text, install, put_text, render_dir, \
-    service_current
+from roles._lib import consumed, digest_of, digest_text, install, install_packages, put_text, \
+    render_dir, service_current
 from roles.slurm_controller.tasks import slurm_configs
 
 TMPFILES = "/etc/tmpfiles.d/estate-gpu.conf"
@@ -75,7 +74,7 @@ def slurm_worker() -> None:
     if not consumed("slurm/slurmd.env"):
         raise OperationError(f"{host.name}: has the slurm_worker role but consumes no "
                              "slurm/slurmd.env; re-render the spec")
-    apt.packages(name="Install slurmd", packages=packages("slurm_worker"), update=True, cache_time=3600)
+    install_packages("slurm_worker")
     inputs = gpus() + slurm_configs() + ["slurm/slurmd.env"]
     install("slurm/slurmd.env")
     dropin = ""

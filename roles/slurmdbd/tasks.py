@@ -4,10 +4,9 @@ from __future__ import annotations
 from pyinfra import host
 from pyinfra.api import OperationError, QuoteString, StringCommand, deploy, operation
 from pyinfra.facts.server import Command
-from pyinfra.operations import apt, systemd
+from pyinfra.operations import systemd
 
-from estate.catalogue import packages
-from roles._lib import consumed, digest_of, install, runtime, service_current
+from roles._lib import consumed, digest_of, install, install_packages, runtime, service_current
 
 
 @operation(is_idempotent=True)
@@ -32,8 +31,7 @@ def slurmdbd() -> None:
     if not db or not user:
         raise OperationError(f"{host.name}: the rendered slurmdbd.conf names no StorageLoc/"
                              "StorageUser; re-render the spec")
-    apt.packages(name="Install MariaDB and slurmdbd", packages=packages("slurmdbd"),
-                 update=True, cache_time=3600)
+    install_packages("slurmdbd")
     systemd.service(name="Run MariaDB", service="mariadb", running=True, enabled=True)
     database(name=f"Database {db} for {user}", db=db, user=user)
     install("slurm/slurmdbd.conf")

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pyinfra import host
 from pyinfra.api import OperationError, deploy
-from pyinfra.operations import apt, systemd
+from pyinfra.operations import systemd
 
-from estate.catalogue import packages
-from roles._lib import consumed, digest_of, digest_text, install, put_text, service_current
+from roles._lib import consumed, digest_of, digest_text, install, install_packages, put_text, \
+    service_current
 
 DROPIN = "/etc/systemd/system/slurmrestd.service.d/estate.conf"
 UNIT = """\
@@ -37,8 +37,7 @@ def slurmrestd() -> None:
     if not consumed("slurm/slurm.conf"):
         raise OperationError(f"{host.name}: slurmrestd needs slurm.conf on its node, and "
                              "the rendered tree gives this node none")
-    apt.packages(name="Install slurmrestd", packages=packages("slurmrestd"), update=True,
-                 cache_time=3600)
+    install_packages("slurmrestd")
     install(env[0])
     put_text(UNIT, DROPIN, name="slurmrestd unit: JWT, unprivileged")
     service_current(name="slurmrestd on the current settings", service="slurmrestd",

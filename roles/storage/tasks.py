@@ -13,11 +13,11 @@ from typing import Callable
 from pyinfra import host
 from pyinfra.api import OperationError, QuoteString, StringCommand, deploy, operation
 from pyinfra.facts.server import Command
-from pyinfra.operations import apt, files, systemd
+from pyinfra.operations import files, systemd
 
-from estate.catalogue import packages
 from estate.provision.destinations import destination
-from roles._lib import STAMPS, Unsupported, consumed, digest_of, install, render_dir
+from roles._lib import STAMPS, Unsupported, consumed, digest_of, install, install_packages, \
+    render_dir
 
 PROBE = ("if grep -qw {fs} /proc/filesystems || modprobe -n -q {fs} 2>/dev/null; "
          "then echo yes; fi")
@@ -56,8 +56,7 @@ def storage() -> None:
     if problem:
         raise Unsupported(problem)
     extras = ("server",) * bool(exports) + ("client",) * bool(mounts)
-    apt.packages(name="Install NFS", packages=packages("storage", extras=extras), update=True,
-                 cache_time=3600)
+    install_packages("storage", extras=extras)
     for path in export_dirs(exports):
         # before the exports file: nfs-server's start-up exportfs skips missing paths
         files.directory(name=f"Export directory {path}", path=path, present=True)
