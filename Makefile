@@ -57,7 +57,7 @@ test-molecule: deps venv
 ## tests/live_k8s runs against ESTATE_KUBECONFIG where a cluster exists and reports itself
 ## skipped (with the reason) elsewhere.
 ## Every test tier that runs on this machine.
-test: deps venv
+test:
 	@scripts/test-tiers.sh unit live-slurm lab molecule vm
 
 test-unit: venv

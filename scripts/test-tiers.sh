@@ -11,6 +11,10 @@ summary=build/test-tiers.txt
 : > "$summary"
 start_all=$SECONDS
 failed=()
+echo "== setup: Debian packages (estate/catalogue.py) and .venv"
+start=$SECONDS
+make -s deps venv || { echo "setup failed: no tier can run" >&2; exit 1; }
+printf 'setup %-12s %-7s %4d s\n' "" done $((SECONDS - start)) | tee -a "$summary"
 echo "== lab-down: nothing of a previous lab may hold the tiers' names"
 make -s lab-down >/dev/null 2>&1 || true
 for tier in "$@"; do
