@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from estate.render.slurm import gres_count, is_compute
+from estate.model import model
 from estate.spec.hostlist import Hostlist, Range
 from estate.spec.hostset import HostSet
-from estate.spec.model import NodeGroup
 from estate.spec.resolved import Estate
 
 
@@ -49,8 +48,8 @@ class Budget:
         """Kubernetes GPUs per model left after the tenants' quotas; negative is overcommitted."""
         left = dict(self.kubernetes_models)
         for quota in self.tenants.values():
-            for model, n in quota.items():
-                left[model] = left.get(model, 0) - n
+            for gpu, n in quota.items():
+                left[gpu] = left.get(gpu, 0) - n
         return dict(sorted(left.items()))
 
     def as_dict(self) -> dict:
@@ -66,42 +65,26 @@ class Budget:
         }
 
 
-def schedulable(estate: Estate, group: NodeGroup, hosts: Hostlist) -> tuple[int, int]:
-    """(nodes, GPUs per node) of a group that a scheduler hands out; (0, 0) where none.
-
-    The same nodes the renderers give GPUs to: Slurm compute nodes with their Gres
-    count, and Kubernetes nodes that are not control planes (kubernetes.flavors).
-    """
-    cls = estate.node_class(group)
-    if cls is None or cls.gpus is None:
-        return 0, 0
-    if group.plane == "slurm" and is_compute(group):
-        return len(hosts), gres_count(estate, group)
-    k8s = estate.spec.kubernetes
-    if group.plane == "kubernetes" and k8s:
-        control = sum(name in hosts for name in set(k8s.control_plane))
-        return len(hosts) - control, cls.gpu_count
-    return 0, 0
-
-
 def gpu_budget(estate: Estate) -> Budget:
+    """Counted where a scheduler hands GPUs out (estate.model: Slurm Gres on compute nodes,
+    the class's GPUs on Kubernetes workers that are not control planes)."""
+    m = model(estate)
     planes = {"slurm": 0, "kubernetes": 0}
     pools: dict[str, Pool] = {}
     k8s_models: dict[str, int] = {}
-    for group, hosts in zip(estate.spec.nodes, estate.group_hosts):
-        nodes, per_node = schedulable(estate, group, hosts)
-        if not nodes or not per_node:
+    for g in m.groups:
+        nodes, per_node = m.schedulable(g)
+        if not nodes:
             continue
-        model = estate.node_class(group).gpus.model
         gpus = nodes * per_node
-        planes[group.plane] += gpus
-        pool = pools.setdefault(group.node_class, Pool(model))
+        planes[g.plane] += gpus
+        pool = pools.setdefault(g.spec.node_class, Pool(g.gpu_model))
         pool.nodes += nodes
         pool.gpus += gpus
-        pool.by_plane[group.plane] = pool.by_plane.get(group.plane, 0) + gpus
-        pool.ranges.extend(hosts.ranges)
-        if group.plane == "kubernetes":
-            k8s_models[model] = k8s_models.get(model, 0) + gpus
+        pool.by_plane[g.plane] = pool.by_plane.get(g.plane, 0) + gpus
+        pool.ranges.extend(g.hosts.ranges)
+        if g.plane == "kubernetes":
+            k8s_models[g.gpu_model] = k8s_models.get(g.gpu_model, 0) + gpus
     k8s = estate.spec.kubernetes
     tenants = {t.name: dict(t.gpus) for t in k8s.tenants} if k8s else {}
     return Budget(planes, pools, partition_gpus(estate), tenants, k8s_models)
@@ -109,26 +92,12 @@ def gpu_budget(estate: Estate) -> Budget:
 
 def partition_gpus(estate: Estate) -> dict[str, dict[str, int]]:
     """Partition -> GPU model -> GPUs of the compute nodes it contains."""
+    m = model(estate)
+    compute = [(g, HostSet.of(g.hosts)) for g in m.groups if g.slurm_compute and g.gpus_per_node]
     out: dict[str, dict[str, int]] = {}
-    for part in estate.spec.slurm.partitions:
-        members = _parse(part.nodes)
+    for part in m.partitions:
         by_model = out.setdefault(part.name, {})
-        for group, hosts in zip(estate.spec.nodes, estate.group_hosts):
-            per_node = schedulable(estate, group, hosts)[1] if group.plane == "slurm" else 0
-            if per_node:
-                n = overlap(members, hosts) * per_node
-                model = estate.node_class(group).gpus.model
-                by_model[model] = by_model.get(model, 0) + n
+        for g, hosts in compute:
+            n = len(part.members & hosts) * g.gpus_per_node
+            by_model[g.gpu_model] = by_model.get(g.gpu_model, 0) + n
     return out
-
-
-def _parse(expr: str) -> Hostlist:
-    try:
-        return Hostlist.parse(expr)
-    except ValueError:
-        return Hostlist()  # a bad expression is the validators' finding, not ours
-
-
-def overlap(a: Hostlist, b: Hostlist) -> int:
-    """How many names of a are also in b, by interval arithmetic."""
-    return len(HostSet.of(a) & HostSet.of(b))

@@ -8,7 +8,7 @@ from estate.check._common import (
 )
 from estate.check.findings import Severity
 from estate.check.registry import validator
-from estate.render.kubernetes import flavors
+from estate.model.kubernetes import flavors
 from estate.spec.hostlist import HostlistError
 
 E, W = Severity.ERROR, Severity.WARNING

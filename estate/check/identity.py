@@ -73,7 +73,7 @@ def uid_range(estate):
 @validator("identity.missing_service_account", E, "identity",
            "a daemon's service account (slurm, munge) is not defined")
 def missing_service_account(estate):
-    from estate.render.slurm import MUNGE_USER, SLURM_USER
+    from estate.model.services import MUNGE_USER, SLURM_USER
     if not estate.role_hosts("slurm_controller") and not estate.role_hosts("slurm_worker"):
         return
     users = {u.name for u in estate.spec.identity.users}

@@ -24,7 +24,8 @@ from referencing import Registry, Resource
 from estate.check._common import HostSet, group_of, hosts_where, parse_hosts, problem
 from estate.check.findings import Severity
 from estate.check.registry import Problem, validator
-from estate.render import kubernetes as k8s
+from estate.model import kubernetes as k8s
+from estate.model.services import MANIFESTS
 
 E, W = Severity.ERROR, Severity.WARNING
 ROOT = Path(__file__).resolve().parents[2]
@@ -480,7 +481,7 @@ def _version(ctx) -> str:
 def manifest_invalid(ctx):
     if not ctx.estate.spec.kubernetes:
         return
-    for a in plane_artifacts(ctx.artifacts, "kubernetes/manifests/"):
+    for a in plane_artifacts(ctx.artifacts, MANIFESTS):
         for i, doc in enumerate(documents(a)):
             for err in validate_object(doc, _version(ctx)):
                 yield Problem(a.path, f"document {i} ({_kind(doc)}): {err}",
@@ -513,7 +514,7 @@ def config_invalid(ctx):
 def device_plugin_configs(artifact) -> dict:
     """Config name -> parsed config, from a rendered device-plugin ConfigMap."""
     out = {}
-    if artifact.path.startswith("kubernetes/manifests/"):
+    if artifact.path.startswith(MANIFESTS):
         for doc in documents(artifact):
             if doc.get("kind") == "ConfigMap" and \
                     doc["metadata"]["name"] == f"{k8s.DEVICE_PLUGIN_NAME}-configs":
@@ -552,7 +553,7 @@ def _secret_fields(doc):
 def rendered_queues(artifacts) -> tuple[list, list]:
     """(ResourceFlavors, ClusterQueues) from the rendered manifests."""
     flavors, queues = [], []
-    for a in plane_artifacts(artifacts, "kubernetes/manifests/"):
+    for a in plane_artifacts(artifacts, MANIFESTS):
         for doc in documents(a):
             if doc.get("apiVersion") == k8s.KUEUE_API:
                 {"ResourceFlavor": flavors, "ClusterQueue": queues}.get(doc["kind"], []) \
@@ -604,7 +605,7 @@ def quota_exceeds_nodes(ctx):
            stage="artifacts")
 def gpu_node_scheduling(ctx):
     configs = {}
-    for a in plane_artifacts(ctx.artifacts, "kubernetes/manifests/"):
+    for a in plane_artifacts(ctx.artifacts, MANIFESTS):
         configs.update(device_plugin_configs(a))
     for name, node in rendered_nodes(ctx.artifacts).items():
         labels = node["labels"]

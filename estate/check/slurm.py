@@ -1,8 +1,8 @@
 """Slurm validators: controllers, partitions, QOS, accounts and node definitions.
 
 Derived Slurm facts (the effective Gres count and RealMemory, which nodes get a
-NodeName line) come from estate.render.slurm, so a check and the rendered
-slurm.conf can never disagree about them.
+NodeName line) come from estate.model, which the renderer reads too, so a check and
+the rendered slurm.conf can never disagree about them.
 """
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from estate.check._common import (
 )
 from estate.check.findings import Severity
 from estate.check.registry import validator
-from estate.render.slurm import gres_count, is_compute, real_memory
+from estate.model import model
+from estate.model.nodes import slurm_compute
 
 E, W = Severity.ERROR, Severity.WARNING
 
@@ -103,7 +104,7 @@ def partition_non_compute(estate):
     for i, part in enumerate(estate.spec.slurm.partitions):
         for gi, inter in groups_touching(estate, hostset(part.nodes)):
             group = estate.spec.nodes[gi]
-            if group.plane != "kubernetes" and not is_compute(group):
+            if group.plane != "kubernetes" and not slurm_compute(group):
                 yield problem(("slurm", "partitions", i, "nodes"), f"partition '{part.name}' "
                               f"names {short(inter)} (nodes[{gi}]), which run no slurmd and "
                               "have no NodeName line; slurmctld rejects the partition",
@@ -132,7 +133,7 @@ def multiple_default_partitions(estate):
 def idle_worker(estate):
     covered = union(hostset(p.nodes) for p in estate.spec.slurm.partitions)
     for gi, group in enumerate(estate.spec.nodes):
-        idle = group_sets(estate)[gi] - covered if is_compute(group) else None
+        idle = group_sets(estate)[gi] - covered if slurm_compute(group) else None
         if idle:
             yield problem(("nodes", gi, "hosts"), f"{short(idle)} are in no partition; no "
                           "job can ever run there", "add them to a partition")
@@ -214,31 +215,29 @@ def time_format(estate):
 
 @validator("slurm.gres_mismatch", E, "slurm", "a GRES count that differs from the class's GPUs")
 def gres_mismatch(estate):
-    for gi, group in enumerate(estate.spec.nodes):
-        cls = estate.node_class(group)
-        if cls and is_compute(group) and gres_count(estate, group) != cls.gpu_count:
-            yield problem(("nodes", gi, "slurm", "gres_count"), f"gres_count "
-                          f"{gres_count(estate, group)} but class '{cls.name}' has "
-                          f"{cls.gpu_count} GPUs; slurmd drains nodes whose GPUs differ",
+    for g in model(estate).groups:
+        if g.cls and g.slurm_compute and g.gres_count != g.class_gpus:
+            yield problem(("nodes", g.index, "slurm", "gres_count"), f"gres_count "
+                          f"{g.gres_count} but class '{g.cls.name}' has "
+                          f"{g.class_gpus} GPUs; slurmd drains nodes whose GPUs differ",
                           "drop gres_count (it defaults to the class) or fix the class")
 
 
 @validator("slurm.real_memory_exceeds", E, "slurm", "RealMemory above the class's memory")
 def real_memory_exceeds(estate):
-    for gi, group in enumerate(estate.spec.nodes):
-        cls = estate.node_class(group)
-        if cls and is_compute(group) and real_memory(estate, group) > cls.memory_mb:
-            yield problem(("nodes", gi, "slurm", "real_memory_mb"), f"real_memory_mb "
-                          f"{real_memory(estate, group)} exceeds the {cls.memory_mb} MB of "
-                          f"class '{cls.name}'; slurmd would drain the nodes (Low RealMemory)",
-                          f"set it below {cls.memory_mb}, leaving room for the OS")
+    for g in model(estate).groups:
+        if g.cls and g.slurm_compute and g.real_memory > g.cls.memory_mb:
+            yield problem(("nodes", g.index, "slurm", "real_memory_mb"), f"real_memory_mb "
+                          f"{g.real_memory} exceeds the {g.cls.memory_mb} MB of "
+                          f"class '{g.cls.name}'; slurmd would drain the nodes (Low RealMemory)",
+                          f"set it below {g.cls.memory_mb}, leaving room for the OS")
 
 
 def _needs_node_addr(estate):
     """Groups slurm.conf names with an address: compute nodes and controllers."""
     controllers = HostSet.names(estate.spec.slurm.controllers)
     for gi, (group, hosts) in enumerate(zip(estate.spec.nodes, group_sets(estate))):
-        if is_compute(group) or (group.plane == "slurm" and hosts & controllers):
+        if slurm_compute(group) or (group.plane == "slurm" and hosts & controllers):
             yield gi, group
 
 
@@ -255,7 +254,7 @@ def node_addr_missing(estate):
 
 @validator("slurm.no_compute_nodes", W, "slurm", "the Slurm plane has no slurm_worker nodes")
 def no_compute_nodes(estate):
-    if not any(is_compute(g) for g in estate.spec.nodes):
+    if not any(slurm_compute(g) for g in estate.spec.nodes):
         yield problem(("nodes",), "no node group is on plane slurm with role slurm_worker",
                       "add compute nodes, or this Slurm cluster can run nothing")
 

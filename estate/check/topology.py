@@ -1,6 +1,6 @@
 """Topology validators: the switch tree and the blocks Slurm schedules by.
 
-Which nodes sit under which switch is estate.render.slurm.switch_nodes, the
+Which nodes sit under which switch is estate.model's switch_nodes, the
 same table topology.conf is written from. Severities follow Slurm's own
 topology plugins: what they refuse (fatal) is an error, what they only log is
 a warning.
@@ -15,7 +15,8 @@ from estate.check._common import (
 )
 from estate.check.findings import Severity
 from estate.check.registry import validator
-from estate.render.slurm import is_compute, switch_nodes
+from estate.model import model
+from estate.model.nodes import slurm_compute
 
 E, W = Severity.ERROR, Severity.WARNING
 
@@ -27,12 +28,13 @@ def _members(estate) -> dict[str, HostSet] | None:
            for sw in estate.spec.topology.switches):
         return None
     known = {sw.name for sw in estate.spec.topology.switches}  # only these are written
-    return {name: HostSet.of(hl) for name, hl in switch_nodes(estate).items() if name in known}
+    return {name: HostSet.of(hl) for name, hl in model(estate).switch_nodes.items()
+            if name in known}
 
 
 @lru_cache(maxsize=8)
 def _compute(estate) -> HostSet:
-    return hosts_where(estate, is_compute)
+    return hosts_where(estate, slurm_compute)
 
 
 @validator("topology.duplicate_name", E, "topology", "two switches or two blocks share a name")
@@ -175,7 +177,7 @@ def slurm_node_missing(estate):
         return
     missing = _compute(estate) - union(members.values())
     for gi, group in enumerate(estate.spec.nodes):
-        part = group_sets(estate)[gi] & missing if is_compute(group) else None
+        part = group_sets(estate)[gi] & missing if slurm_compute(group) else None
         if part:
             yield problem(("nodes", gi, "switch"), f"{short(part)} are under no switch; jobs "
                           "cannot span them with other nodes", "set 'switch' to their leaf switch")

@@ -14,9 +14,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from estate.pulumi.plan import JWT_KEY_ENV, MUNGE_KEY_ENV
+from estate.model.services import KEYS
 
-FILES = {MUNGE_KEY_ENV: "munge.key", JWT_KEY_ENV: "jwt_hs256.key"}
+FILES = {key.env: key.file for key in KEYS.values()}
 
 
 @contextlib.contextmanager

@@ -20,7 +20,7 @@ from estate.spec.resolved import Estate
 def _hosts(estate: Estate, render_dir: Path, conn: Connection):
     manifest = load_manifest(render_dir)
     ts = targets(estate, manifest)
-    runtime = runtime_facts(Path(render_dir))
+    runtime = runtime_facts(estate)
     return ts, {t.name: host_data(t, render_dir, None, runtime, conn) for t in ts}
 
 

@@ -2,8 +2,8 @@
 
 What a node gets is decided by what it consumes in MANIFEST.json (and its
 spec roles), never by a list kept here per node. Runtime facts the roles need
-(the JWT key path, the slurmdbd database) are read from the rendered files, so
-the templates stay the one place they are written.
+(the JWT key path, the slurmdbd database) come from estate.model, which the
+templates print too.
 """
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
 
-from estate.catalogue import ORDER, PHASES  # noqa: F401 (re-exported for the drivers)
+from estate.catalogue import ORDER
+from estate.model.services import SLURM_USER, SLURMDBD_DATABASE, jwt_key_path
 from estate.render.artifacts import MANIFEST
 from estate.spec.hostlist import Hostlist
 from estate.spec.resolved import Estate
@@ -74,29 +75,13 @@ def targets(estate: Estate, manifest: dict) -> list[Target]:
     return out
 
 
-def _conf_values(path: Path) -> dict[str, str]:
-    """key=value lines of a rendered Slurm config (first occurrence wins)."""
-    values: dict[str, str] = {}
-    if path.is_file():
-        for line in path.read_text().splitlines():
-            key, sep, value = line.partition("=")
-            if sep and not line.lstrip().startswith("#"):
-                values.setdefault(key.strip(), value.strip())
-    return values
-
-
-def runtime_facts(render_dir: Path) -> dict:
-    """Facts the roles need, read back from what was rendered."""
-    conf = _conf_values(render_dir / "slurm" / "slurm.conf")
-    dbd = _conf_values(render_dir / "slurm" / "slurmdbd.conf")
-    alt = dict(p.partition("=")[::2] for p in conf.get("AuthAltParameters", "").split(",") if p)
-    facts = {
-        "slurm_state_dir": conf.get("StateSaveLocation"),
-        "slurm_user": conf.get("SlurmUser", "slurm"),
-        "jwt_key": alt.get("jwt_key"),
-        "slurmdbd_database": dbd.get("StorageLoc"),
-        "slurmdbd_db_user": dbd.get("StorageUser"),
-    }
+def runtime_facts(estate: Estate) -> dict:
+    """Facts the roles need, from the derived model (the templates print the same values)."""
+    spec = estate.spec
+    facts = {"slurm_state_dir": spec.slurm.state_dir, "slurm_user": SLURM_USER,
+             "jwt_key": jwt_key_path(spec)}
+    if spec.slurm.accounting:
+        facts |= {"slurmdbd_database": SLURMDBD_DATABASE, "slurmdbd_db_user": SLURM_USER}
     return {k: v for k, v in facts.items() if v}
 
 
@@ -165,6 +150,6 @@ def select(ts: list[Target], limit: str | None) -> list[Target]:
 def pyinfra_hosts(estate: Estate, render_dir: Path, secrets_dir: Path | None,
                   conn: Connection, limit: str | None = None) -> list[tuple[str, dict]]:
     manifest = load_manifest(render_dir)
-    runtime = runtime_facts(Path(render_dir))
+    runtime = runtime_facts(estate)
     return [(t.name, host_data(t, render_dir, secrets_dir, runtime, conn))
             for t in select(targets(estate, manifest), limit)]

@@ -158,9 +158,9 @@ def converge(role: str) -> int:
     from estate.provision.inventory import Connection, host_data, runtime_facts
     from estate.provision.lab import SECRETS
     from estate.provision.secrets import ensure_secrets
-    _, ts = _targets(role)
+    result, ts = _targets(role)
     secrets = ensure_secrets(SECRETS)
-    runtime = runtime_facts(RENDER)
+    runtime = runtime_facts(result.estate)
     hosts = []
     for t in ts:
         data = host_data(t, RENDER, secrets, runtime, Connection())

@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from estate.pulumi.plan import JWT_KEY_BYTES, MUNGE_KEY_BYTES
+from estate.model.services import KEYS
 
-# File name -> size in bytes; the sizes are the Pulumi program's, so a lab and a
-# Pulumi-managed estate hold the same kind of key.
-SECRETS = {"munge.key": MUNGE_KEY_BYTES, "jwt_hs256.key": JWT_KEY_BYTES}
+# File name -> size in bytes; the Pulumi program sizes its keys by the same table, so a
+# lab and a Pulumi-managed estate hold the same kind of key.
+SECRETS = {key.file: key.size for key in KEYS.values()}
 
 
 def ensure_secrets(directory: str | Path) -> Path:

@@ -14,6 +14,7 @@ import pulumi_random as random
 
 from estate.capacity import gpu_budget
 from estate.check.findings import Severity
+from estate.model.services import KEYS
 from estate.pipeline import Build, build
 from estate.pulumi import plan as planning
 
@@ -60,13 +61,13 @@ class EstateDeployment(pulumi.ComponentResource):
 
     def _secrets(self, needed: tuple[str, ...]) -> dict[str, random.RandomBytes]:
         """Generated once per stack; the engine keeps them encrypted in the state."""
-        sizes = {"munge": ("munge-key", planning.MUNGE_KEY_BYTES),
-                 "jwt": ("slurmrestd-jwt-key", planning.JWT_KEY_BYTES)}
+        sizes = {"munge": ("munge-key", KEYS["munge"].size),
+                 "jwt": ("slurmrestd-jwt-key", KEYS["jwt"].size)}
         return {k: random.RandomBytes(sizes[k][0], length=sizes[k][1], opts=self._child())
                 for k in needed}
 
     def _environment(self, secrets: tuple[str, ...]) -> dict | None:
-        names = {"munge": planning.MUNGE_KEY_ENV, "jwt": planning.JWT_KEY_ENV}
+        names = {k: key.env for k, key in KEYS.items()}
         # Output.secret even though RandomBytes marks base64 secret: the command's
         # environment must be secret whatever the key's provider does.
         env = {names[k]: pulumi.Output.secret(self.keys[k].base64) for k in secrets}

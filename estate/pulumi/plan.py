@@ -10,6 +10,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from estate.model.services import MANIFESTS, PORTS, uses_jwt
 from estate.render import kubernetes as k8s_render
 from estate.render import slurm as slurm_render
 from estate.render.artifacts import Artifacts
@@ -19,13 +20,6 @@ from estate.spec.resolved import Estate
 # The provisioning command for one node; the one place its command line is spelled.
 APPLY = "estate apply {spec} --limit {node}"
 
-# Secrets reach `estate apply` through its environment, base64-encoded, never argv.
-MUNGE_KEY_ENV = "ESTATE_MUNGE_KEY_B64"
-JWT_KEY_ENV = "ESTATE_JWT_KEY_B64"
-MUNGE_KEY_BYTES = 128   # what `mungekey` generates by default (1024 bits)
-JWT_KEY_BYTES = 32      # Slurm's JWT guide: 32 random bytes for jwt_hs256.key
-
-MANIFESTS = "kubernetes/manifests/"
 
 
 @dataclass(frozen=True)
@@ -82,14 +76,13 @@ def secret_hosts(estate: Estate, artifacts: Artifacts) -> dict[str, Hostlist]:
     """Which nodes' runs get which secret.
 
     Munge authenticates every Slurm daemon and client: the nodes that install a
-    Slurm artifact. The JWT key is read by slurmctld, and only when the rendered
-    slurm.conf enables auth/jwt.
+    Slurm artifact. The JWT key is read by slurmctld, and only when slurmrestd makes
+    slurm.conf enable auth/jwt.
     """
     munge = [r for a in artifacts.values() if a.plane == slurm_render.PLANE
              for r in a.consumers.ranges]
     out = {"munge": Hostlist(munge)}
-    conf = artifacts.get("slurm/slurm.conf")
-    if conf is not None and b"AuthAltTypes=auth/jwt" in conf.content:
+    if uses_jwt(estate.spec):
         out["jwt"] = Hostlist.from_names(estate.spec.slurm.controllers)
     return out
 
@@ -134,7 +127,7 @@ def inventory(estate: Estate, the_plan: Plan) -> dict:
 def endpoints(estate: Estate) -> dict:
     spec = estate.spec
     seg = spec.slurm.address_segment
-    out = {"slurmctld": [f"{estate.address(c, seg) or c}:{slurm_render.PORTS['slurmctld']}"
+    out = {"slurmctld": [f"{estate.address(c, seg) or c}:{PORTS['slurmctld']}"
                          for c in spec.slurm.controllers]}
     rest = spec.slurm.slurmrestd
     if rest is not None:

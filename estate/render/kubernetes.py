@@ -1,9 +1,9 @@
 """The Kubernetes plane from the spec: kubeadm, containerd, device plugin, tenants, Kueue, kind.
 
-Everything derived (node labels and taints, device-plugin configs, quotas, the
-network policies a tenant gets) is computed here once; the templates in
-k8s/templates/ only lay it out. Validators in estate.check.kubernetes import
-these facts instead of recomputing them.
+The derived facts (node labels and taints, GPU flavors, tenant quotas) come from
+estate.model.kubernetes, which the validators read too; this module builds the
+documents (kubeadm, containerd, device-plugin configs, tenants, Kueue) and the
+templates in k8s/templates/ lay them out.
 
 The governance mirrors the Slurm side: a node's fabric position (leaf, spine,
 core, block) comes from the same spec.topology that topology.conf is written
@@ -12,289 +12,25 @@ the plane.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from functools import lru_cache
-
 import yaml
 
+from estate.model.kubernetes import (  # the facts this renderer lays out
+    API_PORT, CA_HASH_PLACEHOLDER, CERT_KEY_PLACEHOLDER, CRI_SOCKET, DEFAULT_SHARING_CONFIG,
+    DEVICE_PLUGIN_CONFIG_LABEL, DEVICE_PLUGIN_IMAGE, DEVICE_PLUGIN_NAME,
+    DEVICE_PLUGIN_NAMESPACE, DNS_DOMAIN, FSTAB_ONLY_OPTIONS, GPU_PRESENT, GPU_RESOURCE,
+    GPU_TAINT, KIND_API, KIND_IMAGE, KNode, KUBEADM_API, KUEUE_API, NAMESPACE_NAME_LABEL,
+    NFS_NOMINAL_CAPACITY, NVIDIA_RUNTIME_BINARY, PAUSE_IMAGE, RUNTIME_HANDLER,
+    TOKEN_PLACEHOLDER, api_endpoint, borrowable_units, control_planes, flavors, hostlist,
+    PLANE, plane_nodes, priority_class, sharing_for, tenant_quotas,
+)
+from estate.model.services import MANIFESTS
 from estate.render.artifacts import Artifact
 from estate.render.templates import render_template
 from estate.spec.hostlist import Hostlist
-from estate.spec.model import GpuSharing, NodeClass, NodeGroup, Tenant
+from estate.spec.model import GpuSharing, Tenant
 from estate.spec.resolved import Estate
 
-PLANE = "kubernetes"
 TEMPLATES = "k8s/templates"
-
-# --- names Kubernetes, NVIDIA and Kueue define ----------------------------------
-
-GPU_RESOURCE = "nvidia.com/gpu"
-GPU_TAINT = {"key": GPU_RESOURCE, "value": "present", "effect": "NoSchedule"}
-CONTROL_PLANE_TAINT = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
-GPU_PRESENT = "nvidia.com/gpu.present"
-GPU_PRODUCT = "nvidia.com/gpu.product"
-GPU_COUNT = "nvidia.com/gpu.count"
-GPU_REPLICAS = "nvidia.com/gpu.replicas"
-DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
-DEFAULT_SHARING_CONFIG = "default"
-# NVIDIA topograph's keys: tree levels and the accelerated (block) domain.
-TOPOLOGY_LABELS = {
-    "leaf": "network.topology.nvidia.com/leaf",
-    "spine": "network.topology.nvidia.com/spine",
-    "core": "network.topology.nvidia.com/core",
-    "block": "network.topology.nvidia.com/accelerator",
-}
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"   # set by the API server
-
-RUNTIME_HANDLER = "nvidia"                 # containerd runtime name == RuntimeClass handler
-NVIDIA_RUNTIME_BINARY = "/usr/bin/nvidia-container-runtime"
-CRI_SOCKET = "unix:///run/containerd/containerd.sock"
-API_PORT = 6443
-DNS_DOMAIN = "cluster.local"
-PAUSE_IMAGE = "registry.k8s.io/pause:3.10"          # the sandbox image kubeadm 1.31 uses
-DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
-DEVICE_PLUGIN_NAMESPACE = "kube-system"
-DEVICE_PLUGIN_NAME = "nvidia-device-plugin"
-KUEUE_API = "kueue.x-k8s.io/v1beta2"
-KUBEADM_API = "kubeadm.k8s.io/v1beta4"     # kubeadm >= 1.31
-KIND_API = "kind.x-k8s.io/v1alpha4"
-KIND_IMAGE = "kindest/node:v{version}"
-
-# Secrets are never rendered: the k8s_worker / k8s_control_plane roles replace
-# these placeholders at join time with values read from the first control plane
-# (`kubeadm token create`, the CA public-key hash, `kubeadm certs certificate-key`).
-TOKEN_PLACEHOLDER = "${KUBEADM_TOKEN}"
-CA_HASH_PLACEHOLDER = "${KUBEADM_CA_CERT_HASH}"
-CERT_KEY_PLACEHOLDER = "${KUBEADM_CERTIFICATE_KEY}"
-PLACEHOLDERS = (TOKEN_PLACEHOLDER, CA_HASH_PLACEHOLDER, CERT_KEY_PLACEHOLDER)
-
-# NFS ignores a PersistentVolume's capacity, but the API requires one.
-NFS_NOMINAL_CAPACITY = "1Ti"
-# fstab-only mount options that mean nothing to the kubelet's `mount -o`.
-FSTAB_ONLY_OPTIONS = {"defaults", "_netdev", "auto", "noauto", "nofail", "user", "nouser",
-                      "users"}
-
-
-# --- per-node facts ----------------------------------------------------------------
-
-@dataclass(frozen=True)
-class KNode:
-    name: str
-    group: NodeGroup
-    cls: NodeClass | None
-    control_plane: bool
-    address: str | None                 # on spec.kubernetes.api_segment
-    labels: dict = field(hash=False)
-    taints: tuple = ()
-
-    @property
-    def gpus(self) -> int:
-        return self.cls.gpu_count if self.cls else 0
-
-    @property
-    def is_gpu_worker(self) -> bool:
-        """GPUs that tenants' workloads get (control planes keep their taint)."""
-        return not self.control_plane and "k8s_worker" in self.group.roles and self.gpus > 0
-
-
-def sharing_for(estate: Estate, cls: NodeClass) -> tuple[str, GpuSharing]:
-    """(device-plugin config name, sharing) for a node class."""
-    k8s = estate.spec.kubernetes
-    if cls.name in k8s.gpu_sharing_by_class:
-        return cls.name, k8s.gpu_sharing_by_class[cls.name]
-    return DEFAULT_SHARING_CONFIG, k8s.gpu_sharing
-
-
-def replicas(sharing: GpuSharing) -> int:
-    """nvidia.com/gpu units the device plugin advertises per physical GPU.
-
-    Under MIG the count depends on the MIG layout, which the spec does not
-    describe; quotas then count whole GPUs (estate check warns about it).
-    """
-    return sharing.replicas if sharing.mode == "time-slicing" else 1
-
-
-@lru_cache(maxsize=8)
-def _topology(estate: Estate) -> tuple[dict, list, list]:
-    """(child switch -> parent, [(switch, its extra nodes)], [(block, its nodes)]), parsed once."""
-    topo = estate.spec.topology
-    parent = {child: sw.name for sw in topo.switches for child in sw.switches}
-    extra = [(sw.name, Hostlist.parse(sw.nodes)) for sw in topo.switches if sw.nodes]
-    blocks = [(b.name, Hostlist.parse(b.nodes)) for b in topo.blocks]
-    return parent, extra, blocks
-
-
-def switch_path(estate: Estate, name: str, group: NodeGroup) -> dict[str, str]:
-    """A node's leaf, spine and core switches and its block, as topology.conf has them."""
-    parent, extra, blocks = _topology(estate)
-    leaf = group.switch or next((sw for sw, hosts in extra if name in hosts), None)
-    out: dict[str, str] = {}
-    level = leaf
-    for key in ("leaf", "spine", "core"):
-        if level is None:
-            break
-        out[key] = level
-        level = parent.get(level)
-    block = next((b for b, hosts in blocks if name in hosts), None)
-    if block:
-        out["block"] = block
-    return out
-
-
-def node_labels(estate: Estate, name: str, group: NodeGroup, cls: NodeClass | None,
-                control_plane: bool) -> dict[str, str]:
-    labels = {TOPOLOGY_LABELS[k]: v for k, v in switch_path(estate, name, group).items()}
-    if cls and cls.gpus and not control_plane and "k8s_worker" in group.roles:
-        config, sharing = sharing_for(estate, cls)
-        labels.update({
-            GPU_PRESENT: "true",
-            GPU_PRODUCT: cls.gpus.product,
-            GPU_COUNT: str(cls.gpus.count),
-            GPU_REPLICAS: str(replicas(sharing)),
-            DEVICE_PLUGIN_CONFIG_LABEL: config,
-        })
-    labels.update(group.labels)
-    return dict(sorted(labels.items()))
-
-
-def node_taints(group: NodeGroup, cls: NodeClass | None, control_plane: bool) -> tuple:
-    if control_plane:
-        return (CONTROL_PLANE_TAINT,)
-    return (GPU_TAINT,) if cls and cls.gpus and "k8s_worker" in group.roles else ()
-
-
-@lru_cache(maxsize=8)
-def plane_nodes(estate: Estate) -> tuple[KNode, ...]:
-    """Every Kubernetes-plane node, in spec order, control planes first."""
-    k8s = estate.spec.kubernetes
-    out = []
-    for group, hosts in zip(estate.spec.nodes, estate.group_hosts):
-        if group.plane != PLANE:
-            continue
-        cls = estate.node_class(group)
-        for name in hosts:
-            cp = name in k8s.control_plane
-            addr = estate.address(name, k8s.api_segment)
-            out.append(KNode(name, group, cls, cp, str(addr) if addr else None,
-                             node_labels(estate, name, group, cls, cp),
-                             node_taints(group, cls, cp)))
-    return tuple(sorted(out, key=lambda n: not n.control_plane))
-
-
-def control_planes(estate: Estate) -> list[KNode]:
-    return [n for n in plane_nodes(estate) if n.control_plane]
-
-
-def hostlist(nodes) -> Hostlist:
-    return Hostlist.from_names(n.name for n in nodes)
-
-
-def api_endpoint(estate: Estate) -> str:
-    """The first control plane's API address: the spec has no load-balanced VIP."""
-    first = control_planes(estate)[0]
-    return f"{first.address}:{API_PORT}"
-
-
-# --- GPU flavors and tenant quotas -------------------------------------------------
-
-@dataclass(frozen=True)
-class Flavor:
-    """One Kueue ResourceFlavor: the GPU nodes of one model."""
-    name: str                 # the GPU model, e.g. l4
-    product: str
-    nodes: tuple[str, ...]
-    gpus: int                 # physical GPUs
-    units: int                # nvidia.com/gpu the device plugin advertises
-    cpus: int
-    memory_mi: int
-    max_units_per_node: int
-
-    @property
-    def node_labels(self) -> dict[str, str]:
-        return {GPU_PRODUCT: self.product}
-
-
-@lru_cache(maxsize=8)
-def flavors(estate: Estate) -> tuple[Flavor, ...]:
-    acc: dict[str, dict] = {}
-    for n in plane_nodes(estate):
-        if not n.is_gpu_worker:
-            continue
-        gpu = n.cls.gpus
-        units = gpu.count * replicas(sharing_for(estate, n.cls)[1])
-        f = acc.setdefault(gpu.model, {"product": gpu.product, "nodes": [], "gpus": 0,
-                                       "units": 0, "cpus": 0, "mem": 0, "max": 0})
-        f["nodes"].append(n.name)
-        f["gpus"] += gpu.count
-        f["units"] += units
-        f["cpus"] += n.cls.cpus
-        f["mem"] += n.cls.memory_mb
-        f["max"] = max(f["max"], units)
-    return tuple(Flavor(m, f["product"], tuple(f["nodes"]), f["gpus"], f["units"], f["cpus"],
-                        f["mem"], f["max"]) for m, f in acc.items())
-
-
-def apportion(total: int, weights: list[int], whole: int | None = None) -> list[int]:
-    """Shares of total for weights out of whole (default: their sum), by largest remainder.
-
-    The shares sum exactly to total * sum(weights) / whole, rounded down, so quotas that
-    claim a whole flavor split it exactly; ties go to the earlier weight (deterministic).
-    """
-    claimed = sum(weights)
-    if claimed <= 0:
-        return [0] * len(weights)
-    whole = max(whole or claimed, claimed)
-    target = total * claimed // whole
-    # floor of each exact share total*w/whole, then the rest by largest remainder:
-    # every share stays within one of its exact value
-    shares = [total * w // whole for w in weights]
-    order = sorted(range(len(weights)), key=lambda i: (-(total * weights[i] % whole), i))
-    for i in order[: target - sum(shares)]:
-        shares[i] += 1
-    return shares
-
-
-@dataclass(frozen=True)
-class Quota:
-    flavor: str
-    gpus: int          # physical GPUs from the spec
-    units: int         # nvidia.com/gpu nominal quota
-    cpus: int
-    memory_mi: int
-
-
-@lru_cache(maxsize=8)
-def tenant_quotas(estate: Estate) -> dict[str, tuple[Quota, ...]]:
-    """Tenant -> its quota in each flavor it names.
-
-    GPU units, CPUs and memory of a flavor are split in proportion to the GPUs
-    each tenant is given out of the flavor's GPUs, so a tenant's CPU share follows
-    its GPU share, and quotas that claim all of a flavor's GPUs add up to it
-    exactly. GPUs no tenant claims stay out of every queue (estate check warns).
-    """
-    tenants = estate.spec.kubernetes.tenants
-    out: dict[str, list[Quota]] = {t.name: [] for t in tenants}
-    for f in flavors(estate):
-        named = [t for t in tenants if f.name in t.gpus]
-        weights = [t.gpus[f.name] for t in named]
-        split = zip(named, apportion(f.units, weights, f.gpus),
-                    apportion(f.cpus, weights, f.gpus), apportion(f.memory_mi, weights, f.gpus))
-        for t, units, cpus, mem in split:
-            out[t.name].append(Quota(f.name, t.gpus[f.name], units, cpus, mem))
-    return {name: tuple(q) for name, q in out.items()}
-
-
-def borrowable_units(estate: Estate, tenant: Tenant) -> int:
-    """The most nvidia.com/gpu Kueue can admit for a tenant: its cohort's quota in its flavors."""
-    quotas = tenant_quotas(estate)
-    mine = {q.flavor for q in quotas[tenant.name]}
-    return sum(q.units for t in estate.spec.kubernetes.tenants if t.cohort == tenant.cohort
-               for q in quotas[t.name] if q.flavor in mine)
-
-
-def priority_class(tenant: Tenant) -> str:
-    return f"tenant-{tenant.name}"
-
 
 # --- layout helpers ----------------------------------------------------------------
 
@@ -552,7 +288,7 @@ def build_kind(estate: Estate, source: str) -> list[Artifact]:
 
 def _manifest(name: str, content: bytes, estate: Estate) -> Artifact:
     # Applied from a control plane (kubectl apply -f kubernetes/manifests/, in name order).
-    return Artifact(f"kubernetes/manifests/{name}", content, hostlist(control_planes(estate)),
+    return Artifact(f"{MANIFESTS}{name}", content, hostlist(control_planes(estate)),
                     PLANE)
 
 

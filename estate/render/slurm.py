@@ -1,129 +1,24 @@
 """Slurm's configuration from the spec: slurm.conf, gres.conf, topology, cgroup, accounts.
 
-Everything Slurm-specific that is *derived* (NodeName grouping, Gres strings,
-device files, NodeAddr ranges) is computed here once; the templates in
-slurm_conf/ only lay it out. Validators that need the same facts import them
-from this module rather than recomputing them.
+The derived facts (NodeName grouping, Gres, NodeAddr ranges, partition members, switch
+membership) come from estate.model, which validators and verify read too; this module
+chooses Slurm's settings and lays the facts out through the templates in slurm_conf/.
 """
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from ipaddress import IPv4Address
 
+from estate.model import model
+from estate.model.slurm import def_mem_per_cpu, node_lines
+from estate.model.services import (GPU_DEVICES, PORTS, SLURM_USER, SLURMDBD_DATABASE,
+                                   jwt_key_path, uses_jwt)
 from estate.render.artifacts import Artifact
 from estate.render.templates import render_template
-from estate.spec.hostlist import Hostlist, HostlistError, Range
-from estate.spec.hostset import HostSet
-from estate.spec.model import NodeGroup
+from estate.spec.hostlist import Hostlist
 from estate.spec.resolved import Estate
 
 PLANE = "slurm"
-
-# Daemon ports: the single source for slurm.conf, slurmdbd.conf and the firewall rules.
-PORTS = {"slurmctld": 6817, "slurmd": 6818}
-NVIDIA_MAJOR = 195
-# Service accounts the daemons run as; the spec's identity section must define them
-# (fixed UIDs across nodes), which estate.check.identity verifies.
-SLURM_USER = "slurm"
-MUNGE_USER = "munge"  # character major of /dev/nvidiaN
-
-
-@dataclass
-class NodeLine:
-    """One NodeName line: nodes with identical hardware, in spec order."""
-    names: list[Range]
-    addrs: list[Range]
-    cpus: int
-    sockets: int
-    cores_per_socket: int
-    threads_per_core: int
-    real_memory: int
-    gres: str | None
-    gres_model: str | None
-    gres_count: int
-    features: tuple[str, ...]
-    weight: int
-
-    @property
-    def hostlist(self) -> Hostlist:
-        return Hostlist(self.names)
-
-    @property
-    def addr_list(self) -> Hostlist:
-        return Hostlist(self.addrs)
-
-
-def gres_count(estate: Estate, group: NodeGroup) -> int:
-    cls = estate.node_class(group)
-    default = cls.gpu_count if cls else 0
-    return default if group.slurm.gres_count is None else group.slurm.gres_count
-
-
-def real_memory(estate: Estate, group: NodeGroup) -> int:
-    cls = estate.node_class(group)
-    default = cls.memory_mb if cls else 0
-    return group.slurm.real_memory_mb or default
-
-
-def is_compute(group: NodeGroup) -> bool:
-    return group.plane == "slurm" and "slurm_worker" in group.roles
-
-
-def address_ranges(first: int, count: int) -> list[Range]:
-    """A block of consecutive IPv4 addresses as hostlist ranges, one per /24."""
-    out, n, end = [], first, first + count
-    while n < end:
-        chunk_end = min(end, (n | 0xFF) + 1)
-        prefix = str(IPv4Address(n)).rsplit(".", 1)[0] + "."
-        out.append(Range(prefix, n & 0xFF, (chunk_end - 1) & 0xFF, 1))
-        n = chunk_end
-    return out
-
-
-def node_lines(estate: Estate) -> list[NodeLine]:
-    seg = estate.spec.slurm.address_segment
-    blocks = {(b.group, b.segment): b for b in estate.address_blocks}
-    lines: dict[tuple, NodeLine] = {}
-    for gi, (group, hosts) in enumerate(zip(estate.spec.nodes, estate.group_hosts)):
-        cls = estate.node_class(group)
-        if not is_compute(group) or cls is None or not hosts:
-            continue
-        count = gres_count(estate, group)
-        model = cls.gpus.model if cls.gpus else None
-        key = (cls.sockets, cls.cores_per_socket, cls.threads_per_core,
-               real_memory(estate, group), model, count,
-               tuple(group.slurm.features), group.slurm.weight)
-        line = lines.get(key)
-        if line is None:
-            line = lines[key] = NodeLine(
-                [], [], cls.cpus, cls.sockets, cls.cores_per_socket, cls.threads_per_core,
-                key[3], f"gpu:{model}:{count}" if count else None, model, count,
-                key[6], key[7])
-        line.names.extend(hosts.ranges)
-        block = blocks.get((gi, seg))
-        if block:
-            line.addrs.extend(address_ranges(block.first, block.count))
-    return list(lines.values())
-
-
-def def_mem_per_cpu(estate: Estate, lines: list[NodeLine]) -> dict[str, int]:
-    """Partition -> DefMemPerCPU: the smallest RealMemory/CPUs among its nodes.
-
-    With CR_Core_Memory and no default, a job is given all of a node's memory, so
-    two 1-GPU jobs could never share a 2-GPU node (measured on real slurmctld).
-    """
-    sets = [(HostSet.of(line.names), line.real_memory // line.cpus) for line in lines]
-    out = {}
-    for part in estate.spec.slurm.partitions:
-        try:
-            members = HostSet.of(Hostlist.parse(part.nodes))
-        except HostlistError:
-            continue  # nodes.bad_hostlist reports it
-        per_cpu = [mem for hosts, mem in sets if hosts & members]
-        if per_cpu:
-            out[part.name] = min(per_cpu)
-    return out
+NVIDIA_MAJOR = 195  # character major of /dev/nvidiaN
 
 
 def controllers(estate: Estate) -> list[dict]:
@@ -135,18 +30,6 @@ def device_files(prefix: str, count: int) -> str:
     return f"{prefix}0" if count == 1 else f"{prefix}[0-{count - 1}]"
 
 
-def switch_nodes(estate: Estate) -> dict[str, Hostlist]:
-    """Leaf switch -> compute nodes under it (node.switch plus a switch's own nodes)."""
-    members: dict[str, list[Range]] = {}
-    for group, hosts in zip(estate.spec.nodes, estate.group_hosts):
-        if is_compute(group) and group.switch:
-            members.setdefault(group.switch, []).extend(hosts.ranges)
-    for sw in estate.spec.topology.switches:
-        if sw.nodes:
-            members.setdefault(sw.name, []).extend(Hostlist.parse(sw.nodes).ranges)
-    return {name: Hostlist(r) for name, r in members.items()}
-
-
 def plugin_settings(estate: Estate) -> dict[str, dict[str, str]]:
     """The plugin keywords of each rendered config file, the one place their values are chosen.
 
@@ -155,7 +38,7 @@ def plugin_settings(estate: Estate) -> dict[str, dict[str, str]]:
     slurm = estate.spec.slurm
     cgroup = slurm.process_tracking == "cgroup"
     conf = {"AuthType": "auth/munge"}
-    if slurm.slurmrestd is not None:
+    if uses_jwt(estate.spec):
         conf["AuthAltTypes"] = "auth/jwt"
     conf |= {
         "ProctrackType": "proctrack/cgroup" if cgroup else "proctrack/linuxproc",
@@ -173,7 +56,7 @@ def plugin_settings(estate: Estate) -> dict[str, dict[str, str]]:
     if slurm.accounting:
         out["slurmdbd.conf"] = {"AuthType": "auth/munge",
                                 "StorageType": "accounting_storage/mysql"}
-    if slurm.slurmrestd is not None:
+    if uses_jwt(estate.spec):
         out["slurmrestd"] = {"rest_auth": "rest_auth/jwt"}
     return out
 
@@ -211,9 +94,11 @@ def _context(estate: Estate, source: str) -> dict:
         "accounting_addr": (estate.address(spec.slurm.accounting.host,
                                            spec.slurm.address_segment)
                             if spec.slurm.accounting else None),
-        "switch_nodes": switch_nodes(estate),
+        "switch_nodes": model(estate).switch_nodes,
         "device_files": device_files,
-        "jwt": spec.slurm.slurmrestd is not None,
+        "jwt": uses_jwt(spec),
+        "jwt_key": jwt_key_path(spec),
+        "slurmdbd_database": SLURMDBD_DATABASE,
         "plugins": plugin_settings(estate),
         "ports": PORTS,
         "slurm_user": SLURM_USER,
@@ -265,9 +150,11 @@ def worker_artifacts(estate: Estate) -> list[Artifact]:
     out = [Artifact("slurm/slurmd.env",
                     f'SLURMD_OPTIONS="--conf-server {servers}"\n'.encode(), workers, PLANE)]
     for cls in estate.spec.node_classes:
-        hosts = estate.hosts_where(lambda g: g.node_class == cls.name and is_compute(g))
+        hosts = Hostlist([r for g in model(estate).groups
+                          if g.spec.node_class == cls.name and g.slurm_compute
+                          for r in g.hosts.ranges])
         if hosts and cls.gpus:
-            out.append(Artifact(f"slurm/gpu-devices/{cls.name}.json",
+            out.append(Artifact(f"{GPU_DEVICES}{cls.name}.json",
                                 gpu_devices_json(estate, cls.gpu_count), hosts, PLANE))
     return out
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from estate.model.services import GPU_DEVICES
 from estate.provision.destinations import destination, installer
 from estate.provision.inventory import Connection, Target, load_manifest, runtime_facts, \
     select, targets
@@ -36,7 +37,7 @@ class VerifyContext:
 
     @cached_property
     def runtime(self) -> dict:
-        return runtime_facts(self.render_dir)
+        return runtime_facts(self.estate)
 
     @cached_property
     def all_targets(self) -> dict[str, Target]:
@@ -120,10 +121,10 @@ class VerifyContext:
 
     def gpu_nodes(self) -> list[str]:
         return [n for n, t in self.nodes.items()
-                if any(p.startswith("slurm/gpu-devices/") for p in t.consumes)]
+                if any(p.startswith(GPU_DEVICES) for p in t.consumes)]
 
     def gpu_devices(self, node: str) -> list[dict]:
-        return [d for p in self.nodes[node].consumes if p.startswith("slurm/gpu-devices/")
+        return [d for p in self.nodes[node].consumes if p.startswith(GPU_DEVICES)
                 for d in self.rendered_json(p)["devices"]]
 
     def rendered_env(self, path: str) -> dict[str, str]:

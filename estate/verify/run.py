@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.text import Text
 
 from estate.output import Output, annotation, make_console, print_rows
-from estate.provision.inventory import ORDER
+from estate.catalogue import ORDER
 from estate.verify.context import VerifyContext
 from estate.verify.plugin import CheckResult, EstateVerify
 

@@ -2,9 +2,9 @@
 
 ``collect`` asks Slurm (scontrol, sinfo) through any runner: a network namespace,
 a container, ssh. ``compare`` returns every way that view differs from the spec.
-The expected values come from ``estate.render.slurm``, the functions that wrote
-slurm.conf, gres.conf and topology.conf, so no Slurm fact is recomputed here; this
-module only knows how to read Slurm's output.
+The expected values come from ``estate.model``, the facts slurm.conf, gres.conf and
+topology.conf were written from, so no Slurm fact is recomputed here; this module only
+knows how to read Slurm's output.
 """
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from estate.render.slurm import node_lines, switch_nodes
+from estate.model import model
+from estate.model.slurm import node_lines
 from estate.spec.hostlist import Hostlist, HostlistError
 from estate.spec.resolved import Estate
 
@@ -110,8 +111,8 @@ def expected_nodes(estate: Estate) -> dict[str, dict[str, str]]:
 
 def node_partitions(estate: Estate) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
-    for p in estate.spec.slurm.partitions:
-        for name in _names(p.nodes):
+    for p in model(estate).partitions:
+        for name in p.members.hostlist():
             out.setdefault(name, set()).add(p.name)
     return out
 
@@ -214,7 +215,7 @@ def time_seconds(text: str) -> int | None:
 def expected_switches(estate: Estate) -> dict[str, dict[str, set[str]]]:
     """Switch -> {"Nodes": every compute node below it, "Switches": its children}."""
     spec_switches = {s.name: s for s in estate.spec.topology.switches}
-    leaves = switch_nodes(estate)
+    leaves = model(estate).switch_nodes
 
     def below(name: str, seen: frozenset = frozenset()) -> set[str]:
         sw = spec_switches.get(name)
@@ -255,9 +256,9 @@ def _compare_topology(estate: Estate, view: SlurmView) -> list[Mismatch]:
 def _compare_sinfo(estate: Estate, view: SlurmView) -> list[Mismatch]:
     """sinfo lists each node once per partition, the default partition marked '*'."""
     want = set()
-    for p in estate.spec.slurm.partitions:
-        label = p.name + ("*" if p.default else "")
-        want |= {(n, label) for n in _names(p.nodes)}
+    for p in model(estate).partitions:
+        label = p.name + ("*" if p.spec.default else "")
+        want |= {(n, label) for n in p.members.hostlist()}
     out = [Mismatch(f"node {n}", "sinfo partition", p, "not listed")
            for n, p in sorted(want - view.sinfo)]
     out += [Mismatch(f"node {n}", "sinfo partition", "not listed", p)

@@ -11,6 +11,7 @@ from pyinfra import host
 from pyinfra.api import OperationError, deploy
 from pyinfra.operations import files, systemd
 
+from estate.model.services import JWT_KEY
 from estate.provision.destinations import destination
 from roles._lib import consumed, digest_of, digest_text, install, install_packages, install_secret, \
     run_when_changed, runtime, secret_digest, service_current, wait_until
@@ -54,8 +55,8 @@ def slurm_controller() -> None:
     configs = slurm_configs()
     inputs = [digest_of(configs)]
     if runtime("jwt_key"):
-        install_secret("jwt_hs256.key", runtime("jwt_key"), owner=f"{user}:{user}", mode="0600")
-        inputs.append(secret_digest("jwt_hs256.key"))
+        install_secret(JWT_KEY.file, runtime("jwt_key"), owner=f"{user}:{user}", mode="0600")
+        inputs.append(secret_digest(JWT_KEY.file))
     service_current(name="slurmctld on the current configs", service="slurmctld",
                     digest=digest_text(*inputs))
     systemd.service(name="Enable slurmctld", service="slurmctld", running=True, enabled=True)

@@ -14,6 +14,7 @@ from pyinfra.api import OperationError, deploy, operation
 from pyinfra.facts.server import Command
 from pyinfra.operations import systemd
 
+from estate.model.services import GPU_DEVICES
 from roles._lib import consumed, digest_of, digest_text, install, install_packages, put_text, \
     render_dir, service_current
 from roles.slurm_controller.tasks import slurm_configs
@@ -55,7 +56,7 @@ def gpu_devices(devices: list[dict], create: bool):
 
 
 def gpus() -> list[str]:
-    paths = consumed("slurm/gpu-devices/*.json")
+    paths = consumed(f"{GPU_DEVICES}*.json")
     for path in paths:
         install(path)
         doc = json.loads((render_dir() / path).read_bytes())

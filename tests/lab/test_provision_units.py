@@ -85,9 +85,9 @@ def test_deploys_come_from_what_nodes_consume(lab):
     assert ts["ctl1"].address == "10.60.0.11"
 
 
-def test_runtime_facts_are_read_from_the_rendered_files(lab):
-    _, out = lab
-    facts = inv.runtime_facts(out)
+def test_runtime_facts_agree_with_the_rendered_files(lab):
+    result, out = lab
+    facts = inv.runtime_facts(result.estate)
     conf = (out / "slurm" / "slurm.conf").read_text()
     assert f"StateSaveLocation={facts['slurm_state_dir']}" in conf
     assert f"jwt_key={facts['jwt_key']}" in conf

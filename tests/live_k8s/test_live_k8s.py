@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from estate.pipeline import build
-from estate.render import kubernetes as k8s
+from estate.model import kubernetes as k8s
 
 pytestmark = pytest.mark.live_k8s
 

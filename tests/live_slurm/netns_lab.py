@@ -37,7 +37,7 @@ from pathlib import Path
 
 from estate.pipeline import build
 from estate.render import write_tree
-from estate.render.slurm import node_lines
+from estate.model.slurm import node_lines
 from estate.spec.resolved import Estate
 from estate.verify import slurm_view
 

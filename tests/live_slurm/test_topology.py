@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from estate.render.slurm import switch_nodes
+from estate.model import model
 from estate.verify import slurm_view
 from tests.live_slurm.conftest import running_lab
 
@@ -23,7 +23,7 @@ def lab():
 
 @pytest.fixture(scope="module")
 def leaves(lab):
-    return {name: set(hl) for name, hl in switch_nodes(lab.estate).items()}
+    return {name: set(hl) for name, hl in model(lab.estate).switch_nodes.items()}
 
 
 def test_slurm_view_matches_the_spec(lab, leaves):

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from estate.capacity import gpu_budget, overlap
-from estate.render import kubernetes as k8s_render
+from estate.capacity import gpu_budget
+from estate.model import kubernetes as k8s_model
 from estate.spec.hostlist import Hostlist
+from estate.spec.hostset import HostSet
 from estate.spec.model import Spec
 from estate.spec.resolved import Estate
 
@@ -59,7 +60,7 @@ def test_kubernetes_count_agrees_with_the_renderers_flavors():
     """One model: the plane's GPUs are the ones the Kueue flavors are built from."""
     for name in ("lab", "example-prod"):
         estate = Estate(Spec.model_validate(_spec(name)))
-        flavors = {f.name: f.gpus for f in k8s_render.flavors(estate)}
+        flavors = {f.name: f.gpus for f in k8s_model.flavors(estate)}
         b = gpu_budget(estate)
         assert b.kubernetes_models == flavors
         assert b.planes["kubernetes"] == sum(flavors.values())
@@ -98,4 +99,4 @@ def test_ten_thousand_nodes_without_expanding():
 ])
 def test_overlap_on_ranges_matches_expansion(a, b, n):
     ha, hb = Hostlist.parse(a), Hostlist.parse(b)
-    assert overlap(ha, hb) == n == len(set(ha) & set(hb))
+    assert len(HostSet.of(ha) & HostSet.of(hb)) == n == len(set(ha) & set(hb))

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from estate.check import kubernetes as kcheck
 from estate.render import Artifacts, render_all
-from estate.render import kubernetes as k8s
+from estate.model import kubernetes as k8s
+from estate.render.kubernetes import render_kubernetes
 from estate.spec.hostlist import Hostlist
 from estate.spec.load import load_text
 from estate.spec.resolved import Estate
@@ -36,7 +37,7 @@ def estate_of(data: dict) -> Estate:
 
 def rendered(estate: Estate) -> Artifacts:
     out = Artifacts()
-    for a in k8s.render_kubernetes(estate, "<test>"):
+    for a in render_kubernetes(estate, "<test>"):
         out.add(a)
     return out
 
@@ -472,4 +473,4 @@ def test_no_kubernetes_section_renders_nothing():
     del data["kubernetes"]
     data["nodes"] = [g for g in data["nodes"] if g.get("plane") != "kubernetes"]
     data["storage"]["mounts"][0]["clients"] = "login1,gpu[1-2]"
-    assert k8s.render_kubernetes(estate_of(data)) == []
+    assert render_kubernetes(estate_of(data)) == []

@@ -23,7 +23,9 @@ from pulumi.runtime.settings import get_root_resource
 
 from estate.pipeline import build
 from estate.pulumi.component import build_or_fail
-from estate.pulumi.plan import JWT_KEY_ENV, MUNGE_KEY_ENV
+from estate.model.services import JWT_KEY, MUNGE_KEY
+
+JWT_KEY_ENV, MUNGE_KEY_ENV = JWT_KEY.env, MUNGE_KEY.env
 from estate.render import write_tree
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,0 +1,50 @@
+"""Service facts every stage shares: accounts, ports, paths, key files and artifact paths.
+
+The renderers print these, the roles and labs install by them, the validators check the
+spec's identity against them and the Pulumi driver sizes its secrets by them. Nothing
+here depends on a spec; spec-dependent service facts are functions taking one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from estate.spec.model import Spec
+
+# Accounts the daemons run as; the spec's identity section must define them with fixed
+# ids across nodes (estate.check.identity).
+SLURM_USER = "slurm"
+MUNGE_USER = "munge"
+
+# Daemon ports: slurm.conf, the firewall rules, the endpoints and `estate doctor` read them.
+PORTS = {"slurmctld": 6817, "slurmd": 6818, "kube-apiserver": 6443}
+
+# The slurmdbd database (MariaDB, reached over its unix socket as SLURM_USER).
+SLURMDBD_DATABASE = "slurm_acct_db"
+
+
+@dataclass(frozen=True)
+class Key:
+    """A cluster secret: its file name on nodes and in a secrets directory, its size, and
+    the environment variable that hands it (base64) to `estate apply`, never argv."""
+    file: str
+    size: int
+    env: str
+
+
+MUNGE_KEY = Key("munge.key", 128, "ESTATE_MUNGE_KEY_B64")   # mungekey's default, 1024 bits
+JWT_KEY = Key("jwt_hs256.key", 32, "ESTATE_JWT_KEY_B64")    # Slurm's JWT guide: 32 bytes
+KEYS = {"munge": MUNGE_KEY, "jwt": JWT_KEY}
+
+# Artifact path prefixes that several stages select by.
+GPU_DEVICES = "slurm/gpu-devices/"
+MANIFESTS = "kubernetes/manifests/"
+
+
+def uses_jwt(spec: Spec) -> bool:
+    """slurmrestd authenticates with JWT: slurm.conf then enables auth/jwt."""
+    return spec.slurm.slurmrestd is not None
+
+
+def jwt_key_path(spec: Spec) -> str | None:
+    """Where slurmctld reads the JWT key (AuthAltParameters=jwt_key=...)."""
+    return f"{spec.slurm.state_dir}/{JWT_KEY.file}" if uses_jwt(spec) else None
