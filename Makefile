@@ -71,7 +71,7 @@ test-live-slurm: deps venv
 	$(PYTEST) -q tests/live_slurm
 
 golden: venv
-	ESTATE_UPDATE_GOLDEN=1 $(PYTEST) -q tests/golden
+	$(VENV)/bin/python -m tests.golden.update
 
 bench: venv
 	$(VENV)/bin/python bench/bench_check_render.py
