@@ -60,6 +60,11 @@ class Role:
     # Rendered Slurm files whose plugins this role's daemons or clients load (the keys of
     # estate.render.slurm.plugin_settings): its packages must ship those plugins.
     loads: tuple[str, ...] = ()
+    # A role a spec may give a node group (nodes[].roles); the others follow from what a
+    # node consumes (estate.provision.inventory.deploys_for).
+    spec_role: bool = False
+    # The Pulumi stage of a node with this spec role (see STAGES).
+    stage: str | None = None
 
 
 ROLES: dict[str, Role] = {r.name: r for r in (
@@ -70,21 +75,37 @@ ROLES: dict[str, Role] = {r.name: r for r in (
                                *SLURM_PLUGINS), ("mariadb", "slurmdbd"),
          loads=("slurmdbd.conf",)),
     Role("slurm_controller", "slurm", ("slurmctld", "slurm-client", *SLURM_PLUGINS),
-         ("slurmctld",), loads=("slurm.conf",)),
+         ("slurmctld",), loads=("slurm.conf",), spec_role=True, stage="slurm-controllers"),
     Role("slurmrestd", "slurm", ("slurmrestd", *SLURM_PLUGINS), ("slurmrestd",),
-         loads=("slurm.conf", "slurmrestd")),
-    Role("slurm_login", "slurm", ("slurm-client", *SLURM_PLUGINS), loads=("slurm.conf",)),
+         loads=("slurm.conf", "slurmrestd"), spec_role=True, stage="slurm-nodes"),
+    Role("slurm_login", "slurm", ("slurm-client", *SLURM_PLUGINS), loads=("slurm.conf",),
+         spec_role=True, stage="slurm-nodes"),
     Role("slurm_worker", "slurm", ("slurmd", *SLURM_PLUGINS), ("slurmd",),
-         loads=("slurm.conf", "cgroup.conf")),
+         loads=("slurm.conf", "cgroup.conf"), spec_role=True, stage="slurm-nodes"),
     Role("storage", None, (), ("nfs-server",),
-         extras={"server": ("nfs-kernel-server",), "client": ("nfs-common",)}),
+         extras={"server": ("nfs-kernel-server",), "client": ("nfs-common",)},
+         spec_role=True, stage="storage"),
     Role("k8s_node", "kubernetes", ("containerd",), ("containerd",)),
     Role("k8s_packages", "kubernetes", ("curl", "gpg"),
          external=("kubelet", "kubeadm", "kubectl")),
     Role("gpu_node", "kubernetes", ("curl", "gpg"), external=("nvidia-container-toolkit",)),
-    Role("k8s_control_plane", "kubernetes"),
-    Role("k8s_worker", "kubernetes"),
+    Role("k8s_control_plane", "kubernetes", spec_role=True, stage="k8s-control-plane"),
+    Role("k8s_worker", "kubernetes", spec_role=True, stage="k8s-workers"),
 )}
+SPEC_ROLES = tuple(r.name for r in ROLES.values() if r.spec_role)
+
+# The Pulumi program's stages, in order, each with the stages its nodes wait for: a node
+# joins the first stage any of its spec roles is in (a controller that also runs
+# slurmrestd is a controller). Storage comes first there, so that mounts find their
+# exports; `estate apply` runs it last instead (PHASES), where an NFS-less kernel must not
+# hold up the other roles.
+STAGES: list[tuple[str, tuple[str, ...]]] = [
+    ("storage", ()),
+    ("slurm-controllers", ("storage",)),
+    ("slurm-nodes", ("storage", "slurm-controllers")),
+    ("k8s-control-plane", ("storage",)),
+    ("k8s-workers", ("storage", "k8s-control-plane")),
+]
 
 # Deploys run in phases so that cross-node order holds: the controller (and the slurmdbd it
 # registers with) is up before any slurmd fetches its configuration.

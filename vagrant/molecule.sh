@@ -18,7 +18,7 @@ docker network ls -q --filter label=estate-mol=1 | xargs -r docker network rm >/
 .venv/bin/python -m estate.provision.molecule scaffold
 roles=("$@")
 if [ ${#roles[@]} -eq 0 ]; then
-  roles=(common firewall munge slurmdbd slurm_controller slurmrestd slurm_worker slurm_login storage k8s_node)
+  mapfile -t roles < <(.venv/bin/python -m estate.provision.molecule list)
 fi
 failed=()
 for role in "${roles[@]}"; do

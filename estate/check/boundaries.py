@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from estate.catalogue import ROLES
 from estate.check._common import (
     group_of, group_sets, groups_touching, hostset, hosts_where, problem, short,
 )
@@ -13,11 +14,9 @@ from estate.spec.hostlist import HostlistError
 
 E, W = Severity.ERROR, Severity.WARNING
 
-# The plane a role's software belongs to; roles not listed (storage) serve both planes.
-ROLE_PLANE = {
-    "slurm_controller": "slurm", "slurm_login": "slurm", "slurm_worker": "slurm",
-    "slurmrestd": "slurm", "k8s_control_plane": "kubernetes", "k8s_worker": "kubernetes",
-}
+# The plane a role's software belongs to (the role catalogue); roles without one (storage)
+# serve both planes.
+ROLE_PLANE = {name: r.plane for name, r in ROLES.items() if r.spec_role and r.plane}
 
 
 @validator("boundaries.node_in_both_planes", E, "boundaries",

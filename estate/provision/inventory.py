@@ -12,16 +12,13 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
 
-from estate.catalogue import ORDER
+from estate.catalogue import ORDER, SPEC_ROLES
 from estate.model.services import SLURM_USER, SLURMDBD_DATABASE, jwt_key_path
 from estate.render.artifacts import MANIFEST
 from estate.spec.hostlist import Hostlist
 from estate.spec.resolved import Estate
 
 
-# Spec roles with a deploy of the same name here.
-SPEC_ROLE_DEPLOYS = {"slurm_controller", "slurm_worker", "slurm_login", "slurmrestd", "storage",
-                     "k8s_control_plane", "k8s_worker"}
 
 
 @dataclass
@@ -52,7 +49,7 @@ def deploys_for(roles: list[str], consumes: list[str], manifest: dict) -> list[s
         want |= {"k8s_node", "k8s_packages"}   # every Kubernetes-plane node
     if "kubernetes/containerd/config-gpu.toml" in consumes:
         want.add("gpu_node")
-    want |= SPEC_ROLE_DEPLOYS & set(roles)
+    want |= set(SPEC_ROLES) & set(roles)   # each spec role is a deploy of the same name
     return [d for d in ORDER if d in want]
 
 

@@ -7,6 +7,7 @@ pyinfra's @docker connector and runs the role's testinfra suites over docker://.
 molecule's idempotence step then sees a change exactly when pyinfra made one.
 
     python -m estate.provision.molecule scaffold        # (re)write the scenario files
+    python -m estate.provision.molecule list            # the roles that have a scenario
     python -m estate.provision.molecule converge ROLE   # called by converge.yml
     python -m estate.provision.molecule verify ROLE     # called by verify.yml
 """
@@ -199,9 +200,13 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["scaffold"]:
         scaffold()
         return 0
+    if argv[:1] == ["list"]:
+        print("\n".join(SCENARIOS))
+        return 0
     if len(argv) == 2 and argv[0] in ("converge", "verify") and argv[1] in SCENARIOS:
         return (converge if argv[0] == "converge" else verify)(argv[1])
-    print(f"usage: python -m estate.provision.molecule scaffold | converge ROLE | verify ROLE"
+    print(f"usage: python -m estate.provision.molecule scaffold | list | converge ROLE | "
+          f"verify ROLE"
           f"  (ROLE: {', '.join(SCENARIOS)})", file=sys.stderr)
     return 2
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from estate.catalogue import ROLES, STAGES as CATALOGUE_STAGES
 from estate.model.services import MANIFESTS, PORTS, uses_jwt
 from estate.render import kubernetes as k8s_render
 from estate.render import slurm as slurm_render
@@ -29,18 +30,11 @@ class Stage:
     after: tuple[str, ...]    # stages whose nodes must be provisioned first
 
 
-# In order: a node joins the first stage any of its roles is in (a controller that
-# also runs slurmrestd is a controller). Identity (users, groups) is the first step
-# of every node's own run, so it needs no stage of its own; the munge key is a
-# secret resource the Slurm stages depend on.
-STAGES = (
-    Stage("storage", frozenset({"storage"}), ()),
-    Stage("slurm-controllers", frozenset({"slurm_controller"}), ("storage",)),
-    Stage("slurm-nodes", frozenset({"slurm_worker", "slurm_login", "slurmrestd"}),
-          ("storage", "slurm-controllers")),
-    Stage("k8s-control-plane", frozenset({"k8s_control_plane"}), ("storage",)),
-    Stage("k8s-workers", frozenset({"k8s_worker"}), ("storage", "k8s-control-plane")),
-)
+# From the role catalogue (estate.catalogue.STAGES and each role's stage). Identity
+# (users, groups) is the first step of every node's own run, so it needs no stage of
+# its own; the munge key is a secret resource the Slurm stages depend on.
+STAGES = tuple(Stage(name, frozenset(r.name for r in ROLES.values() if r.stage == name), after)
+               for name, after in CATALOGUE_STAGES)
 
 
 @dataclass(frozen=True)

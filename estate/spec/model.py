@@ -12,14 +12,13 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from estate.catalogue import SPEC_ROLES
+
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$", max_length=63)]
 HostlistExpr = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.,\[\]-]+$")]
 Plane = Literal["slurm", "kubernetes"]
 Purpose = Literal["management", "fabric", "service", "storage"]
-Role = Literal[
-    "slurm_controller", "slurm_login", "slurm_worker", "slurmrestd",
-    "storage", "k8s_control_plane", "k8s_worker",
-]
+Role = Literal[SPEC_ROLES]   # the roles a spec may name, from the role catalogue
 
 
 class Strict(BaseModel):
