@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from estate.check.findings import Finding, Severity
+from estate.findings import Finding, Severity
 
 
 class Output(str, Enum):

@@ -1,38 +1,4 @@
-"""What a check reports: a finding with a stable id, a severity, a spec path and a hint."""
-from __future__ import annotations
+"""Findings live in estate.findings (below the spec layer); validators import them from here."""
+from estate.findings import Finding, Severity, has_errors, sort_findings
 
-from dataclasses import asdict, dataclass
-from enum import Enum
-
-
-class Severity(str, Enum):
-    ERROR = "error"
-    WARNING = "warning"
-    INFO = "info"
-
-    @property
-    def rank(self) -> int:
-        return {"error": 0, "warning": 1, "info": 2}[self.value]
-
-
-@dataclass(frozen=True)
-class Finding:
-    id: str
-    severity: Severity
-    path: str
-    message: str
-    hint: str = ""
-    location: str = ""  # file:line:column where the spec path was found
-
-    def as_dict(self) -> dict:
-        d = asdict(self)
-        d["severity"] = self.severity.value
-        return d
-
-
-def has_errors(findings: list[Finding]) -> bool:
-    return any(f.severity is Severity.ERROR for f in findings)
-
-
-def sort_findings(findings: list[Finding]) -> list[Finding]:
-    return sorted(findings, key=lambda f: (f.severity.rank, f.path, f.id))
+__all__ = ["Finding", "Severity", "has_errors", "sort_findings"]

@@ -42,11 +42,8 @@ def _render(spec: Path, out: Path):
 
 
 def _connection(lab: bool, ssh_key: str | None, ssh_user: str, strict: bool):
-    from estate.provision.inventory import Connection
-    from estate.provision.lab import SSH_KEY
-    if lab:
-        return Connection(user="root", key=str(SSH_KEY), strict_host_keys=False)
-    return Connection(user=ssh_user, key=ssh_key, strict_host_keys=strict)
+    from estate.provision.inventory import connection
+    return connection(lab, ssh_key, ssh_user, strict)
 
 
 _COLOUR = {"unchanged": "green", "changed": "cyan", "failed": "red", "unsupported": "yellow"}

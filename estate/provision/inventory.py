@@ -110,6 +110,15 @@ class Connection:
         return d
 
 
+def connection(lab: bool, ssh_key: str | None = None, ssh_user: str = "root",
+               strict: bool = True) -> Connection:
+    """The lab's own key as root without host-key checks, or what the user passed."""
+    if lab:
+        from estate.provision.lab import SSH_KEY
+        return Connection(user="root", key=str(SSH_KEY), strict_host_keys=False)
+    return Connection(user=ssh_user, key=ssh_key, strict_host_keys=strict)
+
+
 def host_data(t: Target, render_dir: Path, secrets_dir: Path | None, runtime: dict,
               conn: Connection) -> dict:
     data = {"estate_node": t.name, "estate_plane": t.plane, "estate_roles": t.roles,

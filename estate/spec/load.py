@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from estate.check.findings import Finding, Severity
+from estate.findings import Finding, Severity
 from estate.spec.model import Spec
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

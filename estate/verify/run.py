@@ -104,9 +104,9 @@ def run_verify(estate, render_dir: Path, lab: bool = False, limit: str | None = 
                ssh_user: str = "root", suites: list[str] | None = None,
                console: Console | None = None, strict_host_keys: bool = True,
                output: Output = Output.auto) -> Report:
-    from estate.provision.cli import _connection
+    from estate.provision.inventory import connection
     from estate.provision.lab import SECRETS
-    ctx = VerifyContext(estate, Path(render_dir), _connection(lab, ssh_key, ssh_user,
+    ctx = VerifyContext(estate, Path(render_dir), connection(lab, ssh_key, ssh_user,
                                                                 strict_host_keys and not lab),
                         Path(outdir), limit, SECRETS if lab else None)
     return run_suites(ctx, suites or suite_paths(), console, output)

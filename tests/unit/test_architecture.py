@@ -1,0 +1,135 @@
+"""The layering rules of issue 9, read from the code's own imports.
+
+Every `import` and `from ... import` in estate/, roles/ and __main__.py counts,
+including those inside functions: a lazy import still ties two modules together.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCT = ["estate", "roles"]
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _sources() -> dict[str, Path]:
+    files = [p for top in PRODUCT for p in (ROOT / top).rglob("*.py")]
+    files.append(ROOT / "__main__.py")
+    return {_module_name(p): p for p in files}
+
+
+def _resolve(module: str, node: ast.ImportFrom, is_package: bool) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".")
+    base = base if is_package else base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _imports(module: str, path: Path, known: set[str]) -> set[str]:
+    """The project modules `module` imports (a `from pkg import mod` counts as pkg.mod)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            target = _resolve(module, node, path.name == "__init__.py")
+            found.add(target)
+            found.update(f"{target}.{alias.name}" for alias in node.names)
+    return {name for name in found if name in known and name != module} | \
+        {name for name in found if name.split(".")[0] == "tests"}
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    sources = _sources()
+    known = set(sources)
+    return {mod: _imports(mod, path, known) for mod, path in sources.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for succ in graph.get(node, ()):
+            if succ not in graph:
+                continue
+            if succ not in index:
+                visit(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in on_stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                item = stack.pop()
+                on_stack.discard(item)
+                component.append(item)
+                if item == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Module graph with a package's __init__ edges to its own submodules left out:
+    a package re-exporting its parts is not a cycle with them."""
+    return {mod: {dep for dep in deps if not dep.startswith(mod + ".")}
+            for mod, deps in graph.items()}
+
+
+def test_the_import_graph_has_no_cycles(graph):
+    assert _cycles(_package_graph(graph)) == []
+
+
+def test_the_cycle_finder_finds_a_planted_cycle():
+    planted = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(planted) == [["a", "b", "c"]]
+
+
+def test_product_code_never_imports_tests(graph):
+    offenders = {mod: sorted(d for d in deps if d.split(".")[0] == "tests")
+                 for mod, deps in graph.items()}
+    assert {mod: deps for mod, deps in offenders.items() if deps} == {}
+
+
+def test_the_makefile_never_runs_a_test_module():
+    makefile = (ROOT / "Makefile").read_text()
+    assert "-m tests." not in makefile.replace("-m tests.golden.update", "")
+
+
+def test_no_validator_imports_a_renderer(graph):
+    offenders = {mod: sorted(d for d in deps if d.startswith("estate.render"))
+                 for mod, deps in graph.items() if mod.startswith("estate.check")}
+    assert {mod: deps for mod, deps in offenders.items() if deps} == {}
+
+
+def test_the_spec_layer_imports_no_stage(graph):
+    stages = ("estate.check", "estate.render", "estate.provision", "estate.verify",
+              "estate.pulumi", "estate.lab")
+    offenders = {mod: sorted(d for d in deps if d.startswith(stages))
+                 for mod, deps in graph.items() if mod.startswith(("estate.spec", "estate.model"))}
+    assert {mod: deps for mod, deps in offenders.items() if deps} == {}
