@@ -30,6 +30,7 @@ import typer
 
 from estate.catalogue import (CONFLICTS, HOST_ROLES, HOST_TOOLS, ROLES, host_packages, packages,
                               plugin_file, plugin_package)
+from estate.model.services import JWT_KEY, MUNGE_KEY, uses_jwt
 from estate.output import Output, annotation, make_console, output_option
 
 ERROR, WARNING = "error", "warning"
@@ -224,10 +225,10 @@ def _loads(roles: Iterable[str], rendered: dict) -> tuple[str, ...]:
 
 
 def _flows(estate, groups: Iterable[int]) -> list[tuple[str, int]]:
-    # The firewall renderer's flows are the one list of which service listens where.
-    from estate.render.network import _allowed
+    # The model's flows are the one list of which service listens where.
+    from estate.model.services import flows
     return list(dict.fromkeys((svc, port) for gi in groups for svc, port, _ in
-                              _allowed(estate, gi)))
+                              flows(estate, gi)))
 
 
 def host_need(estate) -> Need:
@@ -508,9 +509,9 @@ def run_probes(need: Need, runner: Runner, estate, artifacts) -> list[Check]:
 
 def key_names(estate) -> dict[str, str]:
     """Check id -> key file that the spec's estate needs (JWT only with slurmrestd)."""
-    names = {"doctor.munge_key": "munge.key"}
-    if estate.spec.slurm.slurmrestd is not None:
-        names["doctor.jwt_key"] = "jwt_hs256.key"
+    names = {"doctor.munge_key": MUNGE_KEY.file}
+    if uses_jwt(estate.spec):
+        names["doctor.jwt_key"] = JWT_KEY.file
     return names
 
 
@@ -532,10 +533,10 @@ def _key(id: str, path: Path, target: str) -> Check:
     except OSError:
         return Check(id, ERROR, False, f"{path} is missing", f"create it (estate lab up "
                      f"makes lab keys; real estates bring their own)", target)
-    minimum = MUNGE_KEY_MIN if path.name == "munge.key" else 1
+    minimum = MUNGE_KEY_MIN if path.name == MUNGE_KEY.file else 1
     if st.st_size < minimum:
         return Check(id, ERROR, False, f"{path} has {st.st_size} bytes, needs >= {minimum}",
-                     f"write a new key: head -c 1024 /dev/urandom > {path}", target)
+                     f"write a new key: head -c {MUNGE_KEY.size} /dev/urandom > {path}", target)
     mode = st.st_mode & 0o777
     return Check(id, WARNING, not mode & 0o077, f"{path}: {st.st_size} bytes, mode "
                  f"{mode:04o}" + (", readable by group or others" if mode & 0o077 else ""),

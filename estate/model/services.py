@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from estate.spec.model import Spec
+from estate.spec.resolved import Estate
 
 # Accounts the daemons run as; the spec's identity section must define them with fixed
 # ids across nodes (estate.check.identity).
@@ -16,7 +17,7 @@ SLURM_USER = "slurm"
 MUNGE_USER = "munge"
 
 # Daemon ports: slurm.conf, the firewall rules, the endpoints and `estate doctor` read them.
-PORTS = {"slurmctld": 6817, "slurmd": 6818, "kube-apiserver": 6443}
+PORTS = {"slurmctld": 6817, "slurmd": 6818, "kube-apiserver": 6443, "nfs": 2049}
 
 # The slurmdbd database (MariaDB, reached over its unix socket as SLURM_USER).
 SLURMDBD_DATABASE = "slurm_acct_db"
@@ -48,3 +49,24 @@ def uses_jwt(spec: Spec) -> bool:
 def jwt_key_path(spec: Spec) -> str | None:
     """Where slurmctld reads the JWT key (AuthAltParameters=jwt_key=...)."""
     return f"{spec.slurm.state_dir}/{JWT_KEY.file}" if uses_jwt(spec) else None
+
+
+def flows(estate: Estate, gi: int) -> list[tuple[str, int, str]]:
+    """(service, port, source CIDR) that node group gi listens for: the firewall rules
+    and `estate doctor`'s port checks both read this one list."""
+    spec, group, hosts = estate.spec, estate.spec.nodes[gi], estate.group_hosts[gi]
+    slurm_seg, rest, acct = spec.slurm.address_segment, spec.slurm.slurmrestd, spec.slurm.accounting
+    found = []
+    if "slurm_controller" in group.roles:
+        found.append(("slurmctld", PORTS["slurmctld"], slurm_seg))
+    if "slurm_worker" in group.roles:
+        found.append(("slurmd", PORTS["slurmd"], slurm_seg))
+    if "slurmrestd" in group.roles and rest:
+        found.append(("slurmrestd", rest.port, rest.segment))
+    if acct and acct.host in hosts:
+        found.append(("slurmdbd", acct.port, slurm_seg))
+    if "k8s_control_plane" in group.roles and spec.kubernetes:
+        found.append(("kube-apiserver", PORTS["kube-apiserver"], spec.kubernetes.api_segment))
+    found += [("nfs", PORTS["nfs"], e.segment) for e in spec.storage.exports if e.server in hosts]
+    cidr = {s.name: str(s.cidr) for s in spec.segments}
+    return [(svc, port, cidr[seg]) for svc, port, seg in found if seg in cidr]
