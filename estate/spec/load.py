@@ -7,6 +7,7 @@ bad user input.
 from __future__ import annotations
 
 import difflib
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from estate.findings import Finding, Severity
+from estate.spec import bounds
 from estate.spec.model import Spec
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -44,16 +46,19 @@ def spec_path(loc: Loc) -> str:
     return out or "<root>"
 
 
-def _walk(node: yaml.Node, loc: Loc, marks: dict) -> None:
+def _walk(node: yaml.Node, loc: Loc, marks: dict, seen: set) -> None:
     marks.setdefault(loc, (node.start_mark.line + 1, node.start_mark.column + 1))
+    if id(node) in seen:    # an alias: its marks are those of the anchored node, once
+        return
+    seen.add(id(node))
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
             child = loc + (key.value,)
             marks[child] = (key.start_mark.line + 1, key.start_mark.column + 1)
-            _walk(value, child, marks)
+            _walk(value, child, marks, seen)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            _walk(item, loc + (i,), marks)
+            _walk(item, loc + (i,), marks, seen)
 
 
 @dataclass
@@ -64,9 +69,194 @@ class Loaded:
     raw: object = None
 
 
+# --- the input, before YAML: size, encoding, control characters ---------------------------
+
+# C0 controls other than tab, newline and carriage return; DEL; C1 controls other than NEL
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\x80-\x84\x86-\x9f]")
+_CONTROL_IN_VALUE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_STANDARD_TAGS = {f"tag:yaml.org,2002:{t}" for t in
+                  ("str", "int", "float", "bool", "null", "seq", "map")} | {"!"}
+
+
+def _error(id: str, message: str, hint: str, where: str, path: str = "<root>") -> Finding:
+    return Finding(id, Severity.ERROR, path, message, hint, where)
+
+
+def _too_large(size: int, filename: str) -> Finding:
+    return _error("spec.too_large", f"the spec is {size} bytes, more than the limit of "
+                  f"{bounds.MAX_SPEC_BYTES} bytes (MAX_SPEC_BYTES)",
+                  "split the estate or describe nodes with hostlist ranges", filename)
+
+
+def decode(data: bytes, filename: str) -> tuple[str | None, list[Finding]]:
+    """The spec's bytes as text: UTF-8 only, within the size limit."""
+    if len(data) > bounds.MAX_SPEC_BYTES:
+        return None, [_too_large(len(data), filename)]
+    try:
+        return data.decode("utf-8"), []
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        return None, [_error("spec.encoding", f"byte 0x{data[exc.start]:02x} at offset "
+                             f"{exc.start} is not UTF-8", "save the spec as UTF-8",
+                             f"{filename}:{line}:{col}")]
+
+
+def _control_characters(text: str, filename: str) -> list[Finding]:
+    m = _CONTROL.search(text)
+    if not m:
+        return []
+    line = text.count("\n", 0, m.start()) + 1
+    col = m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1
+    return [_error("spec.control_character", f"control character U+{ord(m.group()):04X} "
+                   "in the spec", "remove it (NUL bytes and terminal escapes are never part "
+                   "of a name, path or product)", f"{filename}:{line}:{col}")]
+
+
+# --- YAML events: limits checked before anything is composed or constructed ---------------
+
+@dataclass
+class _Frame:
+    kind: str               # "map" or "seq"
+    loc: Loc
+    anchor: str | None
+    start_total: int
+    keys: dict = field(default_factory=dict)
+    expect_key: bool = True
+    key: object = None
+    index: int = 0
+
+
+class _Limit(Exception):
+    def __init__(self, finding: Finding):
+        self.finding = finding
+
+
+def _scan_events(loader, filename: str) -> list[Finding]:
+    """One pass over the parser's events: aliases, expanded size, nesting, documents,
+    duplicate and merge keys, tags and control characters in values, with the spec path
+    and file:line:column of each. Raises _Limit when reading on would be unbounded."""
+    findings: list[Finding] = []
+    stack: list[_Frame] = []
+    anchors: dict[str, int] = {}
+    open_anchors: set[str] = set()
+    total = aliases = documents = 0
+
+    def where(mark) -> str:
+        return f"{filename}:{mark.line + 1}:{mark.column + 1}"
+
+    def place(event) -> tuple[Loc, bool]:
+        """The spec path of a node event, and whether it is a mapping key."""
+        if not stack:
+            return (), False
+        top = stack[-1]
+        if top.kind == "seq":
+            top.index += 1
+            return top.loc + (top.index - 1,), False
+        if top.expect_key:
+            top.expect_key = False
+            return top.loc, True
+        top.expect_key = True
+        return top.loc + (top.key,), False
+
+    while loader.check_event():
+        event = loader.get_event()
+        if isinstance(event, yaml.DocumentStartEvent):
+            documents += 1
+            if documents > 1:
+                raise _Limit(_error("spec.multi_document", "the spec holds more than one YAML "
+                                    "document", "keep one spec per file (remove '---')",
+                                    where(event.start_mark)))
+            continue
+        if not isinstance(event, (yaml.NodeEvent, yaml.CollectionEndEvent)):
+            continue
+        if isinstance(event, yaml.CollectionEndEvent):
+            frame = stack.pop()
+            if frame.anchor is not None:
+                anchors[frame.anchor] = total - frame.start_total + 1
+                open_anchors.discard(frame.anchor)
+            continue
+        loc, is_key = place(event)
+        if isinstance(event, yaml.AliasEvent):
+            aliases += 1
+            if event.anchor in open_anchors:
+                raise _Limit(_error("spec.yaml_recursive_alias", f"alias *{event.anchor} "
+                                    "refers to a node that contains it", "remove the alias",
+                                    where(event.start_mark), spec_path(loc)))
+            total += anchors.get(event.anchor, 1)
+            if is_key:
+                stack[-1].key = f"*{event.anchor}"
+        else:
+            total += 1
+            tag = getattr(event, "tag", None)
+            if tag is not None and tag not in _STANDARD_TAGS:
+                findings.append(_error("spec.yaml_tag", f"YAML tag {tag} is not allowed",
+                                       "remove the tag: a spec holds plain mappings, lists, "
+                                       "strings and numbers", where(event.start_mark),
+                                       spec_path(loc)))
+        if aliases > bounds.MAX_YAML_ALIASES or total > bounds.MAX_YAML_NODES:
+            raise _Limit(_error("spec.yaml_alias_limit", f"the spec expands to more than "
+                                f"{bounds.MAX_YAML_NODES} YAML nodes (MAX_YAML_NODES) or uses "
+                                f"more than {bounds.MAX_YAML_ALIASES} aliases "
+                                "(MAX_YAML_ALIASES)", "write the spec without nested aliases",
+                                where(event.start_mark), spec_path(loc)))
+        if isinstance(event, yaml.ScalarEvent):
+            if event.anchor is not None:
+                anchors[event.anchor] = 1
+            bad = _CONTROL_IN_VALUE.search(event.value)
+            if bad and not (event.style in ("|", ">") and bad.group() == "\n"):
+                findings.append(_error("spec.control_character", f"control character "
+                                       f"U+{ord(bad.group()):04X} in {event.value[:40]!r}",
+                                       "remove it", where(event.start_mark),
+                                       spec_path(loc + ((event.value,) if is_key else ()))))
+            if is_key:
+                top = stack[-1]
+                top.key = event.value
+                if event.value == "<<" and event.implicit[0]:
+                    findings.append(_error("spec.yaml_merge_key", "YAML merge keys ('<<') are "
+                                           "not supported", "write the keys out",
+                                           where(event.start_mark), spec_path(loc)))
+                elif event.value in top.keys:
+                    first = top.keys[event.value]
+                    findings.append(_error(
+                        "spec.duplicate_key", f"key '{event.value}' appears twice (first at "
+                        f"line {first.line + 1}); YAML would silently keep the last",
+                        "remove one of them", where(event.start_mark),
+                        spec_path(loc + (event.value,))))
+                else:
+                    top.keys[event.value] = event.start_mark
+        elif isinstance(event, yaml.CollectionStartEvent):
+            if is_key:
+                stack[-1].key = "?"
+            if len(stack) >= bounds.MAX_YAML_DEPTH:
+                raise _Limit(_error("spec.yaml_depth_limit", f"mappings and lists nest deeper "
+                                    f"than {bounds.MAX_YAML_DEPTH} levels (MAX_YAML_DEPTH)",
+                                    "flatten the spec", where(event.start_mark),
+                                    spec_path(loc)))
+            kind = "map" if isinstance(event, yaml.MappingStartEvent) else "seq"
+            stack.append(_Frame(kind, loc, event.anchor, total))
+            if event.anchor is not None:
+                open_anchors.add(event.anchor)
+    return findings
+
+
 def parse_yaml(text: str, filename: str) -> tuple[object, Source, list[Finding]]:
     source = Source(filename)
+    if len(text) > bounds.MAX_SPEC_BYTES:
+        return None, source, [_too_large(len(text), filename)]
+    findings = _control_characters(text, filename)
+    if findings:
+        return None, source, findings
     try:
+        scanner = _Loader(text)
+        try:
+            findings = _scan_events(scanner, filename)
+        except _Limit as limit:
+            return None, source, [limit.finding]
+        finally:
+            scanner.dispose()
+        if findings:
+            return None, source, findings
         # Compose once (libyaml when present), keep the marks, then construct from the node.
         loader = _Loader(text)
         try:
@@ -82,7 +272,7 @@ def parse_yaml(text: str, filename: str) -> tuple[object, Source, list[Finding]]
             "spec.yaml", Severity.ERROR, "<root>", f"malformed YAML: {problem}",
             "fix the YAML syntax at the position shown", where)]
     if node is not None:
-        _walk(node, (), source.marks)
+        _walk(node, (), source.marks, set())
     return data, source, []
 
 
@@ -104,11 +294,16 @@ def load_text(text: str, filename: str = "<spec>") -> Loaded:
 def load(path: str | Path) -> Loaded:
     path = Path(path)
     try:
-        text = path.read_text()
+        if path.stat().st_size > bounds.MAX_SPEC_BYTES:
+            return Loaded(None, Source(str(path)), [_too_large(path.stat().st_size, str(path))])
+        data = path.read_bytes()
     except OSError as exc:
         return Loaded(None, Source(str(path)), [Finding(
             "spec.read", Severity.ERROR, "<root>", f"cannot read {path}: {exc.strerror}",
             "check the path to the spec file", str(path))])
+    text, findings = decode(data, str(path))
+    if text is None:
+        return Loaded(None, Source(str(path)), findings)
     return load_text(text, str(path))
 
 

@@ -13,6 +13,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from estate.catalogue import SPEC_ROLES
+from estate.spec.bounds import (BlockSize, CoresPerSocket, Fairshare, GpuMemoryGB, GpuQuota,
+                                 GresCount, K8sPriority, LinkGbps, MemoryMB, Reserved,
+                                 SlurmMemoryMB, SlurmPriority, SlurmWeight, Sockets)
 
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$", max_length=63)]
 HostlistExpr = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.,\[\]-]+$")]
@@ -32,8 +35,8 @@ class Segment(Strict):
     cidr: IPv4Network
     vlan: int = Field(ge=1, le=4094)
     purpose: Purpose
-    reserved: int = Field(
-        10, ge=1, description="Host addresses at the start of the CIDR kept for gateways "
+    reserved: Reserved = Field(
+        10, description="Host addresses at the start of the CIDR kept for gateways "
         "and VIPs; automatic allocation starts after them.")
     mtu: int = Field(1500, ge=576, le=9216)
 
@@ -47,22 +50,22 @@ class GPU(Strict):
     product: str = Field(description="Product string as the driver reports it, e.g. "
                          "NVIDIA-H100-80GB-HBM3 (the nvidia.com/gpu.product label).")
     count: int = Field(ge=1, le=16)
-    memory_gb: int = Field(ge=1)
+    memory_gb: GpuMemoryGB
     mig: bool = False
 
 
 class NIC(Strict):
     name: Name
-    speed_gbps: int = Field(ge=1)
+    speed_gbps: LinkGbps
     kind: Literal["ethernet", "infiniband"] = "ethernet"
 
 
 class NodeClass(Strict):
     name: Name
-    sockets: int = Field(ge=1)
-    cores_per_socket: int = Field(ge=1)
+    sockets: Sockets
+    cores_per_socket: CoresPerSocket
     threads_per_core: int = Field(1, ge=1, le=8)
-    memory_mb: int = Field(ge=256)
+    memory_mb: MemoryMB
     gpus: GPU | None = None
     nics: list[NIC] = []
 
@@ -77,9 +80,9 @@ class NodeClass(Strict):
 
 class NodeSlurm(Strict):
     """Per-group Slurm overrides; defaults derive from the node class."""
-    real_memory_mb: int | None = Field(None, ge=1)
-    gres_count: int | None = Field(None, ge=0)
-    weight: int = Field(1, ge=1)
+    real_memory_mb: SlurmMemoryMB | None = None
+    gres_count: GresCount | None = None
+    weight: SlurmWeight = 1
     features: list[Name] = []
 
 
@@ -105,7 +108,7 @@ class Switch(Strict):
     switches: list[Name] = Field([], description="Child switches (SwitchName ... Switches=).")
     nodes: HostlistExpr | None = Field(None, description="Extra nodes under this switch, "
                                        "in addition to nodes naming it as their leaf.")
-    link_speed_gbps: int | None = None
+    link_speed_gbps: LinkGbps | None = None
 
 
 class Block(Strict):
@@ -116,7 +119,7 @@ class Block(Strict):
 class Topology(Strict):
     switches: list[Switch] = []
     blocks: list[Block] = []
-    block_sizes: list[int] = []
+    block_sizes: list[BlockSize] = []
 
 
 # --- slurm -------------------------------------------------------------------
@@ -133,15 +136,15 @@ class Partition(Strict):
 
 class QOS(Strict):
     name: Name
-    priority: int = Field(0, ge=0)
-    max_gpus_per_user: int | None = Field(None, ge=0)
+    priority: SlurmPriority = 0
+    max_gpus_per_user: GpuQuota | None = None
     max_wall: str | None = None
 
 
 class Account(Strict):
     name: Name
     parent: Name = "root"
-    fairshare: int = Field(ge=1)
+    fairshare: Fairshare
     users: list[Name] = []
     qos: list[Name] = []
 
@@ -188,9 +191,9 @@ class GpuSharing(Strict):
 
 class Tenant(Strict):
     name: Name
-    gpus: dict[Name, int] = Field(description="GPU model -> nominal quota (GPUs).")
+    gpus: dict[Name, GpuQuota] = Field(description="GPU model -> nominal quota (GPUs).")
     cohort: Name = "estate"
-    priority: int = Field(0, description="PriorityClass value for the tenant's workloads.")
+    priority: K8sPriority = Field(0, description="PriorityClass value for the tenant's workloads.")
     allow_from: list[Name] = Field([], description="Tenants whose pods may reach this "
                                    "tenant's pods.")
 
