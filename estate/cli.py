@@ -6,6 +6,8 @@ failed, 2 usage errors (typer's own).
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import typer
@@ -14,12 +16,36 @@ from rich.table import Table
 from estate.check.findings import Finding, has_errors
 from estate.output import (Output, echo_findings, help_markup, make_console, output_option,
                            print_rows)
-from estate.pipeline import build
+from estate.pipeline import build, debugging, internal_error
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=help_markup(),
+
+class _SafeTyper(typer.Typer):
+    """The last safety net: an exception no stage turned into a finding is printed as one
+    internal.error line and exits 1, without a traceback unless --debug."""
+
+    def __call__(self, *args, **kwargs):
+        try:
+            return super().__call__(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001
+            if debugging():
+                raise
+            f = internal_error(exc, "estate")
+            print(f"error {f.id}: {f.message} ({f.hint})", file=sys.stderr)
+            sys.exit(1)
+
+
+app = _SafeTyper(add_completion=False, no_args_is_help=True, rich_markup_mode=help_markup(),
                   help="Estate: one spec, two planes (Slurm and Kubernetes).")
 console = make_console()
 err_console = make_console(stderr=True)
+
+@app.callback()
+def _options(debug: bool = typer.Option(False, "--debug", help="Show the traceback of an "
+                                        "unexpected error instead of an internal.error "
+                                        "finding.")) -> None:
+    if debug:
+        os.environ["ESTATE_DEBUG"] = "1"
+
 
 SpecArg = typer.Argument(..., help="Path to the estate spec, e.g. stacks/lab.yaml.")
 OutputOpt = output_option()

@@ -5,13 +5,15 @@ its own path from spec to files.
 """
 from __future__ import annotations
 
+import os
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from estate.check import check_artifacts, check_spec, has_errors
-from estate.check.findings import Finding, sort_findings
+from estate.check.findings import Finding, Severity, sort_findings
 from estate.render import Artifacts, render_all
-from estate.spec.load import Loaded, load
+from estate.spec.load import Loaded, Source, load
 from estate.spec.resolved import Estate
 
 
@@ -27,22 +29,51 @@ class Build:
         return self.artifacts is not None and not has_errors(self.findings)
 
 
+def debugging() -> bool:
+    """--debug (or ESTATE_DEBUG=1): let an unexpected exception through with its traceback."""
+    return os.environ.get("ESTATE_DEBUG", "") not in ("", "0")
+
+
+def internal_error(exc: BaseException, stage: str) -> Finding:
+    """An exception Estate did not expect, as a finding: a bug, never the user's fault alone."""
+    frame = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+    where = f" at {Path(frame[0].filename).name}:{frame[0].lineno}" if frame else ""
+    return Finding("internal.error", Severity.ERROR, "<root>",
+                   f"{stage} failed unexpectedly: {type(exc).__name__}: {str(exc)[:200]}{where}",
+                   "this is a bug in Estate: rerun with --debug (or ESTATE_DEBUG=1) for the "
+                   "traceback and report it with the spec")
+
+
 def build(spec_path: str | Path, render: bool = True) -> Build:
-    """Check a spec and, if it is clean enough, render it. Never raises on bad input."""
-    loaded = load(spec_path)
-    result = Build(loaded, findings=list(loaded.findings))
-    if loaded.spec is None:
-        return result
-    result.estate = Estate(loaded.spec)
-    locate = loaded.source.locate
-    result.findings += check_spec(result.estate, locate)
-    if has_errors(result.findings) or not render:
+    """Check a spec and, if it is clean enough, render it. Never raises on bad input: an
+    unexpected exception in any stage becomes an internal.error finding (--debug raises)."""
+    result = Build(Loaded(None, Source(str(spec_path)), []))
+    stage = "load"
+    try:
+        result.loaded = loaded = load(spec_path)
+        result.findings = list(loaded.findings)
+        if loaded.spec is None:
+            return result
+        stage = "check"
+        result.estate = Estate(loaded.spec)
+        locate = loaded.source.locate
+        result.findings += check_spec(result.estate, locate)
+        if has_errors(result.findings) or not render:
+            result.findings = sort_findings(result.findings)
+            return result
+        stage = "render"
+        artifacts = render_all(result.estate, str(spec_path))
+        stage = "artifact check"
+        result.findings += check_artifacts(_ArtifactContext(result.estate, artifacts), locate)
+        result.artifacts = artifacts
         result.findings = sort_findings(result.findings)
         return result
-    result.artifacts = render_all(result.estate, str(spec_path))
-    result.findings += check_artifacts(_ArtifactContext(result.estate, result.artifacts), locate)
-    result.findings = sort_findings(result.findings)
-    return result
+    except Exception as exc:  # noqa: BLE001 - the safety net; the causes are fixed where found
+        if debugging():
+            raise
+        result.artifacts = None
+        result.findings = sort_findings(result.findings + [internal_error(exc, stage)])
+        return result
 
 
 @dataclass

@@ -30,7 +30,10 @@ def load_domains() -> None:
 
 def check_spec(estate, locate=lambda loc: "") -> list[Finding]:
     load_domains()
-    return sort_findings(run("spec", estate, locate))
+    gate = run("gate", estate, locate)   # limits that make the other checks unbounded
+    if has_errors(gate):
+        return sort_findings(gate)
+    return sort_findings(gate + run("spec", estate, locate))
 
 
 def check_artifacts(ctx, locate=lambda loc: "") -> list[Finding]:

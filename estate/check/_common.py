@@ -49,6 +49,15 @@ def parse_hosts(expr: str | None) -> Hostlist | None:
         return None
 
 
+def hostlist_error(expr: str | None) -> str:
+    """Why an expression does not parse (for the message), or '' when it does."""
+    try:
+        Hostlist.parse(expr or "")
+    except HostlistError as exc:
+        return str(exc)
+    return ""
+
+
 def short(hosts: HostSet | Hostlist, limit: int = 80) -> str:
     text = str(hosts)
     return text if len(text) <= limit else text[: limit - 3] + "..."

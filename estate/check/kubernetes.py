@@ -205,8 +205,36 @@ def containerd_problems(text: str, gpu: bool) -> list[str]:
 
 # --- reading rendered artifacts ----------------------------------------------------------
 
+@lru_cache(maxsize=32768)
+def _parse(content: bytes) -> tuple[tuple, str]:
+    """The documents of a rendered YAML file and the parse error ('' when none): parsed
+    once, however many validators read the file (8,000 kubeadm join files, five readers)."""
+    try:
+        return tuple(d for d in yaml.load_all(content, Loader=_LOADER) if d is not None), ""
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        return (), f"{getattr(exc, 'problem', None) or type(exc).__name__}{at}"
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        return (), f"{type(exc).__name__}: {exc}"
+
+
 def documents(artifact) -> list:
-    return [d for d in yaml.load_all(artifact.content, Loader=_LOADER) if d is not None]
+    """Parsed documents; none when the file does not parse (parse_error says why)."""
+    return list(_parse(artifact.content)[0])
+
+
+def parse_error(artifact) -> str:
+    return _parse(artifact.content)[1]
+
+
+def _first(text: str):
+    docs = _parse(text.encode())[0]
+    return docs[0] if docs else None
+
+
+def _dicts(artifact) -> list[dict]:
+    return [d for d in documents(artifact) if isinstance(d, dict)]
 
 
 def plane_artifacts(artifacts, prefix: str = "kubernetes/"):
@@ -217,8 +245,10 @@ def rendered_nodes(artifacts) -> dict[str, dict]:
     """Node name -> {labels, taints} as the rendered kubeadm configs register it."""
     out = {}
     for a in plane_artifacts(artifacts, "kubernetes/kubeadm/"):
-        for doc in documents(a):
-            reg = doc.get("nodeRegistration") if isinstance(doc, dict) else None
+        for doc in _dicts(a):
+            reg = doc.get("nodeRegistration")
+            if not isinstance(reg, dict):
+                continue
             if reg is None:
                 continue
             args = {x["name"]: x["value"] for x in reg.get("kubeletExtraArgs", [])}
@@ -482,6 +512,10 @@ def manifest_invalid(ctx):
     if not ctx.estate.spec.kubernetes:
         return
     for a in plane_artifacts(ctx.artifacts, MANIFESTS):
+        if err := parse_error(a):
+            yield Problem(a.path, f"the rendered file is not valid YAML: {err}",
+                          "a spec value broke out of its place in the template: quote it, or "
+                          "remove newlines and quotes from it")
         for i, doc in enumerate(documents(a)):
             for err in validate_object(doc, _version(ctx)):
                 yield Problem(a.path, f"document {i} ({_kind(doc)}): {err}",
@@ -500,9 +534,12 @@ def _kind(doc) -> str:
 def config_invalid(ctx):
     for a in plane_artifacts(ctx.artifacts):
         if a.path.startswith("kubernetes/kubeadm/") or a.path == "kubernetes/kind-config.yaml":
+            if err := parse_error(a):
+                yield Problem(a.path, f"the rendered file is not valid YAML: {err}",
+                              "a spec value broke out of its place in the template")
             for i, doc in enumerate(documents(a)):
                 for err in validate_config(doc):
-                    yield Problem(a.path, f"document {i} ({doc.get('kind')}): {err}")
+                    yield Problem(a.path, f"document {i} ({_kind(doc)}): {err}")
         elif a.path.startswith("kubernetes/containerd/"):
             for err in containerd_problems(a.content.decode(), gpu="gpu" in a.path):
                 yield Problem(a.path, err)
@@ -515,10 +552,11 @@ def device_plugin_configs(artifact) -> dict:
     """Config name -> parsed config, from a rendered device-plugin ConfigMap."""
     out = {}
     if artifact.path.startswith(MANIFESTS):
-        for doc in documents(artifact):
+        for doc in _dicts(artifact):
             if doc.get("kind") == "ConfigMap" and \
-                    doc["metadata"]["name"] == f"{k8s.DEVICE_PLUGIN_NAME}-configs":
-                out.update({k: yaml.safe_load(v) for k, v in doc.get("data", {}).items()})
+                    (doc.get("metadata") or {}).get("name") == \
+                    f"{k8s.DEVICE_PLUGIN_NAME}-configs":
+                out.update({k: _first(str(v)) for k, v in (doc.get("data") or {}).items()})
     return out
 
 
@@ -530,7 +568,7 @@ def secret_rendered(ctx):
         if BOOTSTRAP_TOKEN.search(text):
             yield Problem(a.path, "contains a kubeadm bootstrap token",
                           "leave the token placeholder; roles fill it at join time")
-        for doc in documents(a) if a.path.startswith("kubernetes/kubeadm/") else ():
+        for doc in _dicts(a) if a.path.startswith("kubernetes/kubeadm/") else ():
             for key, value in _secret_fields(doc):
                 if value not in k8s.PLACEHOLDERS:
                     yield Problem(a.path, f"{key} holds a value, not a placeholder",
@@ -554,7 +592,7 @@ def rendered_queues(artifacts) -> tuple[list, list]:
     """(ResourceFlavors, ClusterQueues) from the rendered manifests."""
     flavors, queues = [], []
     for a in plane_artifacts(artifacts, MANIFESTS):
-        for doc in documents(a):
+        for doc in _dicts(a):
             if doc.get("apiVersion") == k8s.KUEUE_API:
                 {"ResourceFlavor": flavors, "ClusterQueue": queues}.get(doc["kind"], []) \
                     .append(doc)

@@ -3,9 +3,13 @@ from __future__ import annotations
 
 import re
 
-from estate.check._common import HostSet, duplicates, group_sets, parse_hosts, problem, short
+from estate.spec.hostlist import Hostlist
+
+from estate.check._common import (HostSet, duplicates, group_sets, hostlist_error, parse_hosts,
+                                  problem, short)
 from estate.check.findings import Severity
 from estate.check.registry import validator
+from estate.spec.bounds import MAX_HOSTNAME, MAX_HOSTS_PER_SPEC
 
 E, W = Severity.ERROR, Severity.WARNING
 _PORTABLE = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
@@ -45,9 +49,59 @@ def _hostlist_fields(spec):
 def bad_hostlist(estate):
     for loc, expr in _hostlist_fields(estate.spec):
         if parse_hosts(expr) is None:
-            yield problem(loc, f"'{expr}' is not a valid hostlist",
+            yield problem(loc, f"'{expr[:80]}' is not a valid hostlist: {hostlist_error(expr)}",
                           "use Slurm's syntax, e.g. gpu[001-032,040] (ascending ranges, "
                           "no nested brackets)")
+
+
+@validator("nodes.too_many_hosts", E, "nodes",
+           f"the node groups hold more than {MAX_HOSTS_PER_SPEC} hosts together", stage="gate")
+def too_many_hosts(estate):
+    total = sum(len(hl) for hl in estate.group_hosts)   # from the ranges: nothing expanded
+    if total > MAX_HOSTS_PER_SPEC:
+        yield problem(("nodes",), f"the node groups hold {total} hosts, more than the limit of "
+                      f"{MAX_HOSTS_PER_SPEC} (MAX_HOSTS_PER_SPEC); nothing else was checked",
+                      "split the estate into several specs")
+
+
+@validator("nodes.empty_hostlist", E, "nodes", "a hostlist expression that names no host")
+def empty_hostlist(estate):
+    for loc, expr in _hostlist_fields(estate.spec):
+        hosts = parse_hosts(expr)
+        if hosts is not None and not hosts:
+            yield problem(loc, f"'{expr}' names no host", "list at least one host, "
+                          "e.g. gpu[001-004]")
+
+
+@validator("nodes.hostname_length", E, "nodes",
+           f"a host name longer than {MAX_HOSTNAME} characters (an RFC 1123 label)")
+def hostname_length(estate):
+    for loc, expr in _hostlist_fields(estate.spec):
+        long = next((r for r in (parse_hosts(expr) or Hostlist()).ranges
+                     if _longest(r) > MAX_HOSTNAME), None)
+        if long is not None:
+            yield problem(loc, f"host names starting '{long.prefix[:20]}' are {_longest(long)} "
+                          f"characters long, more than {MAX_HOSTNAME}: hostname, DNS and "
+                          "Slurm refuse them", "shorten the names")
+
+
+def _longest(r) -> int:
+    return len(r.prefix) if r.single else len(r.prefix) + max(r.width, len(str(r.hi)))
+
+
+# Slurm's reserved node names: DEFAULT sets defaults for later lines, ALL means every node
+_RESERVED = {"default", "all"}
+
+
+@validator("nodes.reserved_name", E, "nodes", "a host named DEFAULT or ALL (Slurm keywords)")
+def reserved_name(estate):
+    for loc, expr in _hostlist_fields(estate.spec):
+        for r in (parse_hosts(expr) or Hostlist()).ranges:
+            if r.single and r.prefix.lower() in _RESERVED:
+                yield problem(loc, f"'{r.prefix}' is a Slurm keyword (NodeName={r.prefix.upper()} "
+                              "sets defaults, Nodes=ALL means every node), not a host name",
+                              "rename the host")
+                break
 
 
 @validator("nodes.duplicate_host", E, "nodes",

@@ -200,6 +200,8 @@ def no_root(estate):
            "block sizes that are not the base size times increasing powers of two")
 def block_sizes(estate):
     sizes = estate.spec.topology.block_sizes
+    if not sizes or sizes[0] < 1:   # the schema refuses sizes below 1
+        return
     for i, size in enumerate(sizes[1:], start=1):
         ratio, rest = divmod(size, sizes[0])
         if rest or ratio < 2 or ratio & (ratio - 1) or size <= sizes[i - 1] or ratio > 2 ** 15:

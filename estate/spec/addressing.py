@@ -13,6 +13,9 @@ from ipaddress import IPv4Address
 from estate.spec.model import Segment, Spec
 
 
+_LAST_IPV4 = 2**32 - 1
+
+
 @dataclass(frozen=True)
 class Block:
     """Consecutive addresses of one node group on one segment."""
@@ -46,14 +49,18 @@ def allocate(spec: Spec, sizes: list[int]) -> tuple[list[Block], list[Shortfall]
     """Blocks for every (group, segment) pair; shortfalls where a CIDR is exhausted."""
     segments = {s.name: s for s in spec.segments}
     blocks: list[Block] = []
+    shortfalls: list[Shortfall] = []
     taken: dict[str, list[tuple[int, int]]] = {name: [] for name in segments}
     for gi, group in enumerate(spec.nodes):
         for seg_name, addr in group.addresses.items():
             if addr != "auto" and seg_name in segments:
+                if int(addr) + sizes[gi] - 1 > _LAST_IPV4:   # past 255.255.255.255
+                    shortfalls.append(Shortfall(gi, seg_name, sizes[gi],
+                                                _LAST_IPV4 - int(addr) + 1))
+                    continue
                 b = Block(gi, seg_name, int(addr), sizes[gi], True)
                 blocks.append(b)
                 taken[seg_name].append((b.first, b.first + b.count - 1))
-    shortfalls: list[Shortfall] = []
     cursor = {name: host_bounds(seg)[0] for name, seg in segments.items()}
     for gi, group in enumerate(spec.nodes):
         for seg_name, addr in group.addresses.items():

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
+from estate.spec.bounds import MAX_HOSTS_PER_EXPRESSION
+
 _TRAILING_DIGITS = re.compile(r"^(.*?)([0-9]+)$")
 
 
@@ -79,9 +81,10 @@ def _parse_bracket(body: str, whole: str) -> list[tuple[int, int, int]]:
     """'1-3,07' -> [(1, 3, 1), (7, 7, 2)]: the width is the length of the low bound."""
     out = []
     for item in body.split(","):
-        lo_s, _, hi_s = item.partition("-")
-        if not _NUMBER.fullmatch(lo_s) or (hi_s and not _NUMBER.fullmatch(hi_s)):
-            raise HostlistError(f"bad range {item!r} in {whole!r}")
+        lo_s, dash, hi_s = item.partition("-")
+        if not _NUMBER.fullmatch(lo_s) or (dash and not _NUMBER.fullmatch(hi_s)):
+            raise HostlistError(f"bad range {item!r} in {whole!r}"
+                                + (": the range has no high bound" if dash and not hi_s else ""))
         lo, hi = int(lo_s), int(hi_s or lo_s)
         if hi < lo:
             raise HostlistError(f"descending range {item!r} in {whole!r}")
@@ -89,6 +92,19 @@ def _parse_bracket(body: str, whole: str) -> list[tuple[int, int, int]]:
             raise HostlistError(f"range {item!r} in {whole!r} has more than {MAX_RANGE} hosts")
         out.append((lo, hi, len(lo_s)))
     return out
+
+
+def _term_size(term: str) -> int:
+    """How many names a term expands to, from its bracket sizes alone (nothing expanded)."""
+    size, rest = 1, term
+    while (open_at := rest.find("[")) >= 0:
+        close_at = rest.find("]", open_at)
+        if close_at < 0:
+            raise HostlistError(f"unbalanced '[' in {term!r}")
+        size *= sum(hi - lo + 1 for lo, hi, _ in _parse_bracket(rest[open_at + 1:close_at],
+                                                                  term))
+        rest = rest[close_at + 1:]
+    return size
 
 
 def _parse_term(term: str) -> list[Range]:
@@ -178,8 +194,13 @@ class Hostlist:
         expr = expr.strip()
         if not expr:
             return cls()
+        terms = _split_top_level(expr)
+        total = sum(_term_size(t) for t in terms)
+        if total > MAX_HOSTS_PER_EXPRESSION:
+            raise HostlistError(f"{expr[:60]!r} expands to {total} hosts, more than the limit "
+                                f"of {MAX_HOSTS_PER_EXPRESSION} (MAX_HOSTS_PER_EXPRESSION)")
         ranges: list[Range] = []
-        for term in _split_top_level(expr):
+        for term in terms:
             ranges.extend(_parse_term(term))
         return cls(ranges)
 
