@@ -6,7 +6,7 @@ from typing import Callable, Iterable, Iterator
 
 from estate.check.registry import Problem
 from estate.spec.hostlist import Hostlist, HostlistError
-from estate.spec.hostset import HostSet, union  # noqa: F401  (re-exported for validators)
+from estate.spec.hostset import HostSet, overlapping, union  # noqa: F401  (re-exported)
 from estate.spec.load import spec_path
 
 # --- facts about the estate, computed once per Estate --------------------------

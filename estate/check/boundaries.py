@@ -5,7 +5,7 @@ from collections import Counter
 
 from estate.catalogue import ROLES
 from estate.check._common import (
-    group_of, group_sets, groups_touching, hostset, hosts_where, problem, short,
+    group_of, group_sets, groups_touching, hostset, hosts_where, overlapping, problem, short,
 )
 from estate.check.findings import Severity
 from estate.check.registry import validator
@@ -26,8 +26,9 @@ def node_in_both_planes(estate):
     if not hosts_where(estate, lambda g: g.plane == "slurm") & \
             hosts_where(estate, lambda g: g.plane == "kubernetes"):
         return
+    earlier = overlapping(sets)
     for gi, group in enumerate(estate.spec.nodes):
-        for gj in range(gi):
+        for gj in earlier.get(gi, ()):
             other = estate.spec.nodes[gj]
             if group.plane and other.plane and group.plane != other.plane:
                 both = sets[gi] & sets[gj]

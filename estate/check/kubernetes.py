@@ -171,7 +171,9 @@ def _name_problems(doc: dict) -> list[str]:
 
 def validate_config(doc: dict) -> list[str]:
     """Problems with a kubeadm, kubelet or kind config document."""
-    filename = CONFIG_SCHEMAS.get(doc.get("apiVersion")) if isinstance(doc, dict) else None
+    if not isinstance(doc, dict):
+        return [f"<root>: a {type(doc).__name__}, not a mapping"]
+    filename = CONFIG_SCHEMAS.get(doc.get("apiVersion"))
     if filename is None:
         return [f"<root>: no schema for apiVersion {doc.get('apiVersion')!r}"]
     return _errors(_config_validator(filename, doc.get("kind", "")), doc)

@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import re
 
-from estate.spec.hostlist import Hostlist
-
-from estate.check._common import (HostSet, duplicates, group_sets, hostlist_error, parse_hosts,
-                                  problem, short)
+from estate.check._common import (duplicates, group_sets, hostlist_error, overlapping,
+                                  parse_hosts, problem, short)
 from estate.check.findings import Severity
 from estate.check.registry import validator
 from estate.spec.bounds import MAX_HOSTNAME, MAX_HOSTS_PER_SPEC
+from estate.spec.hostlist import Hostlist
 
 E, W = Severity.ERROR, Severity.WARNING
 _PORTABLE = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
@@ -108,18 +107,16 @@ def reserved_name(estate):
            "a host is listed twice (within a group or in two groups of the same plane)")
 def duplicate_host(estate):
     sets = group_sets(estate)
-    so_far = HostSet()
+    earlier = overlapping(sets)
     for gi, (hl, hosts) in enumerate(zip(estate.group_hosts, sets)):
         if len(hosts) < len(hl):
             yield problem(("nodes", gi, "hosts"), f"'{estate.spec.nodes[gi].hosts}' lists "
                           "some hosts more than once", "list each host once")
-        if hosts & so_far:  # only then look for the earlier group(s)
-            for gj in range(gi):
-                both = sets[gj] & hosts
-                if both and _same_plane(estate, gi, gj):
-                    yield problem(("nodes", gi, "hosts"), f"{short(both)} already defined "
-                                  f"in nodes[{gj}]", "define each host in exactly one group")
-        so_far = so_far | hosts
+        for gj in earlier.get(gi, ()):
+            both = sets[gj] & hosts
+            if both and _same_plane(estate, gi, gj):
+                yield problem(("nodes", gi, "hosts"), f"{short(both)} already defined "
+                              f"in nodes[{gj}]", "define each host in exactly one group")
 
 
 def _same_plane(estate, gi: int, gj: int) -> bool:

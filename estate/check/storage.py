@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from estate.check._common import (
-    all_hosts, duplicates, group_of, groups_touching, hostset, problem, short,
+    all_hosts, duplicates, group_of, groups_touching, hostset, overlapping, problem, short,
 )
 from estate.check.findings import Severity
 from estate.check.registry import validator
@@ -92,13 +92,18 @@ def relative_path(estate):
 @validator("storage.duplicate_mount", E, "storage", "two mounts at one path on the same hosts")
 def duplicate_mount(estate):
     mounts = estate.spec.storage.mounts
+    by_path: dict[str, list[int]] = {}
     for j, mount in enumerate(mounts):
-        for i in range(j):
-            if mounts[i].path.rstrip("/") != mount.path.rstrip("/"):
-                continue
-            if both := hostset(mount.clients) & hostset(mounts[i].clients):
-                yield problem(("storage", "mounts", j, "path"), f"{short(both)} already mount "
-                              f"storage.mounts[{i}] at {mount.path}", "use another mount point")
+        by_path.setdefault(mount.path.rstrip("/"), []).append(j)
+    pairs = []
+    for same in by_path.values():
+        earlier = overlapping([hostset(mounts[j].clients) for j in same])
+        pairs += [(same[b], same[a]) for b, firsts in earlier.items() for a in firsts]
+    for j, i in sorted(pairs):
+        mount = mounts[j]
+        both = hostset(mount.clients) & hostset(mounts[i].clients)
+        yield problem(("storage", "mounts", j, "path"), f"{short(both)} already mount "
+                      f"storage.mounts[{i}] at {mount.path}", "use another mount point")
 
 
 @validator("storage.export_segment_purpose", W, "storage",

@@ -8,6 +8,7 @@ Validators, the renderers and the capacity model all use it.
 """
 from __future__ import annotations
 
+import heapq
 import re
 from typing import Iterable, Iterator
 
@@ -134,3 +135,27 @@ def union(sets: Iterable[HostSet]) -> HostSet:
         for k, v in s._iv.items():
             pieces.setdefault(k, []).extend(v)
     return HostSet({k: _merge(v) for k, v in pieces.items()})
+
+
+def overlapping(sets: list[HostSet]) -> dict[int, list[int]]:
+    """For every set that shares a host with an earlier one: its index -> the earlier
+    indices, ascending. One sort and sweep over all intervals (n log n plus the pairs
+    found), where comparing every set with every earlier one is quadratic."""
+    by_key: dict[Key, list[tuple[int, int, int]]] = {}
+    for i, s in enumerate(sets):
+        for key, ivs in s._iv.items():
+            by_key.setdefault(key, []).extend((lo, hi, i) for lo, hi in ivs)
+    pairs: dict[int, set[int]] = {}
+    for ivs in by_key.values():
+        if len(ivs) < 2:
+            continue
+        ivs.sort()
+        active: list[tuple[int, int]] = []     # heap of (hi, set index)
+        for lo, hi, i in ivs:
+            while active and active[0][0] < lo:
+                heapq.heappop(active)
+            for _, j in active:                 # every one left overlaps [lo, hi]
+                if j != i:
+                    pairs.setdefault(max(i, j), set()).add(min(i, j))
+            heapq.heappush(active, (hi, i))
+    return {i: sorted(js) for i, js in pairs.items()}
