@@ -3,7 +3,7 @@
 # earlier one failed, and prints one line per tier with its wall time, then the total.
 # A running lab (from `make lab`) is taken down first: the tiers bring up their own and
 # need its subnets and namespaces; each tier removes what it brought up.
-# Usage: scripts/test-tiers.sh TIER...   (e.g. unit live-slurm lab molecule vm)
+# Usage: scripts/test-tiers.sh TIER...   (e.g. unit fuzz live-slurm lab molecule vm)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p build
