@@ -97,7 +97,12 @@ def render(spec: Path = SpecArg,
         print_findings(result.findings, output, spec)
         err_console.print(f"[red]not rendered[/red]: {out} left unchanged")
         raise typer.Exit(1)
-    write_tree(result.artifacts, out)
+    try:
+        write_tree(result.artifacts, out)
+    except OSError as exc:
+        err_console.print(f"[red]not rendered[/red]: cannot write {out}: "
+                          f"{exc.strerror or exc}; {out} left unchanged")
+        raise typer.Exit(1)
     if output is Output.json:
         typer.echo(json.dumps({"out": str(out), "artifacts": result.artifacts.manifest(),
                                "findings": [f.as_dict() for f in result.findings]}, indent=2))
