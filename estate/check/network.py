@@ -91,13 +91,25 @@ def cidr_exhausted(estate):
                       "explicit addresses out of the way")
 
 
+@validator("network.segment_too_small", E, "network",
+           "a segment CIDR without room for a gateway and hosts (/31, /32)")
+def segment_too_small(estate):
+    for i, seg in enumerate(estate.spec.segments):
+        if seg.cidr.num_addresses < 4:
+            yield problem(("segments", i, "cidr"), f"{seg.cidr} has {seg.cidr.num_addresses} "
+                          "address(es): no room for a network, a gateway, hosts and a "
+                          "broadcast address", "use a /30 or larger")
+
+
 @validator("network.address_outside_segment", E, "network",
            "explicit node addresses fall outside the segment's host range")
 def address_outside_segment(estate):
     segs = {s.name: s for s in estate.spec.segments}
     for b in estate.address_blocks:
         seg = segs[b.segment]
-        lo, hi = int(seg.cidr.network_address) + 1, int(seg.cidr.broadcast_address) - 1
+        # clamped: a /31 or /32 has no host addresses (network.segment_too_small says so)
+        lo = min(int(seg.cidr.network_address) + 1, 2**32 - 1)
+        hi = max(int(seg.cidr.broadcast_address) - 1, 0)
         last = b.first + b.count - 1
         if b.given and (b.first < lo or last > hi):
             yield problem(("nodes", b.group, "addresses", b.segment),

@@ -52,6 +52,8 @@ CASES = [
      "nodes[6].addresses.service"),
     ("network.address_outside_segment", E, "prod", {"nodes[0].addresses.management": "10.10.15.254"},
      "nodes[0].addresses.management"),
+    ("network.segment_too_small", E, "prod", {"segments[2].cidr": "255.255.255.255/32"},
+     "segments[2].cidr"),
     ("network.duplicate_address", E, "prod", {"nodes[0].addresses.storage": "10.40.0.6"},
      "nodes[0].addresses.storage"),
     ("network.address_is_gateway", W, "prod", {"nodes[8].addresses.storage": "10.40.0.1"},
