@@ -73,7 +73,8 @@ class Loaded:
 
 # C0 controls other than tab, newline and carriage return; DEL; C1 controls other than NEL
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\x80-\x84\x86-\x9f]")
-_CONTROL_IN_VALUE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL_IN_VALUE = re.compile("[\x00-\x1f\x7f-\x9f]")
+_FREE_TEXT = {("description",)}
 _STANDARD_TAGS = {f"tag:yaml.org,2002:{t}" for t in
                   ("str", "int", "float", "bool", "null", "seq", "map")} | {"!"}
 
@@ -203,8 +204,11 @@ def _scan_events(loader, filename: str) -> list[Finding]:
         if isinstance(event, yaml.ScalarEvent):
             if event.anchor is not None:
                 anchors[event.anchor] = 1
-            bad = _CONTROL_IN_VALUE.search(event.value)
-            if bad and not (event.style in ("|", ">") and bad.group() == "\n"):
+            # free text (the description) may hold tabs and line breaks; no name, path,
+            # product or option may hold any control character
+            free_text = loc in _FREE_TEXT and not is_key
+            bad = (_CONTROL if free_text else _CONTROL_IN_VALUE).search(event.value)
+            if bad:
                 findings.append(_error("spec.control_character", f"control character "
                                        f"U+{ord(bad.group()):04X} in {event.value[:40]!r}",
                                        "remove it", where(event.start_mark),
