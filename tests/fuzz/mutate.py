@@ -4,7 +4,7 @@ Every mutant is bytes, as a user's editor would save them. Three kinds of mutati
 one to three per mutant:
 
 - structural: drop a key, duplicate a list item, change a value's type, swap two
-  values, duplicate a line (a duplicate key), add a YAML alias bomb, tag or second
+  values, nudge one to a plausible value of its type (to get past the schema), duplicate a line (a duplicate key), add a YAML alias bomb, tag or second
   document;
 - value-level: huge and negative numbers, zero, empty strings, unicode, control
   characters, hostlist bracket expressions, edge addresses and CIDRs, long strings,
@@ -114,7 +114,24 @@ def swap_values(rng, tree):
     _set(tree, b, va)
 
 
-TREE = [drop_key, duplicate_item, retype, set_value, set_value, set_value, swap_values]
+def nudge(rng, tree):
+    """A plausible value of the same type, so that the mutant passes the schema and
+    reaches the validators and renderers: a nearby number, another string of the spec."""
+    leaves = [p for p in _leaves(tree) if p]
+    path = rng.choice(leaves)
+    old = _get(tree, path)
+    if isinstance(old, bool):
+        _set(tree, path, not old)
+    elif isinstance(old, int):
+        _set(tree, path, rng.choice([0, 1, 2, 3, 4, 8, 16, 64, old + 1, old - 1, old * 2,
+                                     old // 2]))
+    elif isinstance(old, str):
+        strings = [v for v in (_get(tree, p) for p in leaves) if isinstance(v, str)]
+        _set(tree, path, rng.choice(strings + HOSTLISTS[:1] + ["gpu[001-002]", "auto"]))
+
+
+TREE = [drop_key, duplicate_item, retype, set_value, set_value, swap_values, nudge, nudge,
+        nudge]
 
 
 # --- text and byte mutations ----------------------------------------------------------------
