@@ -9,9 +9,10 @@ reports it.
 """
 from __future__ import annotations
 
+from ipaddress import IPv4Address, IPv4Network
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 # --- the input ------------------------------------------------------------------------
 
@@ -55,3 +56,16 @@ GpuQuota = Annotated[int, Field(ge=0, le=MAX_GPUS)]
 K8sPriority = Annotated[int, Field(ge=MIN_K8S_PRIORITY, le=MAX_K8S_PRIORITY)]
 BlockSize = Annotated[int, Field(ge=1, le=MAX_HOSTS_PER_SPEC)]
 Reserved = Annotated[int, Field(ge=1, le=MAX_RESERVED)]
+
+
+def _written_as_text(value):
+    """An address or CIDR must be written as text: pydantic would read 7 as 0.0.0.7 and
+    true as 0.0.0.1/32."""
+    if isinstance(value, (bool, int, float)):
+        raise ValueError(f"write the address as text such as 10.0.0.0/24, not the number "
+                         f"{value!r}")
+    return value
+
+
+IPv4 = Annotated[IPv4Address, BeforeValidator(_written_as_text)]
+IPv4Cidr = Annotated[IPv4Network, BeforeValidator(_written_as_text)]

@@ -7,15 +7,14 @@ many mistakes is reported whole rather than stopping at the first.
 """
 from __future__ import annotations
 
-from ipaddress import IPv4Address, IPv4Network
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from estate.catalogue import SPEC_ROLES
-from estate.spec.bounds import (BlockSize, CoresPerSocket, Fairshare, GpuMemoryGB, GpuQuota,
-                                 GresCount, K8sPriority, LinkGbps, MemoryMB, Reserved,
-                                 SlurmMemoryMB, SlurmPriority, SlurmWeight, Sockets)
+from estate.spec.bounds import (IPv4, BlockSize, CoresPerSocket, Fairshare, GpuMemoryGB,
+                                 GpuQuota, GresCount, IPv4Cidr, K8sPriority, LinkGbps, MemoryMB,
+                                 Reserved, SlurmMemoryMB, SlurmPriority, SlurmWeight, Sockets)
 
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$", max_length=63)]
 HostlistExpr = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.,\[\]-]+$")]
@@ -32,7 +31,7 @@ class Strict(BaseModel):
 
 class Segment(Strict):
     name: Name
-    cidr: IPv4Network
+    cidr: IPv4Cidr
     vlan: int = Field(ge=1, le=4094)
     purpose: Purpose
     reserved: Reserved = Field(
@@ -94,7 +93,7 @@ class NodeGroup(Strict):
     roles: list[Role]
     rack: Name
     switch: Name | None = Field(None, description="Leaf switch (topology).")
-    addresses: dict[Name, Literal["auto"] | IPv4Address] = Field(
+    addresses: dict[Name, Literal["auto"] | IPv4] = Field(
         description="Segment name -> 'auto' or the first node's address "
         "(later nodes of the group take consecutive addresses).")
     slurm: NodeSlurm = NodeSlurm()
@@ -204,8 +203,8 @@ class Kubernetes(Strict):
                                            "suite) for kubelet/kubeadm/kubectl, e.g. a mirror; "
                                            "default: pkgs.k8s.io for the version's minor.")
     control_plane: list[Name] = Field(min_length=1)
-    pod_cidr: IPv4Network
-    service_cidr: IPv4Network
+    pod_cidr: IPv4Cidr
+    service_cidr: IPv4Cidr
     api_segment: Name = "service"
     gpu_sharing: GpuSharing = GpuSharing()
     gpu_sharing_by_class: dict[Name, GpuSharing] = {}

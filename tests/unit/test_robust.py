@@ -276,6 +276,16 @@ def test_huge_and_negative_numbers_are_schema_findings(path, value):
     assert found and all(f.id.startswith("schema.") for f in found), found
 
 
+@pytest.mark.parametrize("path,value", [("segments[0].cidr", True), ("segments[0].cidr", 7),
+                                        ("nodes[0].addresses.management", 167772161),
+                                        ("kubernetes.pod_cidr", 0)])
+def test_addresses_written_as_numbers_are_refused(path, value):
+    from tests.unit.test_check_validators import put
+    data = spec_dict("prod")
+    put(data, path, value)
+    assert ("schema.value_error", path) in _ids(findings_for(data))
+
+
 # --- time: linear checks, one parse per rendered file ---------------------------------------
 
 def test_four_thousand_two_host_groups_check_in_seconds():
