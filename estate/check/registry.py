@@ -4,7 +4,9 @@ A validator is a function ``(ctx) -> Iterable[Problem]`` registered with
 ``@validator(...)``. It yields ``Problem(path, message, hint)``; the registry
 turns those into findings carrying the validator's id and severity, and the
 file position of the path. Spec validators see the resolved estate; artifact
-validators (``stage="artifacts"``) also see what was rendered.
+validators (``stage="artifacts"``) also see what was rendered. Gate validators
+(``stage="gate"``) run first: an error there (a spec too large to check in bounded
+time) stops the spec stage.
 """
 from __future__ import annotations
 
