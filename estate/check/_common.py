@@ -59,8 +59,14 @@ def hostlist_error(expr: str | None) -> str:
 
 
 def short(hosts: HostSet | Hostlist, limit: int = 80) -> str:
-    text = str(hosts)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    """The hosts' string, cut to limit characters; only the ranges it can show are
+    formatted (each takes a character at least)."""
+    if isinstance(hosts, HostSet):
+        shown, more = hosts.head(limit)
+    else:
+        shown, more = Hostlist(hosts.ranges[:limit]), len(hosts.ranges) > limit
+    text = str(shown)
+    return text if len(text) <= limit and not more else text[: limit - 3] + "..."
 
 
 # --- problems ------------------------------------------------------------------

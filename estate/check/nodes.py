@@ -7,8 +7,9 @@ from estate.check._common import (duplicates, group_sets, hostlist_error, overla
                                   parse_hosts, problem, short)
 from estate.check.findings import Severity
 from estate.check.registry import validator
-from estate.spec.bounds import MAX_HOSTNAME, MAX_HOSTS_PER_SPEC
-from estate.spec.hostlist import Hostlist
+from estate.spec.bounds import (MAX_HOSTLIST_HOSTS, MAX_HOSTLIST_RANGES, MAX_HOSTNAME,
+                                MAX_HOSTS_PER_SPEC)
+from estate.spec.hostlist import Hostlist, measure
 
 E, W = Severity.ERROR, Severity.WARNING
 _PORTABLE = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
@@ -56,11 +57,27 @@ def bad_hostlist(estate):
 @validator("nodes.too_many_hosts", E, "nodes",
            f"the node groups hold more than {MAX_HOSTS_PER_SPEC} hosts together", stage="gate")
 def too_many_hosts(estate):
-    total = sum(len(hl) for hl in estate.group_hosts)   # from the ranges: nothing expanded
+    total = sum(measure(g.hosts)[0] for g in estate.spec.nodes)   # from the brackets alone
     if total > MAX_HOSTS_PER_SPEC:
         yield problem(("nodes",), f"the node groups hold {total} hosts, more than the limit of "
                       f"{MAX_HOSTS_PER_SPEC} (MAX_HOSTS_PER_SPEC); nothing else was checked",
                       "split the estate into several specs")
+
+
+@validator("nodes.hostlists_too_large", E, "nodes",
+           "the spec's hostlist expressions together are too large to check in bounded time",
+           stage="gate")
+def hostlists_too_large(estate):
+    sizes = [(measure(expr), loc) for loc, expr in _hostlist_fields(estate.spec)]
+    hosts = sum(h for (h, _), _ in sizes)
+    ranges = sum(r for (_, r), _ in sizes)
+    if hosts > MAX_HOSTLIST_HOSTS or ranges > MAX_HOSTLIST_RANGES:
+        (big_hosts, big_ranges), loc = max(sizes, key=lambda s: s[0])
+        yield problem(loc, f"the spec's hostlists name {hosts} hosts in {ranges} ranges, more "
+                      f"than the limit of {MAX_HOSTLIST_HOSTS} hosts (MAX_HOSTLIST_HOSTS) or "
+                      f"{MAX_HOSTLIST_RANGES} ranges (MAX_HOSTLIST_RANGES); the largest is "
+                      f"this one ({big_hosts} hosts, {big_ranges} ranges); nothing else was "
+                      "checked", "write consecutive hosts as one range, e.g. gpu[001-512]")
 
 
 @validator("nodes.empty_hostlist", E, "nodes", "a hostlist expression that names no host")

@@ -11,7 +11,7 @@ from functools import lru_cache
 
 from estate.check._common import (
     HostSet, all_hosts, duplicates, group_sets, hosts_where, hostset, parse_hosts, problem,
-    short, union,
+    overlapping, short, union,
 )
 from estate.check.findings import Severity
 from estate.check.registry import validator
@@ -225,14 +225,10 @@ def block_too_small(estate):
 @validator("topology.node_in_two_blocks", W, "topology", "a node listed in two blocks")
 def node_in_two_blocks(estate):
     sets = [hostset(b.nodes) for b in estate.spec.topology.blocks]
-    if sum(map(len, sets)) == len(union(sets)):
-        return  # disjoint: the common case, one pass
-    seen = HostSet()
-    for i, hosts in enumerate(sets):
-        if both := hosts & seen:
-            yield problem(("topology", "blocks", i, "nodes"), f"{short(both)} are already in "
-                          "an earlier block", "a node sits in exactly one NVLink domain")
-        seen = seen | hosts
+    for i, earlier in sorted(overlapping(sets).items()):
+        both = union(sets[i] & sets[j] for j in earlier)
+        yield problem(("topology", "blocks", i, "nodes"), f"{short(both)} are already in "
+                      "an earlier block", "a node sits in exactly one NVLink domain")
 
 
 @validator("topology.node_outside_blocks", W, "topology",

@@ -22,6 +22,8 @@ MAX_YAML_NODES = 2_000_000              # YAML nodes after expanding every alias
 MAX_YAML_DEPTH = 64                     # nesting of mappings and sequences
 MAX_HOSTS_PER_EXPRESSION = 262_144      # hosts one hostlist expression may expand to
 MAX_HOSTS_PER_SPEC = 262_144            # hosts all node groups together may hold
+MAX_HOSTLIST_HOSTS = 4 * MAX_HOSTS_PER_SPEC   # hosts of every hostlist in a spec together
+MAX_HOSTLIST_RANGES = 131_072           # ranges (n[1-4] is one, a[1-9]b[1-2] nine) together
 MAX_HOSTNAME = 63                       # RFC 1123 label length (and Slurm's node names)
 
 # --- hardware -------------------------------------------------------------------------

@@ -107,6 +107,26 @@ def _term_size(term: str) -> int:
     return size
 
 
+def measure(expr: str) -> tuple[int, int]:
+    """(hosts, ranges) an expression parses into, from its brackets alone: nothing is
+    built, so a limit can be checked before the work it bounds. (0, 0) if it does not parse."""
+    hosts = ranges = 0
+    try:
+        for term in _split_top_level(expr.strip()):
+            hosts += _term_size(term)
+            open_at = term.rfind("[")
+            if open_at < 0:
+                ranges += 1
+                continue
+            items = term[open_at + 1:].rstrip("]").count(",") + 1
+            ranges += items * (_term_size(term[:open_at]) if "[" in term[:open_at] else 1)
+    except HostlistError:
+        return 0, 0
+    if hosts > MAX_HOSTS_PER_EXPRESSION:   # parse refuses it: nodes.bad_hostlist says so
+        return 0, 0
+    return hosts, ranges
+
+
 def _parse_term(term: str) -> list[Range]:
     """One separator-free term. As in Slurm, the last bracket group holds the ranges
     and must end the term ('n[1-2]x' is an error); earlier groups expand into

@@ -125,6 +125,18 @@ class HostSet:
                               else Range(stem, lo, hi, digits))
         return Hostlist(ranges)
 
+    def head(self, n: int) -> tuple[Hostlist, bool]:
+        """The first n ranges of hostlist() and whether more follow, without building
+        the rest (for messages about sets of 100,000 ranges)."""
+        ranges: list[Range] = []
+        for (stem, digits), ivs in sorted(self._iv.items()):
+            for lo, hi in ivs:
+                if len(ranges) == n:
+                    return Hostlist(ranges), True
+                ranges.append(Range(stem, single=True) if digits == 0
+                              else Range(stem, lo, hi, digits))
+        return Hostlist(ranges), False
+
     def __str__(self) -> str:
         return str(self.hostlist())
 

@@ -77,6 +77,9 @@ CASES = [
      "slurm.partitions[0].nodes"),
     ("nodes.too_many_hosts", E, "prod", {"nodes[2].hosts": "gpu[1-65536]x[1-4]",
                                           "nodes[3].hosts": "gpu[1-65536]y[1-4]"}, "nodes"),
+    ("nodes.hostlists_too_large", E, "prod",
+     {f"slurm.partitions[{i}].nodes": "n[1-65536]x[1-4]" for i in range(3)},
+     "slurm.partitions[0].nodes"),
     ("nodes.no_roles", W, "prod", {"nodes[1].roles": []}, "nodes[1].roles"),
     ("nodes.hostname_style", W, "prod", {"nodes[1].hosts": "Login_[1-2]"}, "nodes[1].hosts"),
     # boundaries

@@ -213,8 +213,20 @@ def test_the_hosts_of_all_groups_are_bounded_together():
     data["nodes"][2]["hosts"] = "a[1-65536]x[1-4]"
     data["nodes"][3]["hosts"] = "b[1-65536]x[1-4]"
     findings = _timed(lambda: findings_for(data), 5.0)
-    assert [(f.id, f.path) for f in findings] == [("nodes.too_many_hosts", "nodes")]
-    assert str(bounds.MAX_HOSTS_PER_SPEC) in findings[0].message
+    found = keyed(findings)
+    assert str(bounds.MAX_HOSTS_PER_SPEC) in found[("nodes.too_many_hosts", "nodes")].message
+    # the gate stops every other check
+    assert {f.id for f in findings} <= {"nodes.too_many_hosts", "nodes.hostlists_too_large"}
+
+
+def test_the_hostlists_of_a_spec_are_bounded_together():
+    data = spec_dict("prod")
+    for i in range(3):
+        data["slurm"]["partitions"][i]["nodes"] = "n[1-65536]x[1-4]"
+    findings = _timed(lambda: findings_for(data), 5.0)
+    assert [(f.id, f.path) for f in findings] == [("nodes.hostlists_too_large",
+                                                   "slurm.partitions[0].nodes")]
+    assert "MAX_HOSTLIST_RANGES" in findings[0].message
 
 
 def test_range_without_high_bound_is_refused():
