@@ -130,13 +130,22 @@ def cycle(estate):
     children = {sw.name: sw.switches for sw in switches}
     state: dict[str, int] = {}  # 1 = on the current path, 2 = done
 
-    def visit(name: str) -> str | None:
-        state[name] = 1
-        for child in children.get(name, ()):
-            if state.get(child) == 1 or (child not in state and child in children
-                                         and visit(child)):
+    def visit(root: str) -> str | None:
+        """Depth first without recursion (a chain of 10,000 switches is a finding, not a
+        RecursionError): the child that closes a loop, or None."""
+        state[root] = 1
+        stack = [(root, iter(children.get(root, ())))]
+        while stack:
+            name, todo = stack[-1]
+            child = next(todo, None)
+            if child is None:
+                state[name] = 2
+                stack.pop()
+            elif state.get(child) == 1:
                 return child
-        state[name] = 2
+            elif child not in state and child in children:
+                state[child] = 1
+                stack.append((child, iter(children[child])))
         return None
 
     for i, sw in enumerate(switches):
@@ -149,16 +158,13 @@ def cycle(estate):
 @validator("topology.node_two_leaves", W, "topology", "a node under two leaf switches")
 def node_two_leaves(estate):
     members = _members(estate) or {}
-    if sum(map(len, members.values())) == len(union(members.values())):
-        return  # no overlap at all: the common case, one pass
-    seen: list[tuple[str, HostSet]] = []
-    for name, hosts in members.items():
-        for other, earlier in seen:
-            if both := hosts & earlier:
-                yield problem(_switch_loc(estate, name), f"{short(both)} are under leaf "
-                              f"switches '{other}' and '{name}'", "keep each node under one "
-                              "leaf: drop it from one switch's 'nodes' or fix its 'switch'")
-        seen.append((name, hosts))
+    names, sets = list(members), list(members.values())
+    for i, earlier in sorted(overlapping(sets).items()):
+        for j in earlier:
+            both = sets[i] & sets[j]
+            yield problem(_switch_loc(estate, names[i]), f"{short(both)} are under leaf "
+                          f"switches '{names[j]}' and '{names[i]}'", "keep each node under one "
+                          "leaf: drop it from one switch's 'nodes' or fix its 'switch'")
 
 
 def _switch_loc(estate, name: str) -> tuple:

@@ -17,8 +17,9 @@ from pydantic import BeforeValidator, Field
 # --- the input ------------------------------------------------------------------------
 
 MAX_SPEC_BYTES = 8 * 1024 * 1024        # a 10,000-node spec is well under 1 MiB
-MAX_YAML_ALIASES = 1_000                # alias (*name) uses in one spec
-MAX_YAML_NODES = 2_000_000              # YAML nodes after expanding every alias
+MAX_YAML_ALIASES = 100_000              # alias (*name) uses in one spec (yaml.dump of shared
+                                        # objects writes one per repeat)
+MAX_YAML_NODES = 1_000_000              # YAML nodes after expanding every alias
 MAX_YAML_DEPTH = 64                     # nesting of mappings and sequences
 MAX_HOSTS_PER_EXPRESSION = 262_144      # hosts one hostlist expression may expand to
 MAX_HOSTS_PER_SPEC = 262_144            # hosts all node groups together may hold

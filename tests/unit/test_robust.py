@@ -298,6 +298,25 @@ def test_addresses_written_as_numbers_are_refused(path, value):
     assert ("schema.value_error", path) in _ids(findings_for(data))
 
 
+def test_a_chain_of_ten_thousand_switches_is_checked_without_recursion():
+    data = spec_dict("prod")
+    n = 10_000
+    data["topology"]["switches"] += [{"name": f"s{i}", "switches": [f"s{(i + 1) % n}"]}
+                                     for i in range(n)]   # and the last loops to the first
+    found = _timed(lambda: findings_for(data), 30.0)
+    assert ("topology.cycle", f"topology.switches[{len(data['topology']['switches']) - n}]") \
+        in _ids(found)
+
+
+def test_many_aliases_from_yaml_dump_of_shared_objects_load():
+    data = spec_dict("prod")
+    account = data["slurm"]["accounts"][0]
+    data["slurm"]["accounts"] += [dict(account, name=f"a{i}") for i in range(3000)]
+    text = yaml.safe_dump(data, sort_keys=False)
+    assert text.count("*id") > 1000
+    assert not [f for f in load_text(text).findings if f.id.startswith("spec.")]
+
+
 # --- time: linear checks, one parse per rendered file ---------------------------------------
 
 def test_four_thousand_two_host_groups_check_in_seconds():
