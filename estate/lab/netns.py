@@ -9,10 +9,10 @@ Each node receives exactly the rendered artifacts whose consumers name it, as th
 provisioning roles would install them; workers run configless
 (slurmd.env's --conf-server) and fetch slurm.conf from slurmctld.
 
-    python -m tests.live_slurm.netns_lab up stacks/lab.yaml    # start, wait, report
-    python -m tests.live_slurm.netns_lab lab stacks/lab.yaml   # up + a GPU job + report
-    python -m tests.live_slurm.netns_lab status                # what Slurm sees
-    python -m tests.live_slurm.netns_lab down                  # stop and remove all
+    estate lab netns up stacks/lab.yaml          # start, wait, report
+    estate lab netns up stacks/lab.yaml --job    # up + a GPU job + report
+    estate lab netns status                      # what Slurm sees
+    estate lab netns down                        # stop and remove all
 
 Needs root, iproute2, util-linux, Debian's slurmctld/slurmd/slurm-client/munge, and
 for a spec with accounting slurmdbd and mariadb-server. Secrets (munge key, JWT key)
@@ -20,7 +20,6 @@ are generated into the state directory with owner-only modes and never printed.
 """
 from __future__ import annotations
 
-import argparse
 import fcntl
 import json
 import os
@@ -29,7 +28,6 @@ import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from contextlib import suppress
 from dataclasses import dataclass
@@ -588,40 +586,28 @@ def _zombie(pid: int) -> bool:
         return True
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tests.live_slurm.netns_lab",
-                                 description=__doc__.split("\n\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    for name in ("up", "lab"):
-        sub.add_parser(name).add_argument("spec")
-    sub.add_parser("status")
-    sub.add_parser("down")
-    args = ap.parse_args(argv)
-    try:
-        if args.cmd == "down":
-            down()
-            print("netns lab stopped")
-            return 0
-        lab = Lab(getattr(args, "spec", None))
-        if lab.spec_path is None:
-            raise LabError("no lab is up (run: up SPEC)")
-        if args.cmd in ("up", "lab"):
-            t0 = time.monotonic()
-            lab.up()
-            print(f"netns lab up in {time.monotonic() - t0:.1f} s: {len(lab.nodes())} nodes, "
-                  f"state in {lab.state}")
-        if args.cmd == "lab":
-            gres = max((line.gres_count for line in node_lines(lab.estate)), default=0)
-            job = ["--gres", f"gpu:{gres}"] if gres else []
-            print(f"$ srun {' '.join(job)} (on {lab.client()}): " + lab.srun(
-                *job, "sh", "-c", 'echo "$(hostname) CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"'
-            ).strip())
-        print(lab.report())
-        return 1 if lab.mismatches() else 0
-    except LabError as exc:
-        print(f"netns lab: {exc}", file=sys.stderr)
-        return 1
+def up(spec: str | Path, job: bool = False, log=print) -> bool:
+    """Bring the lab up from SPEC (and with `job`, run a GPU job); log what Slurm sees.
+    True when Slurm reports the spec back without a mismatch."""
+    lab = Lab(spec)
+    t0 = time.monotonic()
+    lab.up()
+    log(f"netns lab up in {time.monotonic() - t0:.1f} s: {len(lab.nodes())} nodes, "
+        f"state in {lab.state}")
+    if job:
+        gres = max((line.gres_count for line in node_lines(lab.estate)), default=0)
+        argv = ["--gres", f"gpu:{gres}"] if gres else []
+        log(f"$ srun {' '.join(argv)} (on {lab.client()}): " + lab.srun(
+            *argv, "sh", "-c", 'echo "$(hostname) CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"'
+        ).strip())
+    log(lab.report())
+    return not lab.mismatches()
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def status(log=print) -> bool:
+    """What Slurm sees of the lab that is up; LabError when none is."""
+    lab = Lab(None)
+    if lab.spec_path is None:
+        raise LabError("no lab is up (run: estate lab netns up SPEC)")
+    log(lab.report())
+    return not lab.mismatches()
