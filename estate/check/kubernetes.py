@@ -593,10 +593,10 @@ def quota_exceeds_nodes(ctx):
     for f in flavors:
         name, have = f["metadata"]["name"], flavor_capacity(f, nodes)
         if have == 0:
-            yield Problem("kubernetes/manifests", f"ResourceFlavor '{name}' matches no rendered "
+            yield Problem(MANIFESTS.rstrip("/"), f"ResourceFlavor '{name}' matches no rendered "
                           f"node (nodeLabels {f['spec'].get('nodeLabels')})")
         elif nominal.get(name, 0) > have:
-            yield Problem("kubernetes/manifests", f"ClusterQueues give {nominal[name]} "
+            yield Problem(MANIFESTS.rstrip("/"), f"ClusterQueues give {nominal[name]} "
                           f"{k8s.GPU_RESOURCE} in flavor '{name}'; its nodes advertise {have}")
 
 

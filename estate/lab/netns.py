@@ -2,11 +2,11 @@
 
 Every Slurm node of the spec (controllers, login nodes, workers) gets a network
 namespace on one bridge with its address from the spec, its own hostname, and a
-private view of /run, /var/spool, /var/log, /etc/slurm, /etc/hosts, /etc/passwd and
+private view of /run, /var/spool, /var/log, /etc/slurm, /etc/estate, /etc/hosts, /etc/passwd and
 /etc/group (the spec's users added), so that
 daemons that share this machine's filesystem still behave as on separate hosts.
 Each node receives exactly the rendered artifacts whose consumers name it, as the
-provisioning roles would install them; workers run configless
+provisioning roles would install them (estate.provision.destinations, the roles' table); workers run configless
 (slurmd.env's --conf-server) and fetch slurm.conf from slurmctld.
 
     estate lab netns up stacks/lab.yaml          # start, wait, report
@@ -35,7 +35,10 @@ from pathlib import Path
 
 from estate.pipeline import build
 from estate.render import write_tree
+from estate.model.services import (GPU_DEVICES, IDENTITY, SLURM_USER, jwt_key_path,
+                                   slurm_daemon_paths)
 from estate.model.slurm import node_lines
+from estate.provision.destinations import ESTATE_ETC, destination
 from estate.spec.resolved import Estate
 from estate.verify import slurm_view
 
@@ -48,7 +51,7 @@ IPT_RULES = (["-i", BRIDGE, "-j", "ACCEPT"], ["-o", BRIDGE, "-j", "ACCEPT"])
 # Paths each node sees privately: (in-node path, directory under the node's state).
 # /run comes first: the munge socket directory is bound inside it.
 PRIVATE = (("/run", "run"), ("/var/spool", "spool"), ("/var/log", "log"),
-           ("/etc/slurm", "etc/slurm"))
+           ("/etc/slurm", "etc/slurm"), (ESTATE_ETC, "etc/estate"))
 # Runs inside the new mount and UTS namespaces: hostname, bind mounts, then the command.
 _ENTER = 'set -e; hostname "$1"; shift; ' \
          'while [ "$1" != "--" ]; do mount --rbind "$1" "$2"; shift 2; done; shift; exec "$@"'
@@ -267,22 +270,31 @@ class Lab:
             Path(path).mkdir(parents=True, exist_ok=True)  # the mount point
         (d / "run/munge").mkdir()
         for art in self.artifacts.for_node(name):
-            dest = {"common/hosts": d / "etc/hosts"}.get(art.path)
-            if art.path.startswith("slurm/") and art.path.count("/") == 1 \
-                    and not art.path.endswith(".env"):
-                dest = d / "etc" / art.path
+            dest = self.installed_at(name, destination(art.path))
             if dest:
+                dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_bytes(art.content)
                 os.chmod(dest, art.mode)
                 shutil.chown(dest, *_owner(art.owner))
-            if art.path.startswith("slurm/gpu-devices/"):
+            if art.path.startswith(GPU_DEVICES):
                 self.make_devices(name, json.loads(art.content))
-            if art.path == "common/identity.json":
+            if art.path == IDENTITY:
                 write_identity(d / "etc", json.loads(art.content))
         self.make_dirs(name)
-        jwt = _jwt_key_path(self.conf)
+        jwt = jwt_key_path(self.estate.spec)
         if jwt and name in self.slurm.controllers:
-            _write_secret(self.host_path(name, jwt), os.urandom(32), "slurm")
+            _write_secret(self.host_path(name, jwt), os.urandom(32), SLURM_USER)
+
+    def installed_at(self, name: str, path: str) -> Path | None:
+        """Where a file the roles install at `path` lies for this node, if the lab gives
+        the node a private copy of that path (other files are this host's own, or are
+        read by the lab from the rendered tree, like slurmd.env)."""
+        if path == "/etc/hosts":
+            return self.node_dir(name) / "etc/hosts"
+        try:
+            return self.host_path(name, path)
+        except LabError:
+            return None
 
     def make_devices(self, name: str, doc: dict) -> None:
         if doc.get("mode") != "create":
@@ -296,18 +308,12 @@ class Lab:
     def make_dirs(self, name: str) -> None:
         """The directories slurm.conf names, private to the node; slurmctld's owned by
         SlurmUser, which it drops to."""
-        for key, owner in (("StateSaveLocation", "slurm"), ("SlurmdSpoolDir", "root")):
-            if key in self.conf:
-                path = self.host_path(name, self.conf[key])
+        for p in slurm_daemon_paths(self.estate.spec):
+            path = self.host_path(name, p.path)
+            path = path if p.is_dir else path.parent
+            if p.is_dir or not path.exists():
                 path.mkdir(parents=True, exist_ok=True)
-                shutil.chown(path, owner, owner)
-        for key, owner in (("SlurmctldLogFile", "slurm"), ("SlurmdLogFile", "root"),
-                           ("SlurmctldPidFile", "root"), ("SlurmdPidFile", "root")):
-            if key in self.conf:
-                path = self.host_path(name, self.conf[key]).parent
-                if not path.exists():
-                    path.mkdir(parents=True)
-                    shutil.chown(path, owner, owner)
+                shutil.chown(path, p.owner, p.owner)
 
     def firewall(self, node: Node) -> None:
         """Load the node's rendered nftables rules in its namespace: Slurm must work
@@ -376,7 +382,7 @@ class Lab:
     def _apply_accounting(self) -> bool:
         """accounting.sh needs the gres/gpu TRES, which slurmctld creates when it registers."""
         host = self._consumer("slurm/accounting.sh")
-        proc = self.run(host, ["sh", "/etc/slurm/accounting.sh"], check=False, timeout=60)
+        proc = self.run(host, ["sh", destination("slurm/accounting.sh")], check=False, timeout=60)
         self._last_failure = (proc.stdout + proc.stderr)[-2000:] if proc.returncode else ""
         return proc.returncode == 0
 
@@ -445,14 +451,6 @@ def write_identity(etc: Path, doc: dict) -> None:
         lines += [line(e) for e in doc.get(key, [])
                   if e["name"] not in names and str(e[idkey]) not in ids]
         (etc / fname).write_text("\n".join(lines) + "\n")
-
-
-def _jwt_key_path(conf: dict[str, str]) -> str | None:
-    for item in conf.get("AuthAltParameters", "").split(","):
-        key, _, value = item.partition("=")
-        if key == "jwt_key":
-            return value
-    return None
 
 
 def _owner(owner: str) -> tuple[str, str]:

@@ -10,6 +10,7 @@ from pyinfra import host
 from pyinfra.api import OperationError, deploy
 from pyinfra.facts.server import Command
 
+from estate.model.services import MANIFESTS
 from estate.provision.destinations import destination
 from roles._lib import STAMPS, Unsupported, consumed, digest_of, install, run_when_changed
 
@@ -43,7 +44,7 @@ def k8s_control_plane() -> None:
                              f"sed \"s/\\${{KUBEADM_CERTIFICATE_KEY}}/$key/\" {src} > {INIT} && "
                              f"kubeadm init --upload-certs --config {INIT}; rc=$?; "
                              f"rm -f {INIT}; exit $rc )")
-    manifests = sorted(consumed("kubernetes/manifests/*"))
+    manifests = sorted(consumed(MANIFESTS + "*"))
     for p in manifests:
         install(p)
     if manifests:
