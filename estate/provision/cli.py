@@ -77,11 +77,12 @@ def _say(line: str, output: Output) -> None:
         console.print(line, markup=False)
 
 
-def do_apply(estate, render_dir: Path, conn, limit: str | None, secrets: Path | None):
+def do_apply(estate, render_dir: Path, conn, limit: str | None, secrets: Path | None,
+             manifests: bool = True):
     from estate.provision.apply import apply
     from estate.provision.inventory import pyinfra_hosts
     try:
-        hosts = pyinfra_hosts(estate, render_dir, secrets, conn, limit)
+        hosts = pyinfra_hosts(estate, render_dir, secrets, conn, limit, manifests)
     except (ValueError, FileNotFoundError) as exc:
         _fail(str(exc))
     return apply(hosts, log=lambda m: err.print(f"[dim]{m}[/dim]"))
@@ -104,6 +105,11 @@ def register(app: typer.Typer) -> None:
               ssh_user: str = typer.Option("root", "--ssh-user"),
               strict_host_keys: bool = typer.Option(True, "--strict-host-keys/--no-strict-host-keys"),
               json_out: Path = typer.Option(None, "--json", help="Write the results as JSON."),
+              manifests: bool = typer.Option(True, "--manifests/--no-manifests",
+                                             help="Apply the rendered Kubernetes manifests from "
+                                             "the control plane. --no-manifests where another "
+                                             "owner applies them (the Pulumi program's "
+                                             "ConfigGroup): they get exactly one."),
               output: Output = output_option()):
         """Render SPEC and apply the roles to its nodes (or --limit). Exit 1 if a node failed."""
         import shutil
@@ -119,7 +125,7 @@ def register(app: typer.Typer) -> None:
             conn = _connection(lab, ssh_key, ssh_user, strict_host_keys)
             with secrets_from_env() as from_env:
                 chosen = secrets or from_env or (SECRETS if lab else None)
-                res = do_apply(result.estate, out, conn, limit, chosen)
+                res = do_apply(result.estate, out, conn, limit, chosen, manifests)
         except ValueError as exc:
             _fail(str(exc))
         finally:

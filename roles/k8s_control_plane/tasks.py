@@ -12,7 +12,8 @@ from pyinfra.facts.server import Command
 
 from estate.model.services import MANIFESTS
 from estate.provision.destinations import destination
-from roles._lib import STAMPS, Unsupported, consumed, digest_of, install, run_when_changed
+from roles._lib import STAMPS, Unsupported, consumed, digest_of, install, run_when_changed, \
+    runtime
 
 ADMIN = "/etc/kubernetes/admin.conf"
 INIT = "/root/estate-kubeadm-init.yaml"
@@ -44,7 +45,8 @@ def k8s_control_plane() -> None:
                              f"sed \"s/\\${{KUBEADM_CERTIFICATE_KEY}}/$key/\" {src} > {INIT} && "
                              f"kubeadm init --upload-certs --config {INIT}; rc=$?; "
                              f"rm -f {INIT}; exit $rc )")
-    manifests = sorted(consumed(MANIFESTS + "*"))
+    # One owner: under Pulumi its ConfigGroup applies them (estate apply --no-manifests).
+    manifests = sorted(consumed(MANIFESTS + "*")) if runtime("apply_manifests", True) else []
     for p in manifests:
         install(p)
     if manifests:
