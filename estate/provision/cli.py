@@ -12,7 +12,7 @@ from pathlib import Path
 import typer
 from rich.text import Text
 
-from estate.output import (Output, annotation, help_markup, make_console, output_option,
+from estate.output import (Output, annotation, make_console, output_option,
                            print_rows)
 
 console = make_console()

@@ -23,12 +23,12 @@ from pyinfra import host
 from pyinfra.api import FileUploadCommand, OperationError, QuoteString, StringCommand, operation
 from pyinfra.facts.files import Sha256File
 from pyinfra.facts.deb import DebPackages
-from pyinfra.facts.server import Command
 from pyinfra.operations import apt, files
 
 from estate.catalogue import packages
 from estate.provision.destinations import destination
 from estate.spec.hostlist import Hostlist
+from roles._lib.facts import ContainerVirt, FileText, Probe, ServiceActive
 
 MANIFEST = "MANIFEST.json"
 
@@ -162,8 +162,12 @@ def install_packages(role: str, extras: tuple[str, ...] = ()) -> None:
 
 def in_container() -> bool:
     """True inside a container (systemd-detect-virt): the clock and kernel are the host's."""
-    out = host.get_fact(Command, "systemd-detect-virt --container || true")
-    return bool(out) and out.strip() not in ("", "none")
+    return host.get_fact(ContainerVirt) not in ("", "none")
+
+
+def probe(snippet: str) -> str:
+    """The answer of a diagnostic snippet written in a role (see facts.Probe)."""
+    return host.get_fact(Probe, snippet=snippet)
 
 
 @operation(is_idempotent=True)
@@ -173,8 +177,7 @@ def run_when_changed(command: str, stamp: str, digest: str):
     The stamp records the digest of the last successful run, so a failed run is
     retried next time and an unchanged input is not re-applied (no change reported).
     """
-    current = host.get_fact(Command, f"cat {stamp} 2>/dev/null || true")
-    if (current or "").strip() == digest:
+    if host.get_fact(FileText, path=stamp) == digest:
         host.noop(f"{command} already applied for {digest[:12]}")
         return
     yield StringCommand("sh", "-c", QuoteString(
@@ -197,8 +200,7 @@ def wait_until(check: str, what: str, timeout: int = 60):
     import time
     deadline = time.monotonic() + timeout
     while True:
-        out = host.get_fact(Command, f"if {check} >/dev/null 2>&1; then echo ready; fi")
-        if (out or "").strip() == "ready":
+        if probe(f"if {check} >/dev/null 2>&1; then echo ready; fi") == "ready":
             host.noop(f"{what} is ready")
             return
         if time.monotonic() > deadline:
@@ -240,9 +242,8 @@ def service_current(service: str, digest: str, action: str = "restart"):
     service next time, and an unchanged service is left alone (no change reported).
     """
     stamp = f"{STAMPS}/{service}"
-    seen = (host.get_fact(Command, f"cat {stamp} 2>/dev/null || true") or "").strip()
-    active = (host.get_fact(Command, f"systemctl is-active {service} || true") or "").strip()
-    if seen == digest and active == "active":
+    if host.get_fact(FileText, path=stamp) == digest and \
+            host.get_fact(ServiceActive, unit=service):
         host.noop(f"{service} is running on its current inputs")
         return
     yield StringCommand("sh", "-c", QuoteString(
@@ -251,3 +252,13 @@ def service_current(service: str, digest: str, action: str = "restart"):
         f"sleep 1 && systemctl is-active --quiet {service} && "
         f"mkdir -p {STAMPS} && echo {digest} > {stamp} || "
         f"{{ journalctl -u {service} -n 5 --no-pager -o cat >&2; exit 1; }}"))
+
+
+def slurm_configs() -> list[str]:
+    """Install the consumed Slurm configs under /etc/slurm, except slurmdbd's (the slurmdbd
+    role's); shared by the controller, worker and login roles, so no role imports another."""
+    paths = [p for p in consumed("slurm/*.conf")
+             if p != "slurm/slurmdbd.conf" and destination(p).startswith("/etc/slurm/")]
+    for p in paths:
+        install(p)
+    return paths

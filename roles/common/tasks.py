@@ -5,15 +5,14 @@ import json
 
 from pyinfra import host
 from pyinfra.api import OperationError, QuoteString, StringCommand, deploy, operation
-from pyinfra.facts.server import Command
 from pyinfra.operations import systemd
 
+from roles._lib.facts import Getent
 from roles._lib import consumed, in_container, install, install_packages, render_dir
 
 
 def _table(db: str) -> dict[str, list[str]]:
-    out = host.get_fact(Command, f"getent {db} || true") or ""
-    return {f[0]: f for f in (line.split(":") for line in out.splitlines()) if f}
+    return host.get_fact(Getent, db=db)
 
 
 @operation(is_idempotent=True)

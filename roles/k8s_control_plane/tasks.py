@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from pyinfra import host
 from pyinfra.api import OperationError, deploy
-from pyinfra.facts.server import Command
 
 from estate.model.services import MANIFESTS
 from estate.provision.destinations import destination
-from roles._lib import STAMPS, Unsupported, consumed, digest_of, install, run_when_changed, \
+from roles._lib import probe, STAMPS, Unsupported, consumed, digest_of, install, run_when_changed, \
     runtime
 
 ADMIN = "/etc/kubernetes/admin.conf"
@@ -26,7 +25,7 @@ def missing_tools(run) -> list[str]:
 
 @deploy("k8s_control_plane")
 def k8s_control_plane() -> None:
-    missing = missing_tools(lambda c: host.get_fact(Command, f"{c} || true"))
+    missing = missing_tools(probe)
     if missing:
         raise Unsupported(f"{', '.join(missing)} not installed (see k8s_packages on this node)")
     init = consumed("kubernetes/kubeadm/init.yaml")

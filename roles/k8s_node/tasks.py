@@ -12,10 +12,9 @@ from typing import Callable
 
 from pyinfra import host
 from pyinfra.api import OperationError, deploy
-from pyinfra.facts.server import Command
 from pyinfra.operations import server, systemd
 
-from roles._lib import STAMPS, Unsupported, consumed, digest_of, install, install_packages, \
+from roles._lib import probe, STAMPS, Unsupported, consumed, digest_of, install, install_packages, \
     render_dir, run_when_changed, service_current
 
 
@@ -72,11 +71,10 @@ def k8s_node() -> None:
     install(modules)
     install(sysctl)
     # kubelet refuses to start with swap on.
-    run = lambda cmd: host.get_fact(Command, f"{cmd} || true")  # noqa: E731
-    if (run("tail -n +2 /proc/swaps") or "").strip():
+    if probe("tail -n +2 /proc/swaps"):
         server.shell(name="Swap off (now and in fstab)",
                      commands=["swapoff -a && sed -i '/\\sswap\\s/s/^[^#]/#&/' /etc/fstab"])
-    problem = kernel_problem(run, rendered_modules((render_dir() / modules).read_text()),
+    problem = kernel_problem(probe, rendered_modules((render_dir() / modules).read_text()),
                              rendered_sysctls((render_dir() / sysctl).read_text()))
     if problem:
         raise Unsupported(problem)  # after the ops above: containerd still gets applied

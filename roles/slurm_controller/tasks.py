@@ -14,20 +14,7 @@ from pyinfra.operations import files, systemd
 from estate.model.services import JWT_KEY
 from estate.provision.destinations import destination
 from roles._lib import consumed, digest_of, digest_text, install, install_packages, install_secret, \
-    run_when_changed, runtime, secret_digest, service_current, wait_until
-
-
-def config_paths() -> list[str]:
-    """Consumed Slurm configs under /etc/slurm, except slurmdbd's (the slurmdbd role's)."""
-    return [p for p in consumed("slurm/*.conf")
-            if p != "slurm/slurmdbd.conf" and destination(p).startswith("/etc/slurm/")]
-
-
-def slurm_configs() -> list[str]:
-    paths = config_paths()
-    for p in paths:
-        install(p)
-    return paths
+    run_when_changed, runtime, secret_digest, service_current, slurm_configs, wait_until
 
 
 def accounting() -> None:

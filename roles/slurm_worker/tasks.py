@@ -11,13 +11,12 @@ import json
 
 from pyinfra import host
 from pyinfra.api import OperationError, deploy, operation
-from pyinfra.facts.server import Command
 from pyinfra.operations import systemd
 
 from estate.model.services import GPU_DEVICES
+from roles._lib.facts import DeviceNode, FileText
 from roles._lib import consumed, digest_of, digest_text, install, install_packages, put_text, \
-    render_dir, service_current
-from roles.slurm_controller.tasks import slurm_configs
+    render_dir, service_current, slurm_configs
 
 TMPFILES = "/etc/tmpfiles.d/estate-gpu.conf"
 DROPIN = "/etc/systemd/system/slurmd.service.d/estate-configless.conf"
@@ -31,8 +30,7 @@ ConditionPathExists=
 
 
 def _device_state(path: str) -> str:
-    return (host.get_fact(Command, f"stat -c '%F %t:%T' {path} 2>/dev/null || true")
-            or "").strip()
+    return host.get_fact(DeviceNode, path=path)
 
 
 @operation(is_idempotent=True)
@@ -46,7 +44,7 @@ def gpu_devices(devices: list[dict], create: bool):
         else:
             host.noop("fake GPU device files present")
         return
-    driver = host.get_fact(Command, "cat /proc/driver/nvidia/version 2>/dev/null || true")
+    driver = host.get_fact(FileText, path="/proc/driver/nvidia/version")
     if wrong or not driver:
         raise OperationError(
             f"{host.name}: GPU device files {', '.join(wrong) or '(present)'} missing or wrong"

@@ -3,17 +3,16 @@ from __future__ import annotations
 
 from pyinfra import host
 from pyinfra.api import OperationError, QuoteString, StringCommand, deploy, operation
-from pyinfra.facts.server import Command
 from pyinfra.operations import systemd
 
+from roles._lib.facts import MysqlGrants
 from roles._lib import consumed, digest_of, install, install_packages, runtime, service_current
 
 
 @operation(is_idempotent=True)
 def database(db: str, user: str):
     """The accounting database, and its owner authenticated by unix socket."""
-    grants = host.get_fact(Command, f"mysql -NBe \"SHOW GRANTS FOR '{user}'@'localhost'\" "
-                                    "2>/dev/null || true") or ""
+    grants = host.get_fact(MysqlGrants, user=user)
     if f"`{db}`" in grants and "unix_socket" in grants:
         host.noop(f"database {db} and user {user} exist")
         return
