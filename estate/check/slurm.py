@@ -20,7 +20,8 @@ from estate.model.nodes import slurm_compute
 E, W = Severity.ERROR, Severity.WARNING
 
 # Slurm's time formats (sbatch(1) --time): minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
-_TIME = re.compile(r"^(\d+|\d+:\d+|\d+:\d+:\d+|\d+-\d+|\d+-\d+:\d+|\d+-\d+:\d+:\d+)$")
+_TIME = re.compile(r"[0-9]+|[0-9]+:[0-9]+|[0-9]+:[0-9]+:[0-9]+|[0-9]+-[0-9]+|[0-9]+-[0-9]+:[0-9]+"
+                   r"|[0-9]+-[0-9]+:[0-9]+:[0-9]+")
 _UNLIMITED = {"infinite", "unlimited"}
 # Names slurm.conf treats as keywords: NodeName=DEFAULT / PartitionName=DEFAULT set defaults,
 # Nodes=ALL means every node.
@@ -208,7 +209,7 @@ def time_format(estate):
     limits += [(("slurm", "qos", i, "max_wall"), q.max_wall)
                for i, q in enumerate(slurm.qos) if q.max_wall is not None]
     for loc, value in limits:
-        if value.lower() not in _UNLIMITED and not _TIME.match(value):
+        if value.lower() not in _UNLIMITED and not _TIME.fullmatch(value):
             yield problem(loc, f"'{value}' is not a Slurm time", "use minutes, HH:MM:SS, "
                           "D-HH:MM:SS or INFINITE, e.g. 2-00:00:00")
 

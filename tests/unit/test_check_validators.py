@@ -124,7 +124,7 @@ CASES = [
      "slurm.accounts[0].parent"),
     ("slurm.unknown_user", W, "prod", {"slurm.accounts[3].users": ["dave", "erin"]},
      "slurm.accounts[3].users[1]"),
-    ("slurm.time_format", E, "prod", {"slurm.partitions[2].max_time": "30 minutes"},
+    ("slurm.time_format", E, "prod", {"slurm.partitions[2].max_time": "30min"},
      "slurm.partitions[2].max_time"),
     ("slurm.time_format", E, "prod", {"slurm.qos[1].max_wall": "8h"}, "slurm.qos[1].max_wall"),
     ("slurm.gres_mismatch", E, "prod", {"nodes[2].slurm.gres_count": 4},

@@ -64,8 +64,6 @@ CASES = [
      "nodes[5].class"),
     ("kubernetes.node_labels", E, "lab", {"nodes[5].labels": {"node-role.kubernetes.io/gpu": ""}},
      "nodes[5].labels.node-role.kubernetes.io/gpu"),
-    ("kubernetes.node_labels", E, "lab", {"nodes[5].labels": {"team": "a b"}},
-     "nodes[5].labels.team"),
     ("kubernetes.node_labels", E, "lab", {"nodes[5].labels": {"nvidia.com/gpu.count": "8"}},
      "nodes[5].labels.nvidia.com/gpu.count"),
     ("kubernetes.topology_label", E, "lab",
