@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from estate.check import check_artifacts, check_spec, has_errors
-from estate.check.findings import Finding, sort_findings
+from estate.check.findings import Finding, Severity, sort_findings
 from estate.render import Artifacts, render_all
+from estate.render.templates import RenderError
 from estate.spec.load import Loaded, load
 from estate.spec.resolved import Estate
 
@@ -39,7 +40,13 @@ def build(spec_path: str | Path, render: bool = True) -> Build:
     if has_errors(result.findings) or not render:
         result.findings = sort_findings(result.findings)
         return result
-    result.artifacts = render_all(result.estate, str(spec_path))
+    try:
+        result.artifacts = render_all(result.estate, str(spec_path))
+    except RenderError as exc:  # a value the spec types let through but a file cannot hold
+        result.findings = sort_findings(result.findings + [Finding(
+            "render.unsafe_value", Severity.ERROR, "<root>", str(exc),
+            "write the value on one line in plain characters; nothing was rendered")])
+        return result
     result.findings += check_artifacts(_ArtifactContext(result.estate, result.artifacts), locate)
     result.findings = sort_findings(result.findings)
     return result
