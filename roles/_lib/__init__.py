@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from functools import lru_cache
 from pathlib import Path
 
@@ -145,7 +146,8 @@ def put_in_place(src: str, dest: str):
         return
     tmp = host.get_temp_filename(dest)
     yield FileUploadCommand(src, tmp, remote_temp_filename=tmp)
-    yield StringCommand("cat", tmp, ">", dest, "&&", "rm", "-f", tmp)
+    yield StringCommand("cat", QuoteString(tmp), ">", QuoteString(dest), "&&", "rm", "-f",
+                        QuoteString(tmp))
 
 
 def install_packages(role: str, extras: tuple[str, ...] = ()) -> None:
@@ -176,12 +178,15 @@ def run_when_changed(command: str, stamp: str, digest: str):
 
     The stamp records the digest of the last successful run, so a failed run is
     retried next time and an unchanged input is not re-applied (no change reported).
+    command is a shell command line whose values are already quoted (shlex.quote);
+    stamp and digest are quoted here.
     """
     if host.get_fact(FileText, path=stamp) == digest:
         host.noop(f"{command} already applied for {digest[:12]}")
         return
     yield StringCommand("sh", "-c", QuoteString(
-        f"{command} && mkdir -p $(dirname {stamp}) && echo {digest} > {stamp}"))
+        f"{command} && mkdir -p {shlex.quote(str(Path(stamp).parent))} && "
+        f"echo {shlex.quote(digest)} > {shlex.quote(stamp)}"))
 
 
 def digest_of(paths: list[str]) -> str:
@@ -194,6 +199,8 @@ def digest_of(paths: list[str]) -> str:
 @operation(is_idempotent=True)
 def wait_until(check: str, what: str, timeout: int = 60):
     """Wait until a shell check succeeds on the node; fail with `what` if it never does.
+
+    check is a shell command line whose values are already quoted (shlex.quote).
 
     Yields no command, so waiting never counts as a change.
     """
@@ -246,12 +253,14 @@ def service_current(service: str, digest: str, action: str = "restart"):
             host.get_fact(ServiceActive, unit=service):
         host.noop(f"{service} is running on its current inputs")
         return
+    q_service = shlex.quote(service)
+    q_stamp = shlex.quote(stamp)
     yield StringCommand("sh", "-c", QuoteString(
-        f"systemctl daemon-reload && systemctl {action} {service} && "
+        f"systemctl daemon-reload && systemctl {shlex.quote(action)} {q_service} && "
         # Type=simple units report success before the daemon can die on its config.
-        f"sleep 1 && systemctl is-active --quiet {service} && "
-        f"mkdir -p {STAMPS} && echo {digest} > {stamp} || "
-        f"{{ journalctl -u {service} -n 5 --no-pager -o cat >&2; exit 1; }}"))
+        f"sleep 1 && systemctl is-active --quiet {q_service} && "
+        f"mkdir -p {shlex.quote(STAMPS)} && echo {shlex.quote(digest)} > {q_stamp} || "
+        f"{{ journalctl -u {q_service} -n 5 --no-pager -o cat >&2; exit 1; }}"))
 
 
 def slurm_configs() -> list[str]:

@@ -27,14 +27,15 @@ def identity(doc: dict):
         have = groups.get(g["name"])
         if have is None:
             yield StringCommand("groupadd", *(["-r"] if g["gid"] < 1000 else []),
-                                "--gid", str(g["gid"]), QuoteString(g["name"]))
+                                "--gid", QuoteString(str(g["gid"])), QuoteString(g["name"]))
         elif int(have[2]) != g["gid"]:
             raise OperationError(_mismatch("group", g["name"], int(have[2]), g["gid"]))
     for u in doc["users"]:
         have = users.get(u["name"])
         if have is None:
             yield StringCommand(
-                "useradd", *(["-r", "-M"] if u["system"] else ["-m"]), "--uid", str(u["uid"]),
+                "useradd", *(["-r", "-M"] if u["system"] else ["-m"]), "--uid",
+                QuoteString(str(u["uid"])),
                 "-g", QuoteString(u["group"]), "-d", QuoteString(u["home"]),
                 "-s", QuoteString(u["shell"]), QuoteString(u["name"]))
             continue

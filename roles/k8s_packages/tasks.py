@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import shlex
 from shlex import quote
 from typing import Callable
 from urllib.parse import urlparse
@@ -38,8 +39,10 @@ def reach_problem(run: Callable[[str], str], url: str) -> str | None:
     """Why the node cannot fetch the repository's signing key (None if it can)."""
     u = urlparse(url)
     port = u.port or (443 if u.scheme == "https" else 80)
-    connect = quote(f"exec 3<>/dev/tcp/{u.hostname}/{port}")
-    if (run(f"timeout 8 bash -c {connect} 2>/dev/null && echo ok") or "").strip() == "ok":
+    # host and port are arguments of the inner script ($1, $2), never part of its code
+    connect = quote('exec 3<>"/dev/tcp/$1/$2"')
+    if (run(f"timeout 8 bash -c {connect} _ {quote(u.hostname or '')} {quote(str(port))} "
+            "2>/dev/null && echo ok") or "").strip() == "ok":
         return None
     return f"cannot reach {u.hostname}:{port} ({url}) from this node"
 
@@ -67,4 +70,4 @@ def k8s_packages() -> None:
     apt.packages(name="Install the pinned Kubernetes packages", packages=packages)
     if set(packages) - set(probe("apt-mark showhold").split()):
         server.shell(name="Hold them (upgrades go through the spec's version)",
-                     commands=[f"apt-mark hold {' '.join(map(quote, packages))} >/dev/null"])
+                     commands=[f"apt-mark hold {shlex.join(packages)} >/dev/null"])

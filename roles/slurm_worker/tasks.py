@@ -8,6 +8,8 @@ through a tmpfiles.d entry).
 from __future__ import annotations
 
 import json
+import re
+import shlex
 
 from pyinfra import host
 from pyinfra.api import OperationError, deploy, operation
@@ -29,6 +31,18 @@ ConditionPathExists=
 """
 
 
+# A device path as the spec types allow it: printed into a tmpfiles.d line, it must stay
+# one field (tmpfiles has no shell quoting).
+DEVICE_PATH = re.compile(r"/[A-Za-z0-9._+@/-]+")
+
+
+def _device_path(path: str) -> str:
+    if not DEVICE_PATH.fullmatch(path) or "/../" in path + "/":
+        raise OperationError(f"{host.name}: GPU device path {path!r} in the rendered device "
+                             "list is not a plain absolute path; re-render the spec")
+    return path
+
+
 def _device_state(path: str) -> str:
     return host.get_fact(DeviceNode, path=path)
 
@@ -40,7 +54,7 @@ def gpu_devices(devices: list[dict], create: bool):
                                             f"{d['major']:x}:{d['minor']:x}"]
     if create:
         if wrong:
-            yield f"systemd-tmpfiles --create {TMPFILES}"
+            yield f"systemd-tmpfiles --create {shlex.quote(TMPFILES)}"
         else:
             host.noop("fake GPU device files present")
         return
@@ -60,8 +74,8 @@ def gpus() -> list[str]:
         doc = json.loads((render_dir() / path).read_bytes())
         create = doc["mode"] == "create"
         if create:
-            lines = "".join(f"c+ {d['path']} 0666 root root - {d['major']}:{d['minor']}\n"
-                            for d in doc["devices"])
+            lines = "".join(f"c+ {_device_path(d['path'])} 0666 root root - "
+                            f"{int(d['major'])}:{int(d['minor'])}\n" for d in doc["devices"])
             put_text("# Fake GPU device files for the lab, written by Estate.\n" + lines,
                      TMPFILES, name="Fake GPU devices at boot")
         gpu_devices(name="GPU device files", devices=doc["devices"], create=create)

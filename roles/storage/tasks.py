@@ -67,7 +67,7 @@ def storage(part: Literal["exports", "mounts", "all"] = "all") -> None:
         # restart: a changed unit (new server, options) only takes effect on remount
         applied(name=f"Mount {unit}", stamp=f"{STAMPS}/{unit}", paths=[p], unit=unit,
                 installs=[installed[p]],
-                command=f"systemctl daemon-reload && systemctl restart {unit}")
+                command=f"systemctl daemon-reload && systemctl restart {shlex.quote(unit)}")
         systemd.service(name=f"Enable {unit}", service=unit, running=None, enabled=True)
 
 
@@ -98,8 +98,9 @@ def applied(command: str, stamp: str, paths: list[str], installs: list, unit: st
     if seen == digest and not rewritten and not inactive:
         host.noop(f"{command} already applied for {digest[:12]}")
         return
-    check = f" && systemctl is-active --quiet {unit}" if unit else ""
+    check = f" && systemctl is-active --quiet {shlex.quote(unit)}" if unit else ""
     # the stamp goes first: if the command fails after a drifted file was put back,
     # the next run must still apply it
     yield StringCommand("sh", "-c", QuoteString(
-        f"rm -f {stamp}; {command}{check} && mkdir -p {STAMPS} && echo {digest} > {stamp}"))
+        f"rm -f {shlex.quote(stamp)}; {command}{check} && mkdir -p {shlex.quote(STAMPS)} && "
+        f"echo {shlex.quote(digest)} > {shlex.quote(stamp)}"))
