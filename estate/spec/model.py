@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from estate.catalogue import SPEC_ROLES
 from estate.spec.types import (AbsolutePath, AptSource, FreeText, LabelKey, LabelValue,
-                               OptionList, OwnedDirectory, PathText, SlurmTime,
+                               OptionList, OwnedDirectory, SlurmTime, StoragePath,
                                Version)
 
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$", max_length=63)]
@@ -217,14 +217,14 @@ class Kubernetes(Strict):
 class Export(Strict):
     name: Name
     server: Name
-    path: PathText
+    path: StoragePath
     segment: Name
     options: OptionList = "rw,sync,no_subtree_check,no_root_squash"
 
 
 class Mount(Strict):
     export: Name
-    path: PathText
+    path: StoragePath
     clients: HostlistExpr
     options: OptionList = "defaults,_netdev,vers=4.2"
 

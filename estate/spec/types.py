@@ -111,9 +111,7 @@ def _absolute_path(value: str) -> str:
 
 
 PathText = Annotated[str, AfterValidator(_path_text)]
-"""A path in safe characters without '.' or '..' segments. Storage paths use it: whether
-they are absolute and distinct is the storage validators' to report (storage.relative_path,
-storage.duplicate_mount)."""
+"""A path in safe characters without '.' or '..' segments."""
 
 
 AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
@@ -156,6 +154,41 @@ def _owned_directory(value: str) -> str:
 OwnedDirectory = Annotated[str, AfterValidator(_owned_directory)]
 """A directory a role creates and chowns to a service: never a system directory."""
 
+# Where an NFS mount would shadow, or an export expose, the system's own files.
+SYSTEM_MOUNT_POINTS = frozenset({"/", "/root", "/var", "/var/lib", "/var/log", "/var/cache",
+                                 "/var/spool", "/var/backups", "/var/mail", "/var/tmp", "/tmp",
+                                 "/var/lib/dpkg", "/var/lib/apt"})
+SYSTEM_MOUNT_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/proc", "/run", "/sbin", "/sys",
+                      "/usr", "/var/run", "/var/lock")
+
+
+def system_mount_problem(path: str) -> str | None:
+    """Why path may not be an NFS mount point or export (None if it may)."""
+    if path in SYSTEM_MOUNT_POINTS:
+        return f"{path} is a system directory"
+    for tree in SYSTEM_MOUNT_TREES:
+        if path == tree or path.startswith(tree + "/") or (
+                tree == "/lib" and re.match(r"/lib[^/]*(/|$)", path)):
+            return f"{path} is {'inside ' if path != tree else ''}{tree}, the system's own files"
+    return None
+
+
+def _storage_path(value: str) -> str:
+    _path_text(value)
+    problem = system_mount_problem(value.rstrip("/") or "/") if value.startswith("/") else None
+    if problem:
+        raise _error("system_directory", f"{problem}: an NFS mount there would hide it on "
+                     "every client and an export would hand it to every client in the "
+                     "segment; use a dedicated directory, e.g. /export/<name> on the server "
+                     "and /mnt/<name> or /home on clients")
+    return value
+
+
+StoragePath = Annotated[str, AfterValidator(_storage_path)]
+"""An export or mount path: safe characters, no '..', never a system directory. Whether it
+is absolute and distinct is the storage validators' to report (storage.relative_path,
+storage.duplicate_mount)."""
+
 
 # --- option lists --------------------------------------------------------------------
 
@@ -166,10 +199,10 @@ def _options(value: str) -> str:
     _single_line(value)
     items = value.split(",")
     for item in items:
-        if not OPTION.fullmatch(item):
+        if not OPTION.fullmatch(item) or ".." in item:
             raise _error("option_syntax", f"option {item!r} in {value!r} is not 'key' or "
                          "'key=value' (letters, digits, '_', '.', '-'; values also ':', '/', "
-                         "'@', '+', '='); options are separated by ',' without spaces, e.g. "
+                         "'@', '+', '=', no '..'); options are separated by ',' without spaces, e.g. "
                          "rw,sync,no_subtree_check")
     return value
 
