@@ -210,11 +210,14 @@ def _rename_key(loc, sample):
 
 # --- what a rendered tree looks like -------------------------------------------------------
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _kinds(artifacts) -> Counter:
     kinds = Counter()
     for path, a in artifacts.items():
         if path.endswith((".yaml", ".yml")):
-            for doc in yaml.safe_load_all(a.content):
+            for doc in yaml.load_all(a.content, Loader=_LOADER):
                 if doc is not None:
                     kinds[(path, doc.get("kind") if isinstance(doc, dict) else type(doc))] += 1
     return kinds
@@ -345,3 +348,85 @@ def test_template_finalize_passes_dumped_structure():
     from estate.render.templates import dumped
     template = environment().from_string("{{ y }}\n{{ v | tojson }}\n")
     assert template.render(y=dumped("a:\n  b: 1"), v="x\ny") == 'a:\n  b: 1\n"x\\ny"\n'
+
+
+# --- the restricted types report at the spec path, with the fix in the message ------------------
+
+@pytest.mark.parametrize("stack,edit,kind,path,says", [
+    ("prod", {"slurm": {"state_dir": "/etc"}}, "system_directory", "slurm.state_dir",
+     "dedicated subdirectory"),
+    ("prod", {"slurm": {"state_dir": "/var/lib"}}, "system_directory", "slurm.state_dir",
+     "chowns"),
+    ("prod", {"slurm": {"state_dir": "/usr/share/slurm"}}, "system_directory",
+     "slurm.state_dir", "inside /usr"),
+    ("prod", {"slurm": {"state_dir": "/var/spool/../../etc"}}, "path_traversal",
+     "slurm.state_dir", "'..'"),
+    ("prod", {"slurm": {"gpu_device_path": "/dev/nvidia\nNodeName=evil"}},
+     "control_character", "slurm.gpu_device_path", "one line"),
+    ("prod", {"slurm": {"gpu_device_path": "/dev/nvidia gpu"}}, "path_characters",
+     "slurm.gpu_device_path", "no whitespace"),
+    ("prod", {"kubernetes": {"package_repository": "https://u:p@mirror.example/k8s/ /"}},
+     "url", "kubernetes.package_repository", "credentials"),
+    ("prod", {"kubernetes": {"package_repository": "ftp://mirror.example/k8s/"}},
+     "url", "kubernetes.package_repository", "http"),
+    ("prod", {"kubernetes": {"package_repository": "https://m.example/$(reboot) /"}},
+     "url", "kubernetes.package_repository", "$"),
+    ("prod", {"storage": {"exports": [{"options": "rw) *(rw,no_root_squash"}]}},
+     "option_syntax", "storage.exports[0].options", "key=value"),
+    ("prod", {"storage": {"mounts": [{"options": "defaults\nWhat=evil:/"}]}},
+     "control_character", "storage.mounts[0].options", "one line"),
+    ("prod", {"storage": {"mounts": [{"path": "/etc"}]}}, "system_directory",
+     "storage.mounts[0].path", "dedicated directory"),
+    ("prod", {"storage": {"exports": [{"path": "/"}]}}, "system_directory",
+     "storage.exports[0].path", "dedicated directory"),
+    ("prod", {"slurm": {"partitions": [{"max_time": "2-00:00:00\n"}]}}, "control_character",
+     "slurm.partitions[0].max_time", "one line"),
+    ("prod", {"slurm": {"partitions": [{"max_time": "30 Nodes=ALL"}]}}, "time_syntax",
+     "slurm.partitions[0].max_time", "not allowed"),
+    ("prod", {"kubernetes": {"version": "1.31.4\n"}}, "control_character",
+     "kubernetes.version", "one line"),
+    ("lab", {"nodes": {5: {"labels": {"team": "a b"}}}}, "label_value", "nodes[5].labels.team",
+     "alphanumeric"),
+    ("lab", {"nodes": {5: {"labels": {"team,evil": "x"}}}}, "label_key",
+     "nodes[5].labels.team,evil", "label name"),
+    ("prod", {"description": "estate\x1b[2J"}, "control_character", "description",
+     "control character"),
+])
+def test_a_refused_value_is_a_finding_at_its_path(stack, edit, kind, path, says):
+    data = spec_dict(stack)
+    _merge(data, edit)
+    loaded = load_text(yaml.safe_dump(data, sort_keys=False), "spec.yaml")
+    found = {(f.id, f.path): f for f in loaded.findings}
+    assert (f"schema.{kind}", path) in found, sorted(found)
+    finding = found[(f"schema.{kind}", path)]
+    assert finding.severity is Severity.ERROR and says in finding.message, finding.message
+    assert finding.location.startswith("spec.yaml:")
+
+
+def _merge(data, edit):
+    for key, value in edit.items():
+        if isinstance(value, dict) and isinstance(data, list):
+            _merge(data[key], value)
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                _merge(data[key][i], item)
+        elif isinstance(value, dict) and key in data and isinstance(data[key], (dict, list)) \
+                and not (key == "labels"):
+            _merge(data[key], value)
+        else:
+            data[key] = value
+
+
+@pytest.mark.parametrize("edit", [
+    {"slurm": {"state_dir": "/var/spool/slurmctld-prod"}},
+    {"slurm": {"state_dir": "/srv/slurm/state"}},
+    {"storage": {"mounts": [{"path": "/home"}]}},
+    {"storage": {"exports": [{"options": "rw,sync,no_subtree_check,sec=krb5:krb5p,fsid=0"}]}},
+    {"kubernetes": {"package_repository": "http://mirror.internal:8080/k8s/core:/stable:/v1.31/deb/ /"}},
+    {"kubernetes": {"package_repository": "https://mirror.example/kubernetes noble main"}},
+])
+def test_ordinary_values_are_accepted(edit):
+    data = spec_dict("prod")
+    _merge(data, edit)
+    loaded = load_text(yaml.safe_dump(data, sort_keys=False), "spec.yaml")
+    assert loaded.findings == []
