@@ -131,14 +131,22 @@ SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/proc", "/run", "/sbin
                 "/tmp", "/usr", "/var/tmp", "/var/run", "/var/lock")
 
 
+def _inside(path: str, tree: str) -> bool:
+    if tree == "/lib":  # /lib, /lib32, /lib64, /libx32 and what is under them
+        return re.match(r"/lib[^/]*(/|$)", path) is not None
+    return path == tree or path.startswith(tree + "/")
+
+
+def _system_path(path: str, directories: frozenset, trees: tuple) -> str | None:
+    if path in directories:
+        return f"{path} is a system directory"
+    tree = next((t for t in trees if _inside(path, t)), None)
+    return f"{path} is inside {tree}, which belongs to the system" if tree else None
+
+
 def system_directory_problem(path: str) -> str | None:
     """Why a role must not make path a service's own directory (None if it may)."""
-    if path in SYSTEM_DIRECTORIES:
-        return f"{path} is a system directory"
-    for tree in SYSTEM_TREES:
-        if path.startswith(tree + "/") or (tree == "/lib" and re.match(r"/lib[^/]*(/|$)", path)):
-            return f"{path} is inside {tree}, which belongs to the system"
-    return None
+    return _system_path(path, SYSTEM_DIRECTORIES, SYSTEM_TREES)
 
 
 def _owned_directory(value: str) -> str:
@@ -164,13 +172,7 @@ SYSTEM_MOUNT_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/proc", "/run", 
 
 def system_mount_problem(path: str) -> str | None:
     """Why path may not be an NFS mount point or export (None if it may)."""
-    if path in SYSTEM_MOUNT_POINTS:
-        return f"{path} is a system directory"
-    for tree in SYSTEM_MOUNT_TREES:
-        if path == tree or path.startswith(tree + "/") or (
-                tree == "/lib" and re.match(r"/lib[^/]*(/|$)", path)):
-            return f"{path} is {'inside ' if path != tree else ''}{tree}, the system's own files"
-    return None
+    return _system_path(path, SYSTEM_MOUNT_POINTS, SYSTEM_MOUNT_TREES)
 
 
 def _storage_path(value: str) -> str:
@@ -202,8 +204,8 @@ def _options(value: str) -> str:
         if not OPTION.fullmatch(item) or ".." in item:
             raise _error("option_syntax", f"option {item!r} in {value!r} is not 'key' or "
                          "'key=value' (letters, digits, '_', '.', '-'; values also ':', '/', "
-                         "'@', '+', '=', no '..'); options are separated by ',' without spaces, e.g. "
-                         "rw,sync,no_subtree_check")
+                         "'@', '+', '=', no '..'); options are separated by ',' without "
+                         "spaces, e.g. rw,sync,no_subtree_check")
     return value
 
 
