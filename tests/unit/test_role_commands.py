@@ -1,7 +1,9 @@
-"""No value reaches a root shell on a node unquoted: a static scan of roles/.
+"""No value reaches a root shell on a node unquoted: a static scan of roles/ and the
+cluster checks of estate/verify.
 
-The roles (deploys and their verify suites) run shell commands as root on every node.
-This reads every Python file under roles/ and finds the places a string becomes a
+The roles (deploys and their verify suites) and estate verify's cluster checks run shell
+commands as root on the nodes. This reads every Python file under roles/ and
+estate/verify/ and finds the places a string becomes a
 command: ``host.get_fact(Command, CMD)``, ``run(CMD)`` (the roles' wrappers, testinfra's
 ``host.run``/``check_output``), ``server.shell(commands=[...])``, ``StringCommand(...)``
 (whose bare words pyinfra joins unquoted), what a fact's ``command()`` returns,
@@ -11,7 +13,7 @@ yields. Every value interpolated there (f-string field, ``.format`` argument, ``
 operand) must be
 
 - a ``shlex.quote``/``shlex.join`` call (``QuoteString`` in a ``StringCommand``),
-- a module constant whose literal holds only characters that need no quoting,
+- a module constant holding literal text (source code, not a value),
 - a local variable assigned one of these (or a command text built only from them), or
 - a parameter named ``command``, ``check`` or ``snippet``: a command line the caller
   built, which the scan checks where the caller builds it.
@@ -21,15 +23,14 @@ A new command that interpolates a raw value fails here with its file and line.
 from __future__ import annotations
 
 import ast
-import re
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-ROLE_FILES = sorted((ROOT / "roles").rglob("*.py"))
+# the roles and the cluster checks `estate verify` runs on the nodes
+ROLE_FILES = sorted([*(ROOT / "roles").rglob("*.py"), *(ROOT / "estate" / "verify").rglob("*.py")])
 SNIPPET_PARAMS = {"command", "check", "snippet"}
-SAFE_LITERAL = re.compile(r"[A-Za-z0-9_./:@%+=,-]*")
 # callee name -> (positional argument indexes, keyword names) that are command text
 COMMAND_CALLS = {
     "get_fact": ((1,), ("snippet",)),
@@ -40,11 +41,19 @@ COMMAND_CALLS = {
     "run_when_changed": ((), ("command",)),
     "applied": ((), ("command",)),
     "wait_until": ((), ("check",)),
+    "_submit": ((1,), ()),   # estate/verify/checks/test_cluster.py: a job's command line
 }
 
 
 def _name(func: ast.expr) -> str:
     return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def _literal(node: ast.expr) -> bool:
+    """Text written in the source (a string, or an argv of strings): code, not a value."""
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return all(_literal(e) for e in node.elts)
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
 
 
 def _is_quote_call(node: ast.expr) -> bool:
@@ -97,15 +106,13 @@ class Scan:
             return all(self.quoted(v, scope, depth + 1) or self.text_ok(v, scope, depth + 1)
                        for v in values)
         if scope.module is not None and name in scope.module.assigned:
-            return all(isinstance(v, ast.Constant) and isinstance(v.value, str)
-                       and SAFE_LITERAL.fullmatch(v.value)
-                       for v in scope.module.assigned[name])
+            return all(_literal(v) for v in scope.module.assigned[name])
         return False
 
     # --- command text --------------------------------------------------------------------
     def text_ok(self, node: ast.expr, scope: Scope, depth: int = 0) -> bool:
-        if isinstance(node, ast.Constant):
-            return isinstance(node.value, str)
+        if _literal(node):
+            return True
         if isinstance(node, ast.JoinedStr):
             return all(self.quoted(v.value, scope, depth) for v in node.values
                        if isinstance(v, ast.FormattedValue))
