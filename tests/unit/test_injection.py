@@ -33,9 +33,10 @@ from estate.render.templates import RenderError, environment
 from estate.spec.load import Source, load_text, schema_findings, spec_path
 from estate.spec.model import Spec
 from estate.spec.resolved import Estate
-from tests.unit.checkutil import spec_dict
+from tests.unit.checkutil import SPECS, spec_dict
 
 STACK = "prod"
+ROOT_STACK = SPECS[STACK]
 # "{v}" stands for the field's current value (or "x"): a payload behind a valid prefix
 # gets past checks that only look at how a value starts.
 PAYLOADS = {
@@ -430,3 +431,16 @@ def test_ordinary_values_are_accepted(edit):
     _merge(data, edit)
     loaded = load_text(yaml.safe_dump(data, sort_keys=False), "spec.yaml")
     assert loaded.findings == []
+
+
+def test_a_render_error_is_a_finding_not_a_traceback(monkeypatch):
+    """A value only the finalize hook stops still ends as an error finding, nothing rendered."""
+    from estate import pipeline
+
+    def refuse(estate, source=""):
+        raise RenderError("template slurm_conf/slurm.conf.j2: refusing to print 'a\\nb'")
+    monkeypatch.setattr(pipeline, "render_all", refuse)
+    result = pipeline.build(ROOT_STACK)
+    assert result.artifacts is None and not result.ok
+    [finding] = [f for f in result.findings if f.id == "render.unsafe_value"]
+    assert finding.severity is Severity.ERROR and "slurm.conf.j2" in finding.message
