@@ -7,7 +7,9 @@ Every value a template prints goes through ``finalize``, so no template can forg
   slurm.conf or gres.conf, a new key or document in a manifest;
 - in a YAML template a plain string must also read back as the same string wherever it
   is printed (block or flow position): no value can open a mapping, a comment, a flow
-  collection or turn into a boolean or a number.
+  collection or turn into a boolean or a number;
+- in a shell template (``.sh.j2``) a plain string must be one word that needs no quoting
+  (or be printed with ``| shell_quote``).
 
 Structured data reaches templates already dumped: ``tojson`` and the renderers' YAML
 dumper return ``Markup``, which finalize passes as it is (a dumper's output may span
@@ -16,6 +18,7 @@ checks its values with ``line_value``.
 """
 from __future__ import annotations
 
+import shlex
 from functools import lru_cache
 from pathlib import Path
 
@@ -63,17 +66,27 @@ def _reads_back(value: str) -> bool:
 def _finalize(context: jinja2.runtime.Context, value):
     if not isinstance(value, str) or isinstance(value, Markup):
         return value
-    line_value(value, f"template {context.name}")
-    if context.name.endswith((".yaml.j2", ".yml.j2")) and not _reads_back(value):
-        raise RenderError(f"template {context.name}: refusing to print {value!r} raw into "
+    name = context.name or "<string>"
+    line_value(value, f"template {name}")
+    if name.endswith((".yaml.j2", ".yml.j2")) and not _reads_back(value):
+        raise RenderError(f"template {name}: refusing to print {value!r} raw into "
                           "YAML, where it would not read back as the same string; print it "
                           "with | tojson")
+    if name.endswith(".sh.j2") and value and shlex.quote(value) != value:
+        raise RenderError(f"template {name}: refusing to print {value!r} raw into a "
+                          "shell script, where it is not one plain word; print it with "
+                          "| shell_quote")
     return value
+
+
+def shell_quote(value) -> Markup:
+    """One shell word, quoted as it needs (a filter for shell templates)."""
+    return Markup(shlex.quote(str(value)))
 
 
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(ROOT)),
         undefined=jinja2.StrictUndefined,   # a missing value is a bug, not an empty string
         keep_trailing_newline=True,
@@ -82,6 +95,8 @@ def environment() -> jinja2.Environment:
         autoescape=False,
         finalize=_finalize,
     )
+    env.filters["shell_quote"] = shell_quote
+    return env
 
 
 def render_template(name: str, context: dict) -> bytes:

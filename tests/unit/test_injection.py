@@ -444,3 +444,16 @@ def test_a_render_error_is_a_finding_not_a_traceback(monkeypatch):
     assert result.artifacts is None and not result.ok
     [finding] = [f for f in result.findings if f.id == "render.unsafe_value"]
     assert finding.severity is Severity.ERROR and "slurm.conf.j2" in finding.message
+
+
+def test_template_finalize_keeps_shell_templates_to_plain_words():
+    template = environment().from_string("sacctmgr -i add qos {{ value }}\n")
+    template.name = "slurm_conf/probe.sh.j2"
+    for value in ("a;reboot", "$(reboot)", "a b", "`x`", "'q'"):
+        with pytest.raises(RenderError, match="shell script"):
+            template.render(value=value)
+    assert template.render(value="normal") == "sacctmgr -i add qos normal\n"
+    quoted = environment().from_string("echo {{ value | shell_quote }}\n")
+    quoted.name = "slurm_conf/probe.sh.j2"
+    assert quoted.render(value="a;b") == "echo 'a;b'\n"
+    assert environment().from_string("{{ value }}").render(value="plain") == "plain"
