@@ -13,8 +13,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from estate.catalogue import SPEC_ROLES
-from estate.spec.types import (AbsolutePath, AptSource, FreeText, LabelKey, LabelValue,
-                               OptionList, OwnedDirectory, SlurmTime, StoragePath,
+from estate.spec.types import (AbsolutePath, AptSource, DevicePrefix, FreeText, LabelKey,
+                               LabelValue, OptionList, OwnedDirectory, SlurmTime, StoragePath,
                                Version)
 
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$", max_length=63)]
@@ -166,7 +166,7 @@ class Slurm(Strict):
                                     description="Primary first, then the backup.")
     address_segment: Name = Field("management", description="Segment whose addresses "
                                   "become NodeAddr and SlurmctldHost addresses.")
-    gpu_device_path: AbsolutePath = Field("/dev/nvidia", description="Device file prefix; the lab "
+    gpu_device_path: DevicePrefix = Field("/dev/nvidia", description="Device file prefix; the lab "
                                  "points it at fake device nodes.")
     process_tracking: Literal["cgroup", "linuxproc"] = "cgroup"
     state_dir: OwnedDirectory = "/var/spool/slurmctld"

@@ -162,6 +162,20 @@ def _owned_directory(value: str) -> str:
 OwnedDirectory = Annotated[str, AfterValidator(_owned_directory)]
 """A directory a role creates and chowns to a service: never a system directory."""
 
+def _device_prefix(value: str) -> str:
+    _absolute_path(value)
+    if not value.startswith(("/dev/", "/run/")) or value.endswith("/"):
+        raise _error("device_prefix", f"{value!r} is neither under /dev (the driver's device "
+                     "files, which the roles only check) nor under /run (fake devices for a "
+                     "lab): elsewhere the slurm_worker role would create device files "
+                     f"{value}0, {value}1, ... as root, replacing files of those names; use "
+                     "/dev/nvidia, or e.g. /run/estate/fake-gpu/nvidia for fake GPUs")
+    return value
+
+
+DevicePrefix = Annotated[str, AfterValidator(_device_prefix)]
+"""The GPU device file prefix: /dev/... (driver's, checked) or /run/... (lab's, created)."""
+
 # Where an NFS mount would shadow, or an export expose, the system's own files.
 SYSTEM_MOUNT_POINTS = frozenset({"/", "/root", "/var", "/var/lib", "/var/log", "/var/cache",
                                  "/var/spool", "/var/backups", "/var/mail", "/var/tmp", "/tmp",

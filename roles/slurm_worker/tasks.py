@@ -37,9 +37,10 @@ DEVICE_PATH = re.compile(r"/[A-Za-z0-9._+@/-]+")
 
 
 def _device_path(path: str) -> str:
-    if not DEVICE_PATH.fullmatch(path) or "/../" in path + "/":
-        raise OperationError(f"{host.name}: GPU device path {path!r} in the rendered device "
-                             "list is not a plain absolute path; re-render the spec")
+    if not DEVICE_PATH.fullmatch(path) or "/../" in path + "/" or not path.startswith("/run/"):
+        raise OperationError(f"{host.name}: fake GPU device path {path!r} in the rendered "
+                             "device list is not a plain path under /run (tmpfiles c+ would "
+                             "replace whatever is there); re-render the spec")
     return path
 
 

@@ -366,6 +366,10 @@ def test_template_finalize_passes_dumped_structure():
      "control_character", "slurm.gpu_device_path", "one line"),
     ("prod", {"slurm": {"gpu_device_path": "/dev/nvidia gpu"}}, "path_characters",
      "slurm.gpu_device_path", "no whitespace"),
+    ("prod", {"slurm": {"gpu_device_path": "/usr/lib/x86_64-linux-gnu/libc.so."}},
+     "device_prefix", "slurm.gpu_device_path", "/run/estate/fake-gpu/nvidia"),
+    ("prod", {"slurm": {"gpu_device_path": "/etc"}}, "device_prefix",
+     "slurm.gpu_device_path", "replacing files"),
     ("prod", {"kubernetes": {"package_repository": "https://u:p@mirror.example/k8s/ /"}},
      "url", "kubernetes.package_repository", "credentials"),
     ("prod", {"kubernetes": {"package_repository": "ftp://mirror.example/k8s/"}},
@@ -421,6 +425,7 @@ def _merge(data, edit):
 @pytest.mark.parametrize("edit", [
     {"slurm": {"state_dir": "/var/spool/slurmctld-prod"}},
     {"slurm": {"state_dir": "/srv/slurm/state"}},
+    {"slurm": {"gpu_device_path": "/run/estate/fake-gpu/nvidia"}},
     {"storage": {"mounts": [{"path": "/home"}]}},
     {"storage": {"exports": [{"options": "rw,sync,no_subtree_check,sec=krb5:krb5p,fsid=0"}]}},
     {"kubernetes": {"package_repository": "http://mirror.internal:8080/k8s/core:/stable:/v1.31/deb/ /"}},
