@@ -19,12 +19,18 @@ import re
 from typing import Annotated
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 # C0 and C1 controls, DEL, and the Unicode line and paragraph separators (YAML and some
 # editors break lines there too).
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _schema(pattern: str, description: str, **extra) -> WithJsonSchema:
+    """What `estate schema` tells editors; the validator stays the authority."""
+    return WithJsonSchema({"type": "string", "pattern": pattern, "description": description,
+                           **extra})
 
 
 def _error(kind: str, message: str) -> PydanticCustomError:
@@ -74,7 +80,8 @@ def _free_text(value: str) -> str:
     return value
 
 
-FreeText = Annotated[str, AfterValidator(_free_text)]
+FreeText = Annotated[str, AfterValidator(_free_text), _schema(
+    "^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]*$", "One line of text.", maxLength=1024)]
 """Descriptions and product strings: one line of printable text."""
 
 
@@ -114,7 +121,9 @@ PathText = Annotated[str, AfterValidator(_path_text)]
 """A path in safe characters without '.' or '..' segments."""
 
 
-AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
+_PATH = "(/[A-Za-z0-9._+@-]+)+"
+AbsolutePath = Annotated[str, AfterValidator(_absolute_path), _schema(
+    f"^(/|{_PATH})$", "A normalised absolute path (letters, digits, . _ + @ -).")]
 """A normalised absolute path: no '..', no whitespace, no control characters."""
 
 # Directories a role must never chown or chmod, and trees in which it must not create a
@@ -159,7 +168,8 @@ def _owned_directory(value: str) -> str:
     return value
 
 
-OwnedDirectory = Annotated[str, AfterValidator(_owned_directory)]
+OwnedDirectory = Annotated[str, AfterValidator(_owned_directory), _schema(
+    f"^{_PATH}$", "A dedicated directory a role chowns (never /etc, /var/lib, ...).")]
 """A directory a role creates and chowns to a service: never a system directory."""
 
 def _device_prefix(value: str) -> str:
@@ -173,7 +183,8 @@ def _device_prefix(value: str) -> str:
     return value
 
 
-DevicePrefix = Annotated[str, AfterValidator(_device_prefix)]
+DevicePrefix = Annotated[str, AfterValidator(_device_prefix), _schema(
+    "^/(dev|run)(/[A-Za-z0-9._+@-]+)+$", "Device file prefix under /dev or /run.")]
 """The GPU device file prefix: /dev/... (driver's, checked) or /run/... (lab's, created)."""
 
 # Where an NFS mount would shadow, or an export expose, the system's own files.
@@ -200,7 +211,8 @@ def _storage_path(value: str) -> str:
     return value
 
 
-StoragePath = Annotated[str, AfterValidator(_storage_path)]
+StoragePath = Annotated[str, AfterValidator(_storage_path), _schema(
+    "^[A-Za-z0-9._+@/-]+$", "An export or mount path (never a system directory).")]
 """An export or mount path: safe characters, no '..', never a system directory. Whether it
 is absolute and distinct is the storage validators' to report (storage.relative_path,
 storage.duplicate_mount)."""
@@ -223,7 +235,9 @@ def _options(value: str) -> str:
     return value
 
 
-OptionList = Annotated[str, AfterValidator(_options)]
+_OPTION = "[A-Za-z0-9_][A-Za-z0-9_.-]*(=[A-Za-z0-9_.:/@+=-]+)?"
+OptionList = Annotated[str, AfterValidator(_options), _schema(
+    f"^{_OPTION}(,{_OPTION})*$", "Options: key or key=value, joined by ','.")]
 """mount(8)/exports(5) options: key or key=value items joined by ',' (no spaces, no
 parentheses, so an option list can never open a second export or a new unit line)."""
 
@@ -268,18 +282,21 @@ def _apt_source(value: str) -> str:
     return value
 
 
-AptSource = Annotated[str, AfterValidator(_apt_source)]
+AptSource = Annotated[str, AfterValidator(_apt_source), _schema(
+    "^https?://[A-Za-z0-9._~:/%+@=-]+( [A-Za-z0-9._/-]+)*$", "'URL [SUITE [COMPONENT...]]'.")]
 """An apt repository: an http(s) URL without credentials, then the suite (and components)."""
 
 
 # --- tokens the validators then check for meaning -------------------------------------
 
 Version = Annotated[str, AfterValidator(_token(
-    "version_syntax", "A-Za-z0-9.+-", "a version", "1.31.4", 64))]
+    "version_syntax", "A-Za-z0-9.+-", "a version", "1.31.4", 64)),
+    _schema("^[A-Za-z0-9.+-]+$", "A version, e.g. 1.31.4.")]
 """A version token (the Kubernetes validators check it is one Estate can render)."""
 
 SlurmTime = Annotated[str, AfterValidator(_token(
-    "time_syntax", "A-Za-z0-9:-", "a Slurm time", "2-00:00:00 or INFINITE", 32))]
+    "time_syntax", "A-Za-z0-9:-", "a Slurm time", "2-00:00:00 or INFINITE", 32)),
+    _schema("^[A-Za-z0-9:-]+$", "A Slurm time: minutes, HH:MM:SS, D-HH:MM:SS or INFINITE.")]
 """A Slurm time token (slurm.time_format checks Slurm's grammar)."""
 
 
@@ -325,5 +342,8 @@ def _label_value(value: str) -> str:
     return value
 
 
-LabelKey = Annotated[str, AfterValidator(_label_key)]
-LabelValue = Annotated[str, AfterValidator(_label_value)]
+LabelKey = Annotated[str, AfterValidator(_label_key), _schema(
+    "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    "[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$", "A Kubernetes label key.")]
+LabelValue = Annotated[str, AfterValidator(_label_value), _schema(
+    "^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$", "A Kubernetes label value.", maxLength=63)]

@@ -462,3 +462,15 @@ def test_template_finalize_keeps_shell_templates_to_plain_words():
     quoted.name = "slurm_conf/probe.sh.j2"
     assert quoted.render(value="a;b") == "echo 'a;b'\n"
     assert environment().from_string("{{ value }}").render(value="plain") == "plain"
+
+
+def test_the_json_schema_carries_the_restrictions():
+    """`estate schema` gives editors the same shape (the validators stay the authority)."""
+    import jsonschema
+    schema = Spec.model_json_schema(by_alias=True)
+    validator = jsonschema.Draft202012Validator(schema)
+    data = json.loads(json.dumps(spec_dict(STACK), default=str))
+    assert list(validator.iter_errors(data)) == []
+    data["slurm"]["state_dir"] = "/var/spool/slurm ctld"
+    data["storage"]["exports"][0]["options"] = "rw) *(rw"
+    assert len(list(validator.iter_errors(data))) == 2
