@@ -45,7 +45,8 @@ def build(spec_path: str | Path, render: bool = True) -> Build:
     except RenderError as exc:  # a value the spec types let through but a file cannot hold
         result.findings = sort_findings(result.findings + [Finding(
             "render.unsafe_value", Severity.ERROR, "<root>", str(exc),
-            "write the value on one line in plain characters; nothing was rendered")])
+            "change the spec value the message names (it would change the structure of a "
+            "rendered file); nothing was rendered")])
         return result
     result.findings += check_artifacts(_ArtifactContext(result.estate, result.artifacts), locate)
     result.findings = sort_findings(result.findings)
