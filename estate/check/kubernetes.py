@@ -458,6 +458,38 @@ def export_name(estate):
                           "digits and '-'", "rename the export")
 
 
+# YAML 1.1 (PyYAML, and go-yaml v2 behind kubectl and kubeadm) reads these plain words as
+# booleans or null: printed as a name they would not be a string any more.
+YAML_WORD = re.compile(r"(?i)y|yes|n|no|true|false|on|off|null|~")
+
+
+def _strings(value, loc: tuple = ()):
+    """(location, text) of every string in a dumped spec, dict keys included."""
+    if isinstance(value, str):
+        yield loc, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str):
+                yield loc + (key,), key
+            yield from _strings(item, loc + (key,))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _strings(item, loc + (i,))
+
+
+@validator("kubernetes.yaml_word", E, "kubernetes",
+           "a name YAML reads as a boolean or null (yes, no, on, off, true, null, ...)")
+def yaml_word(estate):
+    if not _plane(estate):
+        return
+    data = estate.spec.model_dump(by_alias=True, mode="json", exclude_defaults=True)
+    for loc, text in _strings(data):
+        if YAML_WORD.fullmatch(text):
+            yield problem(loc, f"'{text}' reads as a boolean or null in the Kubernetes "
+                          "manifests and configs (YAML 1.1), not as a name",
+                          "rename it, e.g. with a letter or digit added")
+
+
 # --- artifact validators ------------------------------------------------------------------
 
 def _version(ctx) -> str:

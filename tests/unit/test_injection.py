@@ -4,7 +4,8 @@ The spec's free-text fields are found by walking the pydantic model tree from Sp
 field added later is covered without touching this file): every str-typed field, list
 item and dict key, whatever its restricted type. Each is set, on the richest example
 spec, to hostile values (a newline followed by a Slurm line, shell substitutions, NUL,
-a quote and a newline followed by a YAML key, '../..', '/etc'), and then either
+a quote and a newline followed by a YAML key, YAML's null and boolean words, '../..',
+'/etc'), and then either
 
 - loading or ``estate check`` reports an error finding at that field's spec path, or
 - the render succeeds and no rendered file carries the payload: no line starts with
@@ -52,6 +53,8 @@ PAYLOADS = {
     "quote-newline": "{v}'\"\nevil: true",
     "yaml-key": "{v}: {evil: true}",
     "space-keyword": "{v} evil=1",
+    "yaml-null": "null",
+    "yaml-bool": "On",
     "traversal": "../..",
     "traversal-suffix": "{v}/../../etc",
     "system-dir": "/etc",

@@ -73,6 +73,8 @@ CASES = [
     ("kubernetes.export_name", E, "lab",
      {"storage.exports[0].name": "Home_Dirs", "storage.mounts[0].export": "Home_Dirs"},
      "storage.exports[0].name"),
+    ("kubernetes.yaml_word", E, "lab", {"kubernetes.tenants[0].cohort": "on"},
+     "kubernetes.tenants[0].cohort"),
 ]
 
 
