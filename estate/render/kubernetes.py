@@ -313,7 +313,8 @@ def package_repository(estate: Estate) -> str:
 def build_node(estate: Estate, source: str) -> list[Artifact]:
     """Kernel modules, sysctls and the pinned package source, for every plane node."""
     nodes = hostlist(plane_nodes(estate))
-    head = f"# Rendered by estate from {source or 'the spec'}; do not edit.\n"
+    origin = line_value(source or "the spec", "kubernetes/node")
+    head = f"# Rendered by estate from {origin}; do not edit.\n"
     url, _, suite = line_value(package_repository(estate), "kubernetes/apt").partition(" ")
     line_value(estate.spec.kubernetes.version, "kubernetes/apt")
     texts = {
