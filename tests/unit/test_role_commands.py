@@ -205,7 +205,7 @@ class Scan:
             return
         positions, keywords = COMMAND_CALLS[name]
         if name == "get_fact" and not (call.args and _name(call.args[0]) == "Command"):
-            return
+            positions = ()  # another fact: only a snippet= argument is command text
         for i in positions:
             if i < len(call.args):
                 self.check_text(call.args[i], scope, f"{name}(...)")
@@ -241,6 +241,9 @@ def test_no_unquoted_value_in_a_role_command(path):
     'run(PROBE.format(fs=fs))',
     'host.run(f"findmnt --target {where}")',
     'def op(path):\n    yield f"rm -f {path}"',
+    'probe(f"test -s {path}")',
+    'host.get_fact(Probe, snippet=f"ls {path}")',
+    'class Fact(FactBase):\n    def command(self, path):\n        return f"cat {path}"',
 ])
 def test_the_scan_catches_unquoted_interpolation(source):
     assert _probe("tmp, dest, path, url, manifest, digest, stamp, fs, where", source), source
@@ -251,6 +254,7 @@ def test_the_scan_catches_unquoted_interpolation(source):
     'StringCommand("cat", QuoteString(tmp), ">", QuoteString(dest))',
     'q = shlex.quote(stamp)\nrun(f"cat {q}")',
     'run_when_changed(command=f"kubectl apply {shlex.join(args)}")',
+    'class Fact(FactBase):\n    def command(self, path):\n        return f"cat {quote(path)}"',
 ])
 def test_the_scan_accepts_quoted_values(source):
     assert _probe("tmp, dest, path, stamp, args", source) == [], source
