@@ -95,7 +95,7 @@ def _path_text(value: str) -> str:
     parts = value.split("/")
     if ".." in parts or "." in parts[1:]:
         raise _error("path_traversal", f"{value!r} has '.' or '..' segments; write the "
-                     f"directory it means, e.g. {posixpath.normpath('/' + value)}")
+                     f"directory it means, e.g. {posixpath.normpath('/' + value.lstrip('/'))}")
     bad = sorted({c for p in parts for c in p if not PATH_SEGMENT.fullmatch(c)})
     if bad:
         raise _error("path_characters", f"{value!r} contains {''.join(bad)!r}: paths may "
@@ -115,10 +115,6 @@ def _absolute_path(value: str) -> str:
         raise _error("path_not_normalised", f"{value!r} is not normalised (empty segment "
                      f"or trailing '/'); write {'/' + '/'.join(p for p in value.split('/') if p)}")
     return value
-
-
-PathText = Annotated[str, AfterValidator(_path_text)]
-"""A path in safe characters without '.' or '..' segments."""
 
 
 _PATH = "(/[A-Za-z0-9._+@-]+)+"
@@ -172,9 +168,10 @@ OwnedDirectory = Annotated[str, AfterValidator(_owned_directory), _schema(
     f"^{_PATH}$", "A dedicated directory a role chowns (never /etc, /var/lib, ...).")]
 """A directory a role creates and chowns to a service: never a system directory."""
 
+
 def _device_prefix(value: str) -> str:
     _absolute_path(value)
-    if not value.startswith(("/dev/", "/run/")) or value.endswith("/"):
+    if not value.startswith(("/dev/", "/run/")):
         raise _error("device_prefix", f"{value!r} is neither under /dev (the driver's device "
                      "files, which the roles only check) nor under /run (fake devices for a "
                      "lab): elsewhere the slurm_worker role would create device files "
@@ -220,7 +217,8 @@ storage.duplicate_mount)."""
 
 # --- option lists --------------------------------------------------------------------
 
-OPTION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(=[A-Za-z0-9_.:/@+=-]+)?")
+_OPTION = "[A-Za-z0-9_][A-Za-z0-9_.-]*(=[A-Za-z0-9_.:/@+=-]+)?"
+OPTION = re.compile(_OPTION)
 
 
 def _options(value: str) -> str:
@@ -235,7 +233,6 @@ def _options(value: str) -> str:
     return value
 
 
-_OPTION = "[A-Za-z0-9_][A-Za-z0-9_.-]*(=[A-Za-z0-9_.:/@+=-]+)?"
 OptionList = Annotated[str, AfterValidator(_options), _schema(
     f"^{_OPTION}(,{_OPTION})*$", "Options: key or key=value, joined by ','.")]
 """mount(8)/exports(5) options: key or key=value items joined by ',' (no spaces, no
