@@ -31,10 +31,10 @@ lab: deps venv doctor check render lab-ns lab-vagrant
 
 ## Slurm lab in network namespaces: real slurmctld/slurmd/munged on the rendered files.
 lab-ns: deps venv
-	$(VENV)/bin/python -m tests.live_slurm.netns_lab lab $(SPEC)
+	$(ESTATE) lab netns up $(SPEC) --job
 
 lab-ns-down: venv
-	$(VENV)/bin/python -m tests.live_slurm.netns_lab down
+	$(ESTATE) lab netns down
 
 ## Vagrant lab (docker provider): the spec's Slurm and storage nodes as systemd containers,
 ## provisioned by roles/ (pyinfra), checked by `estate verify`; a second run changes nothing.
@@ -44,7 +44,9 @@ lab-vagrant: deps venv
 lab-vagrant-down: venv
 	$(ESTATE) lab down -o $(OUT)
 
-lab-down: lab-ns-down lab-vagrant-down
+## Everything any lab (namespaces, containers, VMs) left on this host.
+lab-down: venv
+	$(ESTATE) lab down --all -o $(OUT)
 
 ## The lab tier: cold up, idempotent second apply, verify, clean down (needs docker; ~5 min).
 test-lab: deps venv

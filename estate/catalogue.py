@@ -119,11 +119,17 @@ PHASES: list[tuple[str, list[str]]] = [
     # The control plane again (a no-op by then): workers take a join token from it.
     ("k8s_join", ["k8s_control_plane", "k8s_worker"]),
     # Last: where the kernel has no NFS the storage role fails, and nothing should wait on it.
-    # Servers export before any client mounts: the storage deploy runs in both phases and
-    # does its exports, then its mounts (it reads the phase from host data estate_phase).
+    # Servers export before any client mounts: the storage deploy runs in both phases, with
+    # the part of its work each phase does as its argument (PHASE_ARGS).
     ("storage", ["storage"]),
     ("storage_mounts", ["storage"]),
 ]
+# Arguments a deploy takes in a phase, (phase, deploy) -> keyword arguments; a deploy run
+# outside `estate apply` (pyinfra CLI, molecule) takes its defaults and does all its work.
+PHASE_ARGS: dict[tuple[str, str], dict[str, str]] = {
+    ("storage", "storage"): {"part": "exports"},
+    ("storage_mounts", "storage"): {"part": "mounts"},
+}
 ORDER = list(dict.fromkeys(d for _, ds in PHASES for d in ds))
 
 # What this machine needs to run the tiers and labs, beyond the roles' own packages:

@@ -165,10 +165,14 @@ def validators(output: Output = OutputOpt) -> None:
                [[v.id, v.severity.value, v.domain, v.stage, v.summary] for v in found], output)
 
 
-# apply, inventory, verify, lab up/down/status (estate/provision/cli.py)
+# apply, inventory, verify (estate/provision/cli.py); the labs (estate/lab/cli.py)
 from estate.provision.cli import register as _register_provision  # noqa: E402
 
 _register_provision(app)
+
+from estate.lab.cli import app as _lab_app  # noqa: E402
+
+app.add_typer(_lab_app, name="lab")
 
 from estate.doctor import register as _register_doctor  # noqa: E402
 

@@ -683,7 +683,7 @@ def run_doctor(spec: Path, target: DoctorTarget, limit: str | None, secrets: Pat
 def _doctor_inventory(result, limit, secrets, lab, ssh_key, ssh_user) -> list[Check]:
     from estate.provision.envsecrets import secrets_from_env
     from estate.provision.inventory import Connection, targets
-    from estate.provision.lab import SECRETS, SSH_KEY
+    from estate.lab.vagrant import SECRETS, SSH_KEY
     conn = Connection("root", str(SSH_KEY), False) if lab else \
         Connection(ssh_user, ssh_key, True)
     with tempfile.TemporaryDirectory(prefix="estate-doctor-") as tmp, \

@@ -13,6 +13,7 @@ from pathlib import Path
 from estate.check import check_artifacts, check_spec, has_errors
 from estate.check.findings import Finding, Severity, sort_findings
 from estate.render import Artifacts, render_all
+from estate.render.templates import RenderError
 from estate.spec.load import Loaded, Source, load
 from estate.spec.resolved import Estate
 
@@ -62,7 +63,14 @@ def build(spec_path: str | Path, render: bool = True) -> Build:
             result.findings = sort_findings(result.findings)
             return result
         stage = "render"
-        artifacts = render_all(result.estate, str(spec_path))
+        try:
+            artifacts = render_all(result.estate, str(spec_path))
+        except RenderError as exc:  # a value the spec types let through but a file cannot hold
+            result.findings = sort_findings(result.findings + [Finding(
+                "render.unsafe_value", Severity.ERROR, "<root>", str(exc),
+                "change the spec value the message names (it would change the structure of "
+                "a rendered file); nothing was rendered")])
+            return result
         stage = "artifact check"
         result.findings += check_artifacts(_ArtifactContext(result.estate, artifacts), locate)
         result.artifacts = artifacts

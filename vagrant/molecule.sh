@@ -16,6 +16,7 @@ vagrant/image/build.sh >/dev/null
 docker ps -aq --filter "name=^estate-mol-" | xargs -r docker rm -f >/dev/null
 docker network ls -q --filter label=estate-mol=1 | xargs -r docker network rm >/dev/null
 .venv/bin/python -m estate.provision.molecule scaffold
+mkdir -p build
 roles=("$@")
 if [ ${#roles[@]} -eq 0 ]; then
   mapfile -t roles < <(.venv/bin/python -m estate.provision.molecule list)

@@ -5,10 +5,11 @@ from collections import Counter
 
 from estate.catalogue import ROLES
 from estate.check._common import (
-    group_of, group_sets, groups_touching, hostset, hosts_where, overlapping, problem, short,
+    group_of, group_sets, groups_touching, hosts_where, overlapping, problem, short,
 )
 from estate.check.findings import Severity
 from estate.check.registry import validator
+from estate.model import model
 from estate.model.kubernetes import flavors
 from estate.spec.hostlist import HostlistError
 
@@ -55,10 +56,10 @@ def role_plane(estate):
 @validator("boundaries.kubernetes_node_in_partition", E, "boundaries",
            "a Slurm partition names Kubernetes-plane nodes")
 def kubernetes_node_in_partition(estate):
-    for i, part in enumerate(estate.spec.slurm.partitions):
-        for gi, inter in groups_touching(estate, hostset(part.nodes)):
+    for part in model(estate).partitions:
+        for gi, inter in groups_touching(estate, part.members):
             if estate.spec.nodes[gi].plane == "kubernetes":
-                yield problem(("slurm", "partitions", i, "nodes"), f"partition '{part.name}' "
+                yield problem(("slurm", "partitions", part.index, "nodes"), f"partition '{part.name}' "
                               f"includes Kubernetes-plane nodes {short(inter)} (nodes[{gi}])",
                               "remove them from the partition, or move them to the Slurm plane")
 

@@ -26,17 +26,15 @@ from estate.check.findings import Severity
 from estate.check.registry import Problem, validator
 from estate.model import kubernetes as k8s
 from estate.model.services import MANIFESTS
+from estate.spec.types import (DNS_LABEL, DNS_SUBDOMAIN, LABEL_VALUE, label_key_problems,
+                               label_value_problems)
 
 E, W = Severity.ERROR, Severity.WARNING
 ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = ROOT / "k8s" / "crds"
 SCHEMA_DIR = ROOT / "k8s" / "schemas"
 
-# Kubernetes' own name and label syntax (apimachinery validation).
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
-LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+# Kubernetes' own name and label syntax (apimachinery validation) is the spec types'.
 # Labels a kubelet may set on its own Node (NodeRestriction); other kubernetes.io and
 # k8s.io keys make the kubelet refuse to start.
 KUBELET_ALLOWED = {"kubernetes.io/hostname", "kubernetes.io/instance-type", "kubernetes.io/os",
@@ -62,7 +60,7 @@ DEVICE_PLUGIN_SCHEMA = ("device-plugin-config_v1.yaml", "Config")
 
 def schema_version(version: str) -> str | None:
     """The kubernetes-validate schema set for a Kubernetes version's minor, if shipped."""
-    m = re.match(r"^(\d+)\.(\d+)\.\d+$", version)
+    m = re.fullmatch(r"(\d+)\.(\d+)\.\d+", version)
     if not m:
         return None
     want = f"{m.group(1)}.{m.group(2)}.0"
@@ -70,17 +68,7 @@ def schema_version(version: str) -> str | None:
 
 
 def label_problems(key: str, value: str) -> list[str]:
-    out = []
-    prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not DNS_SUBDOMAIN.match(prefix)):
-        out.append(f"label key prefix '{prefix}' is not a DNS subdomain")
-    if not name or len(name) > 63 or not LABEL_NAME.match(name):
-        out.append(f"label name '{name}' must be 1-63 letters, digits, '-', '_' or '.', "
-                   "starting and ending alphanumeric")
-    if len(value) > 63 or not LABEL_VALUE.match(value):
-        out.append(f"label value '{value}' must be at most 63 letters, digits, '-', '_' "
-                   "or '.', starting and ending alphanumeric")
-    return out
+    return label_key_problems(key) + label_value_problems(value)
 
 
 @lru_cache(maxsize=None)
@@ -159,10 +147,10 @@ def _name_problems(doc: dict) -> list[str]:
     out = []
     name = meta.get("name", "")
     pattern = DNS_LABEL if doc["kind"] == "Namespace" else DNS_SUBDOMAIN
-    if not pattern.match(name) or len(name) > 253:
+    if not pattern.fullmatch(str(name)) or len(str(name)) > 253:
         out.append(f"metadata.name: '{name}' is not a valid {doc['kind']} name")
     ns = meta.get("namespace")
-    if ns is not None and not DNS_LABEL.match(ns):
+    if ns is not None and not DNS_LABEL.fullmatch(ns):
         out.append(f"metadata.namespace: '{ns}' is not a valid namespace name")
     for key, value in (meta.get("labels") or {}).items():
         out += [f"metadata.labels: {p}" for p in label_problems(key, value)]
@@ -272,7 +260,7 @@ def version(estate):
     if not _plane(estate):
         return
     v = _plane(estate).version
-    m = re.match(r"^(\d+)\.(\d+)\.(\d+)$", v)
+    m = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)", v)
     if not m:
         yield problem(("kubernetes", "version"), f"'{v}' is not a version like 1.31.4",
                       "write MAJOR.MINOR.PATCH without a leading v")
@@ -351,7 +339,7 @@ def tenant_name(estate):
     seen = set()
     for i, t in enumerate(_plane(estate).tenants):
         loc = ("kubernetes", "tenants", i, "name")
-        if not DNS_LABEL.match(t.name):
+        if not DNS_LABEL.fullmatch(t.name):
             yield problem(loc, f"tenant '{t.name}' becomes a namespace, which must be lower "
                           "case letters, digits and '-'", f"rename it, e.g. "
                           f"'{re.sub(r'[^a-z0-9-]', '-', t.name.lower()).strip('-')}'")
@@ -361,7 +349,7 @@ def tenant_name(estate):
         if t.name in seen:
             yield problem(loc, f"tenant '{t.name}' is defined twice", "merge or rename one")
         seen.add(t.name)
-        if not DNS_SUBDOMAIN.match(t.cohort):
+        if not DNS_SUBDOMAIN.fullmatch(t.cohort):
             yield problem(("kubernetes", "tenants", i, "cohort"), f"cohort '{t.cohort}' must "
                           "be lower case letters, digits, '-' and '.'", "rename the cohort")
 
@@ -396,7 +384,7 @@ def gpu_model(estate):
     for gi, cls in _plane_gpu_classes(estate):
         loc = ("node_classes", estate.spec.node_classes.index(cls), "gpus")
         model, product = cls.gpus.model, cls.gpus.product
-        if not DNS_LABEL.match(model):
+        if not DNS_LABEL.fullmatch(model):
             yield problem(loc + ("model",), f"GPU model '{model}' names a Kueue ResourceFlavor, "
                           "which must be lower case letters, digits and '-'",
                           f"use e.g. '{model.lower().replace('_', '-')}'")
@@ -481,7 +469,7 @@ def topology_label(estate):
     named = [(("topology", "switches", i, "name"), s.name) for i, s in enumerate(topo.switches)]
     named += [(("topology", "blocks", i, "name"), b.name) for i, b in enumerate(topo.blocks)]
     for loc, name in named:
-        if not LABEL_VALUE.match(name) or len(name) > 63:
+        if not LABEL_VALUE.fullmatch(name) or len(name) > 63:
             yield problem(loc, f"'{name}' becomes a {k8s.TOPOLOGY_LABELS['leaf'].split('/')[0]}"
                           " label value, which must start and end with a letter or digit",
                           "rename it")
@@ -496,10 +484,42 @@ def export_name(estate):
     mounted = {m.export for m in estate.spec.storage.mounts
                if (hosts := parse_hosts(m.clients)) and HostSet.of(hosts) & plane}
     for i, e in enumerate(estate.spec.storage.exports):
-        if e.name in mounted and not DNS_LABEL.match(e.name):
+        if e.name in mounted and not DNS_LABEL.fullmatch(e.name):
             yield problem(("storage", "exports", i, "name"), f"export '{e.name}' names "
                           "PersistentVolumes and claims, which must be lower case letters, "
                           "digits and '-'", "rename the export")
+
+
+# YAML 1.1 (PyYAML, and go-yaml v2 behind kubectl and kubeadm) reads these plain words as
+# booleans or null: printed as a name they would not be a string any more.
+YAML_WORD = re.compile(r"(?i)y|yes|n|no|true|false|on|off|null|~")
+
+
+def _strings(value, loc: tuple = ()):
+    """(location, text) of every string in a dumped spec, dict keys included."""
+    if isinstance(value, str):
+        yield loc, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str):
+                yield loc + (key,), key
+            yield from _strings(item, loc + (key,))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _strings(item, loc + (i,))
+
+
+@validator("kubernetes.yaml_word", E, "kubernetes",
+           "a name YAML reads as a boolean or null (yes, no, on, off, true, null, ...)")
+def yaml_word(estate):
+    if not _plane(estate):
+        return
+    data = estate.spec.model_dump(by_alias=True, mode="json", exclude_defaults=True)
+    for loc, text in _strings(data):
+        if YAML_WORD.fullmatch(text):
+            yield problem(loc, f"'{text}' reads as a boolean or null in the Kubernetes "
+                          "manifests and configs (YAML 1.1), not as a name",
+                          "rename it, e.g. with a letter or digit added")
 
 
 # --- artifact validators ------------------------------------------------------------------
@@ -633,10 +653,10 @@ def quota_exceeds_nodes(ctx):
     for f in flavors:
         name, have = f["metadata"]["name"], flavor_capacity(f, nodes)
         if have == 0:
-            yield Problem("kubernetes/manifests", f"ResourceFlavor '{name}' matches no rendered "
+            yield Problem(MANIFESTS.rstrip("/"), f"ResourceFlavor '{name}' matches no rendered "
                           f"node (nodeLabels {f['spec'].get('nodeLabels')})")
         elif nominal.get(name, 0) > have:
-            yield Problem("kubernetes/manifests", f"ClusterQueues give {nominal[name]} "
+            yield Problem(MANIFESTS.rstrip("/"), f"ClusterQueues give {nominal[name]} "
                           f"{k8s.GPU_RESOURCE} in flavor '{name}'; its nodes advertise {have}")
 
 

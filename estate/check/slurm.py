@@ -10,7 +10,7 @@ import re
 
 from estate.check._common import (
     HostSet, all_hosts, duplicates, group_of, group_sets, groups_touching, hosts_where,
-    hostset, problem, short, union,
+    problem, short, union,
 )
 from estate.check.findings import Severity
 from estate.check.registry import validator
@@ -20,7 +20,8 @@ from estate.model.nodes import slurm_compute
 E, W = Severity.ERROR, Severity.WARNING
 
 # Slurm's time formats (sbatch(1) --time): minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
-_TIME = re.compile(r"^(\d+|\d+:\d+|\d+:\d+:\d+|\d+-\d+|\d+-\d+:\d+|\d+-\d+:\d+:\d+)$")
+_TIME = re.compile(r"[0-9]+|[0-9]+:[0-9]+|[0-9]+:[0-9]+:[0-9]+|[0-9]+-[0-9]+|[0-9]+-[0-9]+:[0-9]+"
+                   r"|[0-9]+-[0-9]+:[0-9]+:[0-9]+")
 _UNLIMITED = {"infinite", "unlimited"}
 # Names slurm.conf treats as keywords: NodeName=DEFAULT / PartitionName=DEFAULT set defaults,
 # Nodes=ALL means every node.
@@ -91,9 +92,9 @@ def controller_not_listed(estate):
 
 @validator("slurm.partition_unknown_node", E, "slurm", "a partition names hosts that do not exist")
 def partition_unknown_node(estate):
-    for i, part in enumerate(estate.spec.slurm.partitions):
-        if missing := hostset(part.nodes) - all_hosts(estate):
-            yield problem(("slurm", "partitions", i, "nodes"), f"partition '{part.name}' "
+    for part in model(estate).partitions:
+        if missing := part.members - all_hosts(estate):
+            yield problem(("slurm", "partitions", part.index, "nodes"), f"partition '{part.name}' "
                           f"names unknown hosts {short(missing)}",
                           "list only hosts defined under 'nodes'")
 
@@ -101,11 +102,11 @@ def partition_unknown_node(estate):
 @validator("slurm.partition_non_compute", E, "slurm",
            "a partition names Slurm hosts that are not slurm_worker nodes")
 def partition_non_compute(estate):
-    for i, part in enumerate(estate.spec.slurm.partitions):
-        for gi, inter in groups_touching(estate, hostset(part.nodes)):
+    for part in model(estate).partitions:
+        for gi, inter in groups_touching(estate, part.members):
             group = estate.spec.nodes[gi]
             if group.plane != "kubernetes" and not slurm_compute(group):
-                yield problem(("slurm", "partitions", i, "nodes"), f"partition '{part.name}' "
+                yield problem(("slurm", "partitions", part.index, "nodes"), f"partition '{part.name}' "
                               f"names {short(inter)} (nodes[{gi}]), which run no slurmd and "
                               "have no NodeName line; slurmctld rejects the partition",
                               "list only slurm_worker nodes")
@@ -131,7 +132,7 @@ def multiple_default_partitions(estate):
 
 @validator("slurm.idle_worker", W, "slurm", "a slurm_worker node in no partition")
 def idle_worker(estate):
-    covered = union(hostset(p.nodes) for p in estate.spec.slurm.partitions)
+    covered = union(p.members for p in model(estate).partitions)
     for gi, group in enumerate(estate.spec.nodes):
         idle = group_sets(estate)[gi] - covered if slurm_compute(group) else None
         if idle:
@@ -208,7 +209,7 @@ def time_format(estate):
     limits += [(("slurm", "qos", i, "max_wall"), q.max_wall)
                for i, q in enumerate(slurm.qos) if q.max_wall is not None]
     for loc, value in limits:
-        if value.lower() not in _UNLIMITED and not _TIME.match(value):
+        if value.lower() not in _UNLIMITED and not _TIME.fullmatch(value):
             yield problem(loc, f"'{value}' is not a Slurm time", "use minutes, HH:MM:SS, "
                           "D-HH:MM:SS or INFINITE, e.g. 2-00:00:00")
 

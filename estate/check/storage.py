@@ -115,3 +115,20 @@ def export_segment_purpose(estate):
             yield problem(("storage", "exports", i, "segment"), f"'{export.name}' is served on "
                           f"the {purpose[export.segment]} segment '{export.segment}'; NFS "
                           "traffic will compete with it", "serve exports on a storage segment")
+
+
+# exports(5) options that let an unprivileged process on any client in the segment speak
+# for the client (source ports above 1024, no lock authentication)
+INSECURE_EXPORT_OPTIONS = {"insecure", "insecure_locks", "no_auth_nlm"}
+
+
+@validator("storage.insecure_export", W, "storage",
+           "an export accepts requests from unprivileged client ports")
+def insecure_export(estate):
+    for i, export in enumerate(estate.spec.storage.exports):
+        unsafe = sorted(INSECURE_EXPORT_OPTIONS & set(export.options.split(",")))
+        if unsafe:
+            yield problem(("storage", "exports", i, "options"), f"'{export.name}' is exported "
+                          f"with {', '.join(unsafe)}: any user on a client in its segment can "
+                          "send NFS requests as that client (and, with AUTH_SYS, as any uid)",
+                          "remove the option unless a client truly cannot use a reserved port")

@@ -38,12 +38,33 @@ KEYS = {"munge": MUNGE_KEY, "jwt": JWT_KEY}
 
 # Artifact path prefixes that several stages select by.
 GPU_DEVICES = "slurm/gpu-devices/"
+IDENTITY = "common/identity.json"
 MANIFESTS = "kubernetes/manifests/"
 
 
 def uses_jwt(spec: Spec) -> bool:
     """slurmrestd authenticates with JWT: slurm.conf then enables auth/jwt."""
     return spec.slurm.slurmrestd is not None
+
+
+@dataclass(frozen=True)
+class DaemonPath:
+    """A path slurm.conf names (its keyword), and who owns it: for a file, its directory
+    must exist and belong to `owner`, since the daemon writes it after dropping to it."""
+    key: str
+    path: str
+    owner: str
+    is_dir: bool
+
+
+def slurm_daemon_paths(spec: Spec) -> tuple[DaemonPath, ...]:
+    """slurm.conf's state, spool, pid and log paths, in the order slurm.conf prints them."""
+    return (DaemonPath("StateSaveLocation", spec.slurm.state_dir, SLURM_USER, True),
+            DaemonPath("SlurmdSpoolDir", "/var/spool/slurmd", "root", True),
+            DaemonPath("SlurmctldPidFile", "/run/slurmctld.pid", "root", False),
+            DaemonPath("SlurmdPidFile", "/run/slurmd.pid", "root", False),
+            DaemonPath("SlurmctldLogFile", "/var/log/slurm/slurmctld.log", SLURM_USER, False),
+            DaemonPath("SlurmdLogFile", "/var/log/slurm/slurmd.log", "root", False))
 
 
 def jwt_key_path(spec: Spec) -> str | None:

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from estate.catalogue import PHASES
+from estate.catalogue import PHASE_ARGS, PHASES
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -88,8 +88,8 @@ class _ErrorLog(logging.Handler):
         self.lines.append(record.getMessage())
 
 
-def _run_phase(hosts: list[tuple[str, dict]], deploys: list[str], results: dict[str, HostResult],
-               errors: _ErrorLog, parallel: int | None) -> None:
+def _run_phase(phase: str, hosts: list[tuple[str, dict]], deploys: list[str],
+               results: dict[str, HostResult], errors: _ErrorLog, parallel: int | None) -> None:
     from pyinfra.api import Config, Inventory, State
     from pyinfra.api.connect import connect_all, disconnect_all
     from pyinfra.api.deploy import add_deploy
@@ -114,7 +114,7 @@ def _run_phase(hosts: list[tuple[str, dict]], deploys: list[str], results: dict[
             if name not in host.data.estate_deploys:
                 continue
             try:
-                add_deploy(state, func, host=host)
+                add_deploy(state, func, host=host, **PHASE_ARGS.get((phase, name), {}))
             except Unsupported as exc:
                 # Only this deploy stops: what it queued before (e.g. containerd before
                 # the unreachable kubelet repository) still runs, and so do the others.
@@ -171,9 +171,7 @@ def apply(hosts: list[tuple[str, dict]], only: list[str] | None = None,
                 continue
             t0 = time.monotonic()
             log(f"apply: phase {phase} ({', '.join(deploys)}) on {len(live)} nodes")
-            # a deploy run in two phases does each phase's part (roles/storage)
-            live = [(n, {**d, "estate_phase": phase}) for n, d in live]
-            _run_phase(live, deploys, results, errors, parallel)
+            _run_phase(phase, live, deploys, results, errors, parallel)
             phases[phase] = round(time.monotonic() - t0, 2)
     finally:
         logging.getLogger("pyinfra").removeHandler(errors)

@@ -1,4 +1,4 @@
-"""CLI commands for provisioning: apply, inventory, verify, lab up/down/status.
+"""CLI commands for provisioning: apply, inventory, verify (the labs: estate/lab/cli.py).
 
 Registered on the main app by ``register(app)`` (one line in estate/cli.py), so the
 shared CLI module only gains an import.
@@ -12,7 +12,7 @@ from pathlib import Path
 import typer
 from rich.text import Text
 
-from estate.output import (Output, annotation, help_markup, make_console, output_option,
+from estate.output import (Output, annotation, make_console, output_option,
                            print_rows)
 
 console = make_console()
@@ -34,7 +34,7 @@ def _fail(message: str) -> None:
 
 
 def _render(spec: Path, out: Path):
-    from estate.provision.lab import LabError, render
+    from estate.lab.vagrant import LabError, render
     try:
         return render(spec, out)
     except LabError as exc:
@@ -77,21 +77,18 @@ def _say(line: str, output: Output) -> None:
         console.print(line, markup=False)
 
 
-def do_apply(estate, render_dir: Path, conn, limit: str | None, secrets: Path | None):
+def do_apply(estate, render_dir: Path, conn, limit: str | None, secrets: Path | None,
+             manifests: bool = True):
     from estate.provision.apply import apply
     from estate.provision.inventory import pyinfra_hosts
     try:
-        hosts = pyinfra_hosts(estate, render_dir, secrets, conn, limit)
+        hosts = pyinfra_hosts(estate, render_dir, secrets, conn, limit, manifests)
     except (ValueError, FileNotFoundError) as exc:
         _fail(str(exc))
     return apply(hosts, log=lambda m: err.print(f"[dim]{m}[/dim]"))
 
 
 def register(app: typer.Typer) -> None:
-    lab_app = typer.Typer(help="The Vagrant lab: machines from the spec on this host.",
-                          no_args_is_help=True, rich_markup_mode=help_markup())
-    app.add_typer(lab_app, name="lab")
-
     @app.command()
     def apply(spec: Path = typer.Argument(..., help="Path to the estate spec."),
               limit: str = typer.Option(None, "--limit", help="Hostlist of nodes, e.g. gpu[1-2]."),
@@ -108,13 +105,18 @@ def register(app: typer.Typer) -> None:
               ssh_user: str = typer.Option("root", "--ssh-user"),
               strict_host_keys: bool = typer.Option(True, "--strict-host-keys/--no-strict-host-keys"),
               json_out: Path = typer.Option(None, "--json", help="Write the results as JSON."),
+              manifests: bool = typer.Option(True, "--manifests/--no-manifests",
+                                             help="Apply the rendered Kubernetes manifests from "
+                                             "the control plane. --no-manifests where another "
+                                             "owner applies them (the Pulumi program's "
+                                             "ConfigGroup): they get exactly one."),
               output: Output = output_option()):
         """Render SPEC and apply the roles to its nodes (or --limit). Exit 1 if a node failed."""
         import shutil
         import tempfile
 
         from estate.provision.envsecrets import secrets_from_env
-        from estate.provision.lab import SECRETS
+        from estate.lab.vagrant import SECRETS
         # Pulumi applies a stage's nodes in parallel: each run renders into its own tree.
         private = out is None
         out = out or Path(tempfile.mkdtemp(prefix=f"estate-apply-{spec.stem}-"))
@@ -123,7 +125,7 @@ def register(app: typer.Typer) -> None:
             conn = _connection(lab, ssh_key, ssh_user, strict_host_keys)
             with secrets_from_env() as from_env:
                 chosen = secrets or from_env or (SECRETS if lab else None)
-                res = do_apply(result.estate, out, conn, limit, chosen)
+                res = do_apply(result.estate, out, conn, limit, chosen, manifests)
         except ValueError as exc:
             _fail(str(exc))
         finally:
@@ -147,84 +149,6 @@ def register(app: typer.Typer) -> None:
         result = _render(spec, out)
         conn = _connection(lab, None, "root", not lab)
         typer.echo(export(result.estate, out, conn, fmt.value), nl=False)
-
-    @lab_app.command("up")
-    def lab_up(spec: Path = typer.Argument(DEFAULT_SPEC),
-               out: Path = typer.Option(LAB_RENDER, "-o", "--out"),
-               nodes: str = typer.Option(None, "--nodes", help="Only these nodes (hostlist); "
-                                         "default: every node the lab starts."),
-               provision: bool = typer.Option(True, "--provision/--no-provision"),
-               verify: bool = typer.Option(True, "--verify/--no-verify"),
-               report: Path = typer.Option(Path(".lab/last-up.json"), "--report"),
-               output: Output = output_option()):
-        """Bring the lab up from SPEC through Vagrant, provision it, verify it."""
-        import time
-
-        from estate.provision.lab import SECRETS, LabError, up
-        from estate.spec.hostlist import Hostlist
-        t0 = time.monotonic()
-        only = list(Hostlist.parse(nodes)) if nodes else None
-        try:
-            result, started, timings = up(spec, out, only,
-                                          log=lambda m: err.print(f"[dim]{m}[/dim]"))
-        except LabError as exc:
-            _fail(str(exc))
-        summary = {"spec": str(spec), "nodes": [n["name"] for n in started],
-                   "steps": timings.steps}
-        ok = True
-        if provision:
-            t = time.monotonic()
-            conn = _connection(True, None, "root", False)
-            res = do_apply(result.estate, out, conn, ",".join(summary["nodes"]), SECRETS)
-            summary["steps"]["apply"] = round(time.monotonic() - t, 2)
-            summary["apply"] = res.as_dict()
-            if output is not Output.json:  # the summary below carries it
-                print_apply(res, "lab apply", output)
-            ok = res.ok
-        if verify and provision:
-            from estate.verify.run import run_verify
-            t = time.monotonic()
-            report_v = run_verify(result.estate, out, lab=True, limit=",".join(summary["nodes"]),
-                                  outdir=Path(".lab/verify"), output=output)
-            summary["steps"]["verify"] = round(time.monotonic() - t, 2)
-            summary["verify"] = report_v.totals()
-            ok = ok and report_v.ok
-        summary["seconds"] = round(time.monotonic() - t0, 2)
-        report.parent.mkdir(parents=True, exist_ok=True)
-        report.write_text(json.dumps(summary, indent=2) + "\n")
-        if output is Output.json:
-            typer.echo(json.dumps(summary, indent=2))
-        else:
-            _say(f"lab up in {summary['seconds']} s: " +
-                 ", ".join(f"{k} {v} s" for k, v in summary["steps"].items()), output)
-        raise typer.Exit(0 if ok else 1)
-
-    @lab_app.command("down")
-    def lab_down(out: Path = typer.Option(LAB_RENDER, "-o", "--out")):
-        """Remove the lab's machines, networks and their iptables rules; exit 1 if any remain."""
-        import time
-
-        from estate.provision.lab import down
-        t0 = time.monotonic()
-        left = down(out, log=lambda m: err.print(f"[dim]{m}[/dim]"))
-        remaining = {k: v for k, v in left.items() if v}
-        if remaining:
-            for kind, items in remaining.items():
-                err.print(f"[red]left behind[/red] {kind}: {', '.join(items[:10])}")
-            raise typer.Exit(1)
-        console.print(f"lab down in {time.monotonic() - t0:.1f} s: no containers, networks, "
-                      "bridges or iptables rules of the lab remain")
-
-    @lab_app.command("status")
-    def lab_status(output: Output = output_option()):
-        """What of the lab exists on this host."""
-        from estate.provision.lab import leftovers
-        left = leftovers()
-        if output is Output.json:
-            typer.echo(json.dumps(left, indent=2))
-            return
-        for kind, items in left.items():
-            _say(f"{kind}: {len(items)}" + (f" ({', '.join(items[:8])})" if items else ""), output)
 
     @app.command()
     def verify(spec: Path = typer.Argument(..., help="Path to the estate spec."),

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from fnmatch import fnmatch
 
+from estate.model.services import GPU_DEVICES, MANIFESTS
+
 ESTATE_ETC = "/etc/estate"
 
 # First match wins; patterns are fnmatch on the artifact path.
@@ -46,7 +48,7 @@ INSTALLERS: list[tuple[str, str]] = [
     ("slurm/slurmdbd.conf", "slurmdbd"),
     ("slurm/slurmrestd/*", "slurmrestd"),
     ("slurm/slurmd.env", "slurm_worker"),
-    ("slurm/gpu-devices/*", "slurm_worker"),
+    (GPU_DEVICES + "*", "slurm_worker"),
     ("slurm/accounting.sh", "slurm_controller"),
     ("slurm/accounts.cfg", "slurm_controller"),
     ("slurm/*.conf", "slurm_configs"),
@@ -55,7 +57,7 @@ INSTALLERS: list[tuple[str, str]] = [
     ("kubernetes/node/*", "k8s_node"),
     ("kubernetes/apt/*", "k8s_packages"),
     ("kubernetes/kubeadm/init.yaml", "k8s_control_plane"),
-    ("kubernetes/manifests/*", "k8s_control_plane"),
+    (MANIFESTS + "*", "k8s_control_plane"),
     ("kubernetes/kubeadm/join/*", "kubeadm_join"),
 ]
 SLURM_CONFIG_DEPLOYS = ("slurm_controller", "slurm_worker", "slurm_login")

@@ -114,7 +114,7 @@ def connection(lab: bool, ssh_key: str | None = None, ssh_user: str = "root",
                strict: bool = True) -> Connection:
     """The lab's own key as root without host-key checks, or what the user passed."""
     if lab:
-        from estate.provision.lab import SSH_KEY
+        from estate.lab.vagrant import SSH_KEY
         return Connection(user="root", key=str(SSH_KEY), strict_host_keys=False)
     return Connection(user=ssh_user, key=ssh_key, strict_host_keys=strict)
 
@@ -154,8 +154,11 @@ def select(ts: list[Target], limit: str | None) -> list[Target]:
 
 
 def pyinfra_hosts(estate: Estate, render_dir: Path, secrets_dir: Path | None,
-                  conn: Connection, limit: str | None = None) -> list[tuple[str, dict]]:
+                  conn: Connection, limit: str | None = None,
+                  manifests: bool = True) -> list[tuple[str, dict]]:
+    """Each selected node's pyinfra host data. `manifests`: whether the control-plane role
+    applies the Kubernetes manifests (False where the Pulumi ConfigGroup owns them)."""
     manifest = load_manifest(render_dir)
-    runtime = runtime_facts(estate)
+    runtime = runtime_facts(estate) | {"apply_manifests": manifests}
     return [(t.name, host_data(t, render_dir, secrets_dir, runtime, conn))
             for t in select(targets(estate, manifest), limit)]

@@ -50,7 +50,7 @@ def container(node: str) -> str:
 
 
 def _build():
-    from estate.provision.lab import render
+    from estate.lab.vagrant import render
     return render(SPEC, RENDER)
 
 
@@ -157,7 +157,7 @@ def _targets(role: str):
 def converge(role: str) -> int:
     from estate.provision.apply import apply
     from estate.provision.inventory import Connection, host_data, runtime_facts
-    from estate.provision.lab import SECRETS
+    from estate.lab.vagrant import SECRETS
     from estate.provision.secrets import ensure_secrets
     result, ts = _targets(role)
     secrets = ensure_secrets(SECRETS)
@@ -180,7 +180,7 @@ def converge(role: str) -> int:
 
 def verify(role: str) -> int:
     from estate.provision.inventory import Connection
-    from estate.provision.lab import SECRETS
+    from estate.lab.vagrant import SECRETS
     from estate.verify.context import VerifyContext
     from estate.verify.run import ROOT as VROOT, run_suites
     result, ts = _targets(role)

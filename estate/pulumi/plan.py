@@ -19,7 +19,9 @@ from estate.spec.hostlist import Hostlist
 from estate.spec.resolved import Estate
 
 # The provisioning command for one node; the one place its command line is spelled.
-APPLY = "estate apply {spec} --limit {node}"
+# --no-manifests: the stack's ConfigGroup owns the Kubernetes manifests (it prunes what the
+# spec drops); the control-plane role applies them only under the CLI and the lab.
+APPLY = "estate apply {spec} --limit {node} --no-manifests"
 
 
 

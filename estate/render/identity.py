@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+from estate.model.services import IDENTITY
 from estate.render.artifacts import Artifact
 from estate.spec.hostlist import Hostlist
 from estate.spec.resolved import Estate
@@ -18,5 +19,5 @@ def render_identity(estate: Estate, source: str = "") -> list[Artifact]:
                   for u in ident.users],
     }
     everyone = Hostlist([r for hl in estate.group_hosts for r in hl.ranges])
-    return [Artifact("common/identity.json",
+    return [Artifact(IDENTITY,
                      (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode(), everyone)]

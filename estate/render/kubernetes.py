@@ -25,7 +25,7 @@ from estate.model.kubernetes import (  # the facts this renderer lays out
 )
 from estate.model.services import MANIFESTS
 from estate.render.artifacts import Artifact
-from estate.render.templates import render_template
+from estate.render.templates import RenderError, dumped, line_value, render_template
 from estate.spec.hostlist import Hostlist
 from estate.spec.model import GpuSharing, Tenant
 from estate.spec.resolved import Estate
@@ -53,7 +53,7 @@ def to_yaml(data, indent: int = 0) -> str:
 def _render(template: str, estate: Estate, source: str, **ctx) -> bytes:
     return render_template(f"{TEMPLATES}/{template}", {
         "spec": estate.spec, "k8s": estate.spec.kubernetes, "source": source or estate.spec.name,
-        "y": to_yaml, **ctx})
+        "y": lambda data, indent=0: dumped(to_yaml(data, indent)), **ctx})
 
 
 def kubelet_args(node: KNode) -> list[dict]:
@@ -61,6 +61,9 @@ def kubelet_args(node: KNode) -> list[dict]:
     if node.address:
         args.append({"name": "node-ip", "value": node.address})
     if node.labels:
+        bad = [f"{k}={v}" for k, v in node.labels.items() if any(c in k + v for c in ",=")]
+        if bad:  # the spec types refuse these; a derived label must not split the list
+            raise RenderError(f"node {node.name}: labels {bad} would split --node-labels")
         args.append({"name": "node-labels",
                      "value": ",".join(f"{k}={v}" for k, v in node.labels.items())})
     return args
@@ -140,7 +143,7 @@ def build_device_plugin(estate: Estate, source: str) -> list[Artifact]:
     mig = any(c["flags"]["migStrategy"] != "none" for c in configs.values())
     text = _render("device-plugin.yaml.j2", estate, source, name=DEVICE_PLUGIN_NAME,
                    namespace=DEVICE_PLUGIN_NAMESPACE, image=DEVICE_PLUGIN_IMAGE,
-                   configs={k: to_yaml(v) + "\n" for k, v in configs.items()},
+                   configs={k: dumped(to_yaml(v) + "\n") for k, v in configs.items()},
                    default_config=DEFAULT_SHARING_CONFIG, config_label=DEVICE_PLUGIN_CONFIG_LABEL,
                    handler=RUNTIME_HANDLER, node_selector={GPU_PRESENT: "true"},
                    tolerations=[{"key": GPU_RESOURCE, "operator": "Exists",
@@ -310,8 +313,10 @@ def package_repository(estate: Estate) -> str:
 def build_node(estate: Estate, source: str) -> list[Artifact]:
     """Kernel modules, sysctls and the pinned package source, for every plane node."""
     nodes = hostlist(plane_nodes(estate))
-    head = f"# Rendered by estate from {source or 'the spec'}; do not edit.\n"
-    url, _, suite = package_repository(estate).partition(" ")
+    origin = line_value(source or "the spec", "kubernetes/node")
+    head = f"# Rendered by estate from {origin}; do not edit.\n"
+    url, _, suite = line_value(package_repository(estate), "kubernetes/apt").partition(" ")
+    line_value(estate.spec.kubernetes.version, "kubernetes/apt")
     texts = {
         "node/modules.conf": "".join(f"{m}\n" for m in KERNEL_MODULES),
         "node/sysctl.conf": "".join(f"{k} = {v}\n" for k, v in SYSCTLS.items()),

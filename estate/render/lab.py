@@ -1,7 +1,7 @@
 """The lab's machine list, derived from the spec: what Vagrant brings up.
 
 ``lab/vagrant-nodes.json`` is read by vagrant/Vagrantfile and by the lab
-driver (estate.provision.lab), so neither re-derives addresses or segments.
+driver (estate.lab.vagrant), so neither re-derives addresses or segments.
 No node installs it (empty consumers): it describes the nodes, it is not
 configuration on them.
 

@@ -11,7 +11,7 @@ import json
 from estate.model import model
 from estate.model.slurm import def_mem_per_cpu, node_lines
 from estate.model.services import (GPU_DEVICES, PORTS, SLURM_USER, SLURMDBD_DATABASE,
-                                   jwt_key_path, uses_jwt)
+                                   jwt_key_path, slurm_daemon_paths, uses_jwt)
 from estate.render.artifacts import Artifact
 from estate.render.templates import render_template
 from estate.spec.hostlist import Hostlist
@@ -98,6 +98,7 @@ def _context(estate: Estate, source: str) -> dict:
         "device_files": device_files,
         "jwt": uses_jwt(spec),
         "jwt_key": jwt_key_path(spec),
+        "daemon_paths": slurm_daemon_paths(spec),
         "slurmdbd_database": SLURMDBD_DATABASE,
         "plugins": plugin_settings(estate),
         "ports": PORTS,

@@ -73,8 +73,6 @@ class Loaded:
 
 # C0 controls other than tab, newline and carriage return; DEL; C1 controls other than NEL
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\x80-\x84\x86-\x9f]")
-_CONTROL_IN_VALUE = re.compile("[\x00-\x1f\x7f-\x9f]")
-_FREE_TEXT = {("description",)}
 _STANDARD_TAGS = {f"tag:yaml.org,2002:{t}" for t in
                   ("str", "int", "float", "bool", "null", "seq", "map")} | {"!"}
 
@@ -135,8 +133,9 @@ class _Limit(Exception):
 
 def _scan_events(loader, filename: str) -> list[Finding]:
     """One pass over the parser's events: aliases, expanded size, nesting, documents,
-    duplicate and merge keys, tags and control characters in values, with the spec path
-    and file:line:column of each. Raises _Limit when reading on would be unbounded."""
+    duplicate and merge keys and tags, with the spec path and file:line:column of each.
+    (A control character written as an escape inside a value is the spec types' business:
+    schema.control_character at the value's path.) Raises _Limit when reading on would be unbounded."""
     findings: list[Finding] = []
     stack: list[_Frame] = []
     anchors: dict[str, int] = {}
@@ -204,15 +203,6 @@ def _scan_events(loader, filename: str) -> list[Finding]:
         if isinstance(event, yaml.ScalarEvent):
             if event.anchor is not None:
                 anchors[event.anchor] = 1
-            # free text (the description) may hold tabs and line breaks; no name, path,
-            # product or option may hold any control character
-            free_text = loc in _FREE_TEXT and not is_key
-            bad = (_CONTROL if free_text else _CONTROL_IN_VALUE).search(event.value)
-            if bad:
-                findings.append(_error("spec.control_character", f"control character "
-                                       f"U+{ord(bad.group()):04X} in {event.value[:40]!r}",
-                                       "remove it", where(event.start_mark),
-                                       spec_path(loc + ((event.value,) if is_key else ()))))
             if is_key:
                 top = stack[-1]
                 top.key = event.value

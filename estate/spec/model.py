@@ -15,6 +15,9 @@ from estate.catalogue import SPEC_ROLES
 from estate.spec.bounds import (IPv4, BlockSize, CoresPerSocket, Fairshare, GpuMemoryGB,
                                  GpuQuota, GresCount, IPv4Cidr, K8sPriority, LinkGbps, MemoryMB,
                                  Reserved, SlurmMemoryMB, SlurmPriority, SlurmWeight, Sockets)
+from estate.spec.types import (AbsolutePath, AptSource, DevicePrefix, FreeText, LabelKey,
+                               LabelValue, OptionList, OwnedDirectory, SlurmTime, StoragePath,
+                               Version)
 
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$", max_length=63)]
 HostlistExpr = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.,\[\]-]+$")]
@@ -46,7 +49,7 @@ class GPU(Strict):
     vendor: Literal["nvidia"] = "nvidia"
     model: Name = Field(description="Short model name, used as the Slurm GRES type and "
                         "the Kueue flavor, e.g. h100.")
-    product: str = Field(description="Product string as the driver reports it, e.g. "
+    product: FreeText = Field(description="Product string as the driver reports it, e.g. "
                          "NVIDIA-H100-80GB-HBM3 (the nvidia.com/gpu.product label).")
     count: int = Field(ge=1, le=16)
     memory_gb: GpuMemoryGB
@@ -97,7 +100,7 @@ class NodeGroup(Strict):
         description="Segment name -> 'auto' or the first node's address "
         "(later nodes of the group take consecutive addresses).")
     slurm: NodeSlurm = NodeSlurm()
-    labels: dict[str, str] = {}
+    labels: dict[LabelKey, LabelValue] = {}
 
 
 # --- topology ----------------------------------------------------------------
@@ -127,7 +130,7 @@ class Partition(Strict):
     name: Name
     nodes: HostlistExpr
     default: bool = False
-    max_time: str = "INFINITE"
+    max_time: SlurmTime = "INFINITE"
     qos: Name | None = None
     allow_accounts: list[Name] = []
     priority_tier: int = Field(1, ge=0, le=65533)
@@ -137,7 +140,7 @@ class QOS(Strict):
     name: Name
     priority: SlurmPriority = 0
     max_gpus_per_user: GpuQuota | None = None
-    max_wall: str | None = None
+    max_wall: SlurmTime | None = None
 
 
 class Account(Strict):
@@ -165,10 +168,10 @@ class Slurm(Strict):
                                     description="Primary first, then the backup.")
     address_segment: Name = Field("management", description="Segment whose addresses "
                                   "become NodeAddr and SlurmctldHost addresses.")
-    gpu_device_path: str = Field("/dev/nvidia", description="Device file prefix; the lab "
+    gpu_device_path: DevicePrefix = Field("/dev/nvidia", description="Device file prefix; the lab "
                                  "points it at fake device nodes.")
     process_tracking: Literal["cgroup", "linuxproc"] = "cgroup"
-    state_dir: str = "/var/spool/slurmctld"
+    state_dir: OwnedDirectory = "/var/spool/slurmctld"
     config_overrides: bool = Field(False, description="Trust slurm.conf over the hardware "
                                    "slurmd detects (SlurmdParameters=config_overrides); "
                                    "for labs whose nodes emulate bigger hardware.")
@@ -198,8 +201,8 @@ class Tenant(Strict):
 
 
 class Kubernetes(Strict):
-    version: str = "1.31.4"
-    package_repository: str | None = Field(None, description="apt repository (deb URL and "
+    version: Version = "1.31.4"
+    package_repository: AptSource | None = Field(None, description="apt repository (deb URL and "
                                            "suite) for kubelet/kubeadm/kubectl, e.g. a mirror; "
                                            "default: pkgs.k8s.io for the version's minor.")
     control_plane: list[Name] = Field(min_length=1)
@@ -216,16 +219,16 @@ class Kubernetes(Strict):
 class Export(Strict):
     name: Name
     server: Name
-    path: str
+    path: StoragePath
     segment: Name
-    options: str = "rw,sync,no_subtree_check,no_root_squash"
+    options: OptionList = "rw,sync,no_subtree_check,no_root_squash"
 
 
 class Mount(Strict):
     export: Name
-    path: str
+    path: StoragePath
     clients: HostlistExpr
-    options: str = "defaults,_netdev,vers=4.2"
+    options: OptionList = "defaults,_netdev,vers=4.2"
 
 
 class Storage(Strict):
@@ -242,8 +245,8 @@ class User(Strict):
     name: Name
     uid: int = Field(ge=0, le=2**31)
     group: Name
-    home: str | None = None
-    shell: str = "/bin/bash"
+    home: AbsolutePath | None = None
+    shell: AbsolutePath = "/bin/bash"
     system: bool = False
 
 
@@ -256,7 +259,7 @@ class Identity(Strict):
 
 class Spec(Strict):
     name: Name
-    description: str = ""
+    description: FreeText = ""
     segments: list[Segment] = Field(min_length=1)
     node_classes: list[NodeClass] = Field(min_length=1)
     nodes: list[NodeGroup] = Field(min_length=1)

@@ -105,7 +105,7 @@ def run_verify(estate, render_dir: Path, lab: bool = False, limit: str | None = 
                console: Console | None = None, strict_host_keys: bool = True,
                output: Output = Output.auto) -> Report:
     from estate.provision.inventory import connection
-    from estate.provision.lab import SECRETS
+    from estate.lab.vagrant import SECRETS
     ctx = VerifyContext(estate, Path(render_dir), connection(lab, ssh_key, ssh_user,
                                                                 strict_host_keys and not lab),
                         Path(outdir), limit, SECRETS if lab else None)

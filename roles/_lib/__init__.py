@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from functools import lru_cache
 from pathlib import Path
 
@@ -23,12 +24,12 @@ from pyinfra import host
 from pyinfra.api import FileUploadCommand, OperationError, QuoteString, StringCommand, operation
 from pyinfra.facts.files import Sha256File
 from pyinfra.facts.deb import DebPackages
-from pyinfra.facts.server import Command
 from pyinfra.operations import apt, files
 
 from estate.catalogue import packages
 from estate.provision.destinations import destination
 from estate.spec.hostlist import Hostlist
+from roles._lib.facts import ContainerVirt, FileText, Probe, ServiceActive
 
 MANIFEST = "MANIFEST.json"
 
@@ -145,7 +146,8 @@ def put_in_place(src: str, dest: str):
         return
     tmp = host.get_temp_filename(dest)
     yield FileUploadCommand(src, tmp, remote_temp_filename=tmp)
-    yield StringCommand("cat", tmp, ">", dest, "&&", "rm", "-f", tmp)
+    yield StringCommand("cat", QuoteString(tmp), ">", QuoteString(dest), "&&", "rm", "-f",
+                        QuoteString(tmp))
 
 
 def install_packages(role: str, extras: tuple[str, ...] = ()) -> None:
@@ -162,8 +164,12 @@ def install_packages(role: str, extras: tuple[str, ...] = ()) -> None:
 
 def in_container() -> bool:
     """True inside a container (systemd-detect-virt): the clock and kernel are the host's."""
-    out = host.get_fact(Command, "systemd-detect-virt --container || true")
-    return bool(out) and out.strip() not in ("", "none")
+    return host.get_fact(ContainerVirt) not in ("", "none")
+
+
+def probe(snippet: str) -> str:
+    """The answer of a diagnostic snippet written in a role (see facts.Probe)."""
+    return host.get_fact(Probe, snippet=snippet)
 
 
 @operation(is_idempotent=True)
@@ -172,13 +178,15 @@ def run_when_changed(command: str, stamp: str, digest: str):
 
     The stamp records the digest of the last successful run, so a failed run is
     retried next time and an unchanged input is not re-applied (no change reported).
+    command is a shell command line whose values are already quoted (shlex.quote);
+    stamp and digest are quoted here.
     """
-    current = host.get_fact(Command, f"cat {stamp} 2>/dev/null || true")
-    if (current or "").strip() == digest:
+    if host.get_fact(FileText, path=stamp) == digest:
         host.noop(f"{command} already applied for {digest[:12]}")
         return
     yield StringCommand("sh", "-c", QuoteString(
-        f"{command} && mkdir -p $(dirname {stamp}) && echo {digest} > {stamp}"))
+        f"{command} && mkdir -p {shlex.quote(str(Path(stamp).parent))} && "
+        f"echo {shlex.quote(digest)} > {shlex.quote(stamp)}"))
 
 
 def digest_of(paths: list[str]) -> str:
@@ -192,13 +200,14 @@ def digest_of(paths: list[str]) -> str:
 def wait_until(check: str, what: str, timeout: int = 60):
     """Wait until a shell check succeeds on the node; fail with `what` if it never does.
 
+    check is a shell command line whose values are already quoted (shlex.quote).
+
     Yields no command, so waiting never counts as a change.
     """
     import time
     deadline = time.monotonic() + timeout
     while True:
-        out = host.get_fact(Command, f"if {check} >/dev/null 2>&1; then echo ready; fi")
-        if (out or "").strip() == "ready":
+        if probe(f"if {check} >/dev/null 2>&1; then echo ready; fi") == "ready":
             host.noop(f"{what} is ready")
             return
         if time.monotonic() > deadline:
@@ -240,14 +249,25 @@ def service_current(service: str, digest: str, action: str = "restart"):
     service next time, and an unchanged service is left alone (no change reported).
     """
     stamp = f"{STAMPS}/{service}"
-    seen = (host.get_fact(Command, f"cat {stamp} 2>/dev/null || true") or "").strip()
-    active = (host.get_fact(Command, f"systemctl is-active {service} || true") or "").strip()
-    if seen == digest and active == "active":
+    if host.get_fact(FileText, path=stamp) == digest and \
+            host.get_fact(ServiceActive, unit=service):
         host.noop(f"{service} is running on its current inputs")
         return
+    q_service = shlex.quote(service)
+    q_stamp = shlex.quote(stamp)
     yield StringCommand("sh", "-c", QuoteString(
-        f"systemctl daemon-reload && systemctl {action} {service} && "
+        f"systemctl daemon-reload && systemctl {shlex.quote(action)} {q_service} && "
         # Type=simple units report success before the daemon can die on its config.
-        f"sleep 1 && systemctl is-active --quiet {service} && "
-        f"mkdir -p {STAMPS} && echo {digest} > {stamp} || "
-        f"{{ journalctl -u {service} -n 5 --no-pager -o cat >&2; exit 1; }}"))
+        f"sleep 1 && systemctl is-active --quiet {q_service} && "
+        f"mkdir -p {shlex.quote(STAMPS)} && echo {shlex.quote(digest)} > {q_stamp} || "
+        f"{{ journalctl -u {q_service} -n 5 --no-pager -o cat >&2; exit 1; }}"))
+
+
+def slurm_configs() -> list[str]:
+    """Install the consumed Slurm configs under /etc/slurm, except slurmdbd's (the slurmdbd
+    role's); shared by the controller, worker and login roles, so no role imports another."""
+    paths = [p for p in consumed("slurm/*.conf")
+             if p != "slurm/slurmdbd.conf" and destination(p).startswith("/etc/slurm/")]
+    for p in paths:
+        install(p)
+    return paths

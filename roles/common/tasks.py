@@ -5,15 +5,14 @@ import json
 
 from pyinfra import host
 from pyinfra.api import OperationError, QuoteString, StringCommand, deploy, operation
-from pyinfra.facts.server import Command
 from pyinfra.operations import systemd
 
+from roles._lib.facts import Getent
 from roles._lib import consumed, in_container, install, install_packages, render_dir
 
 
 def _table(db: str) -> dict[str, list[str]]:
-    out = host.get_fact(Command, f"getent {db} || true") or ""
-    return {f[0]: f for f in (line.split(":") for line in out.splitlines()) if f}
+    return host.get_fact(Getent, db=db)
 
 
 @operation(is_idempotent=True)
@@ -28,14 +27,15 @@ def identity(doc: dict):
         have = groups.get(g["name"])
         if have is None:
             yield StringCommand("groupadd", *(["-r"] if g["gid"] < 1000 else []),
-                                "--gid", str(g["gid"]), QuoteString(g["name"]))
+                                "--gid", QuoteString(str(g["gid"])), QuoteString(g["name"]))
         elif int(have[2]) != g["gid"]:
             raise OperationError(_mismatch("group", g["name"], int(have[2]), g["gid"]))
     for u in doc["users"]:
         have = users.get(u["name"])
         if have is None:
             yield StringCommand(
-                "useradd", *(["-r", "-M"] if u["system"] else ["-m"]), "--uid", str(u["uid"]),
+                "useradd", *(["-r", "-M"] if u["system"] else ["-m"]), "--uid",
+                QuoteString(str(u["uid"])),
                 "-g", QuoteString(u["group"]), "-d", QuoteString(u["home"]),
                 "-s", QuoteString(u["shell"]), QuoteString(u["name"]))
             continue

@@ -5,12 +5,10 @@ Where that repository cannot be reached (these machines) the role is Unsupported
 """
 from __future__ import annotations
 
-from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.facts.server import Command
 from pyinfra.operations import apt, server
 
-from roles._lib import Unsupported, install_packages
+from roles._lib import probe, Unsupported, install_packages
 from roles.k8s_packages.tasks import reach_problem
 
 REPO = "https://nvidia.github.io/libnvidia-container"
@@ -20,11 +18,11 @@ SOURCE = "/etc/apt/sources.list.d/nvidia-container-toolkit.list"
 
 @deploy("gpu_node")
 def gpu_node() -> None:
-    problem = reach_problem(lambda c: host.get_fact(Command, f"{c} || true"), REPO)
+    problem = reach_problem(probe, REPO)
     if problem:
         raise Unsupported(problem)
     install_packages("gpu_node")
-    if not (host.get_fact(Command, f"test -s {SOURCE} && echo ok || true") or "").strip():
+    if not probe(f"test -s {SOURCE} && echo ok"):
         server.shell(name="NVIDIA container toolkit source", commands=[
             f"curl -fsSL {REPO}/gpgkey | gpg --dearmor -o {KEYRING}",
             f"curl -fsSL {REPO}/stable/deb/nvidia-container-toolkit.list | sed "

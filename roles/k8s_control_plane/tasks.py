@@ -6,12 +6,15 @@ not install it) the role is Unsupported, with the reason.
 """
 from __future__ import annotations
 
+import shlex
+
 from pyinfra import host
 from pyinfra.api import OperationError, deploy
-from pyinfra.facts.server import Command
 
+from estate.model.services import MANIFESTS
 from estate.provision.destinations import destination
-from roles._lib import STAMPS, Unsupported, consumed, digest_of, install, run_when_changed
+from roles._lib import probe, STAMPS, Unsupported, consumed, digest_of, install, run_when_changed, \
+    runtime
 
 ADMIN = "/etc/kubernetes/admin.conf"
 INIT = "/root/estate-kubeadm-init.yaml"
@@ -19,12 +22,12 @@ INIT = "/root/estate-kubeadm-init.yaml"
 
 def missing_tools(run) -> list[str]:
     return [t for t in ("kubeadm", "kubelet", "kubectl")
-            if (run(f"command -v {t}") or "").strip() == ""]
+            if (run(f"command -v {shlex.quote(t)}") or "").strip() == ""]
 
 
 @deploy("k8s_control_plane")
 def k8s_control_plane() -> None:
-    missing = missing_tools(lambda c: host.get_fact(Command, f"{c} || true"))
+    missing = missing_tools(probe)
     if missing:
         raise Unsupported(f"{', '.join(missing)} not installed (see k8s_packages on this node)")
     init = consumed("kubernetes/kubeadm/init.yaml")
@@ -33,21 +36,24 @@ def k8s_control_plane() -> None:
                              "--control-plane with the uploaded certificate key) is not "
                              "implemented yet; only the first control plane is provisioned")
     install(init[0])
-    src = destination(init[0])
+    src = shlex.quote(destination(init[0]))
+    admin = shlex.quote(ADMIN)
+    config = shlex.quote(INIT)
     # Several control planes: init.yaml carries ${KUBEADM_CERTIFICATE_KEY}; it is made on the
     # node and substituted into a 0600 copy, never into the rendered or installed file.
     run_when_changed(name="kubeadm init", stamp=f"{STAMPS}/kubeadm-init",
                      digest="initialised",  # once: admin.conf marks an initialised node
-                     command=f"test -f {ADMIN} || ( umask 077 && "
+                     command=f"test -f {admin} || ( umask 077 && "
                              f"key=$(kubeadm certs certificate-key) && "
-                             f"sed \"s/\\${{KUBEADM_CERTIFICATE_KEY}}/$key/\" {src} > {INIT} && "
-                             f"kubeadm init --upload-certs --config {INIT}; rc=$?; "
-                             f"rm -f {INIT}; exit $rc )")
-    manifests = sorted(consumed("kubernetes/manifests/*"))
+                             f"sed \"s/\\${{KUBEADM_CERTIFICATE_KEY}}/$key/\" {src} > {config} && "
+                             f"kubeadm init --upload-certs --config {config}; rc=$?; "
+                             f"rm -f {config}; exit $rc )")
+    # One owner: under Pulumi its ConfigGroup applies them (estate apply --no-manifests).
+    manifests = sorted(consumed(MANIFESTS + "*")) if runtime("apply_manifests", True) else []
     for p in manifests:
         install(p)
     if manifests:
-        files = " ".join(f"-f {destination(p)}" for p in manifests)
+        files = shlex.join(arg for p in manifests for arg in ("-f", destination(p)))
         run_when_changed(name="kubectl apply the rendered manifests (name order)",
                          stamp=f"{STAMPS}/k8s-manifests", digest=digest_of(manifests),
-                         command=f"kubectl --kubeconfig {ADMIN} apply {files}")
+                         command=f"kubectl --kubeconfig {shlex.quote(ADMIN)} apply {files}")

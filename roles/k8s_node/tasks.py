@@ -8,14 +8,14 @@ never reported green.
 """
 from __future__ import annotations
 
+import shlex
 from typing import Callable
 
 from pyinfra import host
 from pyinfra.api import OperationError, deploy
-from pyinfra.facts.server import Command
 from pyinfra.operations import server, systemd
 
-from roles._lib import STAMPS, Unsupported, consumed, digest_of, install, install_packages, \
+from roles._lib import probe, STAMPS, Unsupported, consumed, digest_of, install, install_packages, \
     render_dir, run_when_changed, service_current
 
 
@@ -25,14 +25,16 @@ def kernel_problem(run: Callable[[str], str], modules: list[str], sysctls: dict[
 
     Shared by the role and its verify suite, so both say the same thing."""
     missing = [m for m in modules
-               if (run(f"if test -d /sys/module/{m} || grep -qw {m} /proc/modules "
-                       "/proc/filesystems /lib/modules/$(uname -r)/modules.builtin "
-                       f"2>/dev/null || modprobe -n -q {m} 2>/dev/null; then echo ok; fi")
+               if (run(f"if test -d {shlex.quote('/sys/module/' + m)} || grep -qw -- "
+                       f"{shlex.quote(m)} /proc/modules /proc/filesystems "
+                       "/lib/modules/$(uname -r)/modules.builtin "
+                       f"2>/dev/null || modprobe -n -q -- {shlex.quote(m)} 2>/dev/null; "
+                       "then echo ok; fi")
                    or "").strip() != "ok"]
     bad = [f"{k} (want {v})" for k, v in sysctls.items()
-           if (run(f"cat /proc/sys/{k.replace('.', '/')} 2>/dev/null || echo absent")
+           if (run(f"cat {shlex.quote(_proc_sys(k))} 2>/dev/null || echo absent")
                or "").strip() != v
-           and (run(f"test -w /proc/sys/{k.replace('.', '/')} && echo w") or "").strip() != "w"]
+           and (run(f"test -w {shlex.quote(_proc_sys(k))} && echo w") or "").strip() != "w"]
     if not missing and not bad:
         return None
     return (f"kernel {(run('uname -r') or '').strip()}: "
@@ -40,6 +42,10 @@ def kernel_problem(run: Callable[[str], str], modules: list[str], sysctls: dict[
                           "nor loadable"] if missing else [])
                         + ([f"cannot set sysctls {', '.join(bad)}"] if bad else []))
             + " (containers share the host's kernel; needs a VM or hardware node)")
+
+
+def _proc_sys(key: str) -> str:
+    return "/proc/sys/" + key.replace(".", "/")
 
 
 def rendered_modules(text: str) -> list[str]:
@@ -72,11 +78,10 @@ def k8s_node() -> None:
     install(modules)
     install(sysctl)
     # kubelet refuses to start with swap on.
-    run = lambda cmd: host.get_fact(Command, f"{cmd} || true")  # noqa: E731
-    if (run("tail -n +2 /proc/swaps") or "").strip():
+    if probe("tail -n +2 /proc/swaps"):
         server.shell(name="Swap off (now and in fstab)",
                      commands=["swapoff -a && sed -i '/\\sswap\\s/s/^[^#]/#&/' /etc/fstab"])
-    problem = kernel_problem(run, rendered_modules((render_dir() / modules).read_text()),
+    problem = kernel_problem(probe, rendered_modules((render_dir() / modules).read_text()),
                              rendered_sysctls((render_dir() / sysctl).read_text()))
     if problem:
         raise Unsupported(problem)  # after the ops above: containerd still gets applied

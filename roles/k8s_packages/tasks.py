@@ -7,16 +7,18 @@ source, so that apt on the node keeps working; it never installs a stand-in.
 """
 from __future__ import annotations
 
+import posixpath
 import re
+import shlex
+from shlex import quote
 from typing import Callable
 from urllib.parse import urlparse
 
 from pyinfra import host
 from pyinfra.api import OperationError, deploy
-from pyinfra.facts.server import Command
 from pyinfra.operations import apt, server
 
-from roles._lib import Unsupported, consumed, install, install_packages, render_dir
+from roles._lib import Unsupported, consumed, install, install_packages, probe, render_dir
 
 
 def repository(list_text: str) -> tuple[str, str]:
@@ -37,9 +39,10 @@ def reach_problem(run: Callable[[str], str], url: str) -> str | None:
     """Why the node cannot fetch the repository's signing key (None if it can)."""
     u = urlparse(url)
     port = u.port or (443 if u.scheme == "https" else 80)
-    probe = (f"timeout 8 bash -c 'exec 3<>/dev/tcp/{u.hostname}/{port}' 2>/dev/null "
-             "&& echo ok")
-    if (run(probe) or "").strip() == "ok":
+    # host and port are arguments of the inner script ($1, $2), never part of its code
+    connect = quote('exec 3<>"/dev/tcp/$1/$2"')
+    if (run(f"timeout 8 bash -c {connect} _ {quote(u.hostname or '')} {quote(str(port))} "
+            "2>/dev/null && echo ok") or "").strip() == "ok":
         return None
     return f"cannot reach {u.hostname}:{port} ({url}) from this node"
 
@@ -51,20 +54,20 @@ def k8s_packages() -> None:
         raise OperationError(f"{host.name}: has k8s_packages but no rendered apt source; "
                              "re-render the spec")
     url, keyring = repository((render_dir() / lists[0]).read_text())
-    problem = reach_problem(lambda c: host.get_fact(Command, f"{c} || true"), url)
+    problem = reach_problem(probe, url)
     if problem:
         raise Unsupported(problem)
     install_packages("k8s_packages")
-    run = lambda c: host.get_fact(Command, f"{c} || true")  # noqa: E731
-    if not (run(f"test -s {keyring} && echo ok") or "").strip():
+    if not probe(f"test -s {quote(keyring)} && echo ok"):
+        key_url = url.rstrip("/") + "/Release.key"
         server.shell(name=f"Signing key of {url}", commands=[
-            f"mkdir -p $(dirname {keyring}) && curl -fsSL {url.rstrip('/')}/Release.key "
-            f"| gpg --dearmor -o {keyring}"])
+            f"mkdir -p {quote(posixpath.dirname(keyring))} && curl -fsSL {quote(key_url)} "
+            f"| gpg --dearmor -o {quote(keyring)}"])
     for p in lists + prefs:
         install(p)
     apt.update(name="apt update (Kubernetes source)")
     packages = pinned_packages((render_dir() / prefs[0]).read_text())
     apt.packages(name="Install the pinned Kubernetes packages", packages=packages)
-    if set(packages) - set((run("apt-mark showhold") or "").split()):
+    if set(packages) - set(probe("apt-mark showhold").split()):
         server.shell(name="Hold them (upgrades go through the spec's version)",
-                     commands=[f"apt-mark hold {' '.join(packages)} >/dev/null"])
+                     commands=[f"apt-mark hold {shlex.join(packages)} >/dev/null"])

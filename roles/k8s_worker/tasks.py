@@ -15,7 +15,7 @@ from pyinfra.facts.server import Command
 
 from estate.provision.destinations import destination
 from estate.spec.hostlist import Hostlist
-from roles._lib import Unsupported, artifact_info, consumed, install, put_text, render_dir, \
+from roles._lib import probe, Unsupported, artifact_info, consumed, install, put_text, render_dir, \
     run_when_changed
 from roles.k8s_control_plane.tasks import missing_tools
 
@@ -44,14 +44,13 @@ def _control_plane():
 
 @deploy("k8s_worker")
 def k8s_worker() -> None:
-    run = lambda c: host.get_fact(Command, f"{c} || true")  # noqa: E731
-    missing = missing_tools(run)
+    missing = missing_tools(probe)
     if missing:
         raise Unsupported(f"{', '.join(missing)} not installed (see k8s_packages on this node)")
     joins = consumed("kubernetes/kubeadm/join/*")
     for p in joins:
         install(p)
-    if not joins or (run(f"test -f {KUBELET_CONF} && echo joined") or "").strip():
+    if not joins or probe(f"test -f {KUBELET_CONF} && echo joined"):
         return
     cp = _control_plane()
     values = join_values(cp.get_fact(Command, "kubeadm token create --print-join-command"))

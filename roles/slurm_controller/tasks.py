@@ -7,27 +7,17 @@ then hands the new files to the slurmds that fetched theirs from it.
 """
 from __future__ import annotations
 
+import shlex
+
 from pyinfra import host
 from pyinfra.api import OperationError, deploy
 from pyinfra.operations import files, systemd
 
 from estate.model.services import JWT_KEY
 from estate.provision.destinations import destination
+from estate.spec.types import system_directory_problem
 from roles._lib import consumed, digest_of, digest_text, install, install_packages, install_secret, \
-    run_when_changed, runtime, secret_digest, service_current, wait_until
-
-
-def config_paths() -> list[str]:
-    """Consumed Slurm configs under /etc/slurm, except slurmdbd's (the slurmdbd role's)."""
-    return [p for p in consumed("slurm/*.conf")
-            if p != "slurm/slurmdbd.conf" and destination(p).startswith("/etc/slurm/")]
-
-
-def slurm_configs() -> list[str]:
-    paths = config_paths()
-    for p in paths:
-        install(p)
-    return paths
+    run_when_changed, runtime, secret_digest, service_current, slurm_configs, wait_until
 
 
 def accounting() -> None:
@@ -40,7 +30,8 @@ def accounting() -> None:
         install(p)
     wait_until(name="Wait for slurmdbd", check="sacctmgr -n list cluster",
                what="slurmdbd (sacctmgr list cluster)", timeout=90)
-    run_when_changed(name="Apply accounts, QOS and fair share", command=destination(script[0]),
+    run_when_changed(name="Apply accounts, QOS and fair share",
+                     command=shlex.quote(destination(script[0])),
                      stamp="/var/lib/estate/applied/accounting", digest=digest_of(inputs))
 
 
@@ -50,6 +41,14 @@ def slurm_controller() -> None:
     if not state_dir:
         raise OperationError(f"{host.name}: the rendered slurm.conf has no StateSaveLocation; "
                              "re-render the spec")
+    problem = system_directory_problem(state_dir) or (
+        None if state_dir.startswith("/") and "/../" not in state_dir + "/" else
+        f"{state_dir!r} is not an absolute path")
+    if problem:
+        # the spec type refuses these; a hand-edited rendered tree must not get this far
+        raise OperationError(f"{host.name}: StateSaveLocation {problem}; the role would "
+                             "chown it to the Slurm user with mode 0700. Use a dedicated "
+                             "subdirectory such as /var/spool/slurmctld and re-render")
     install_packages("slurm_controller")
     files.directory(name="State directory", path=state_dir, user=user, group=user, mode="0700")
     configs = slurm_configs()

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from pyinfra.api import deploy
 
-from roles._lib import install_packages
-from roles.slurm_controller.tasks import slurm_configs
+from roles._lib import install_packages, slurm_configs
 
 
 @deploy("slurm_login")

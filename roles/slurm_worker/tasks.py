@@ -8,16 +8,17 @@ through a tmpfiles.d entry).
 from __future__ import annotations
 
 import json
+import re
+import shlex
 
 from pyinfra import host
 from pyinfra.api import OperationError, deploy, operation
-from pyinfra.facts.server import Command
 from pyinfra.operations import systemd
 
 from estate.model.services import GPU_DEVICES
+from roles._lib.facts import DeviceNode, FileText
 from roles._lib import consumed, digest_of, digest_text, install, install_packages, put_text, \
-    render_dir, service_current
-from roles.slurm_controller.tasks import slurm_configs
+    render_dir, service_current, slurm_configs
 
 TMPFILES = "/etc/tmpfiles.d/estate-gpu.conf"
 DROPIN = "/etc/systemd/system/slurmd.service.d/estate-configless.conf"
@@ -30,9 +31,21 @@ ConditionPathExists=
 """
 
 
+# A device path as the spec types allow it: printed into a tmpfiles.d line, it must stay
+# one field (tmpfiles has no shell quoting).
+DEVICE_PATH = re.compile(r"/[A-Za-z0-9._+@/-]+")
+
+
+def _device_path(path: str) -> str:
+    if not DEVICE_PATH.fullmatch(path) or "/../" in path + "/" or not path.startswith("/run/"):
+        raise OperationError(f"{host.name}: fake GPU device path {path!r} in the rendered "
+                             "device list is not a plain path under /run (tmpfiles c+ would "
+                             "replace whatever is there); re-render the spec")
+    return path
+
+
 def _device_state(path: str) -> str:
-    return (host.get_fact(Command, f"stat -c '%F %t:%T' {path} 2>/dev/null || true")
-            or "").strip()
+    return host.get_fact(DeviceNode, path=path)
 
 
 @operation(is_idempotent=True)
@@ -42,11 +55,11 @@ def gpu_devices(devices: list[dict], create: bool):
                                             f"{d['major']:x}:{d['minor']:x}"]
     if create:
         if wrong:
-            yield f"systemd-tmpfiles --create {TMPFILES}"
+            yield f"systemd-tmpfiles --create {shlex.quote(TMPFILES)}"
         else:
             host.noop("fake GPU device files present")
         return
-    driver = host.get_fact(Command, "cat /proc/driver/nvidia/version 2>/dev/null || true")
+    driver = host.get_fact(FileText, path="/proc/driver/nvidia/version")
     if wrong or not driver:
         raise OperationError(
             f"{host.name}: GPU device files {', '.join(wrong) or '(present)'} missing or wrong"
@@ -62,8 +75,8 @@ def gpus() -> list[str]:
         doc = json.loads((render_dir() / path).read_bytes())
         create = doc["mode"] == "create"
         if create:
-            lines = "".join(f"c+ {d['path']} 0666 root root - {d['major']}:{d['minor']}\n"
-                            for d in doc["devices"])
+            lines = "".join(f"c+ {_device_path(d['path'])} 0666 root root - "
+                            f"{int(d['major'])}:{int(d['minor'])}\n" for d in doc["devices"])
             put_text("# Fake GPU device files for the lab, written by Estate.\n" + lines,
                      TMPFILES, name="Fake GPU devices at boot")
         gpu_devices(name="GPU device files", devices=doc["devices"], create=create)

@@ -1,19 +1,28 @@
 """slurmdbd with MariaDB on the same node, reached over its unix socket (no password)."""
 from __future__ import annotations
 
+import re
+
 from pyinfra import host
 from pyinfra.api import OperationError, QuoteString, StringCommand, deploy, operation
-from pyinfra.facts.server import Command
 from pyinfra.operations import systemd
 
+from roles._lib.facts import MysqlGrants
 from roles._lib import consumed, digest_of, install, install_packages, runtime, service_current
+
+
+# MariaDB names go into SQL as identifiers and account names: plain ones only.
+SQL_NAME = re.compile(r"[A-Za-z0-9_]{1,64}")
 
 
 @operation(is_idempotent=True)
 def database(db: str, user: str):
     """The accounting database, and its owner authenticated by unix socket."""
-    grants = host.get_fact(Command, f"mysql -NBe \"SHOW GRANTS FOR '{user}'@'localhost'\" "
-                                    "2>/dev/null || true") or ""
+    for value in (db, user):
+        if not SQL_NAME.fullmatch(value):
+            raise OperationError(f"{host.name}: {value!r} (StorageLoc/StorageUser in the "
+                                 "rendered slurmdbd.conf) is not a plain MariaDB name")
+    grants = host.get_fact(MysqlGrants, user=user)
     if f"`{db}`" in grants and "unix_socket" in grants:
         host.noop(f"database {db} and user {user} exist")
         return

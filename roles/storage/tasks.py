@@ -8,15 +8,15 @@ as "unsupported here". It never installs a userspace stand-in and calls it NFS.
 from __future__ import annotations
 
 import shlex
-from typing import Callable
+from typing import Callable, Literal
 
 from pyinfra import host
 from pyinfra.api import OperationError, QuoteString, StringCommand, deploy, operation
-from pyinfra.facts.server import Command
 from pyinfra.operations import files, systemd
 
 from estate.provision.destinations import destination
-from roles._lib import STAMPS, Unsupported, consumed, digest_of, install, install_packages, \
+from roles._lib.facts import FileText, ServiceActive
+from roles._lib import probe, STAMPS, Unsupported, consumed, digest_of, install, install_packages, \
     render_dir
 
 PROBE = ("if grep -qw {fs} /proc/filesystems || modprobe -n -q {fs} 2>/dev/null; "
@@ -35,24 +35,20 @@ def nfs_problem(run: Callable[[str], str], server: bool) -> str | None:
             "NFS needs nodes with their own kernel (VMs or hardware), not containers")
 
 
-# `estate apply` runs this deploy in two phases (estate.catalogue.PHASES):
-# exports in the first and mounts in the second, so every server exports before any
-# client mounts. Run once outside it (pyinfra CLI, molecule), it does both in order.
-PHASE_PART = {"storage": "exports", "storage_mounts": "mounts"}
-
-
 @deploy("storage")
-def storage() -> None:
+def storage(part: Literal["exports", "mounts", "all"] = "all") -> None:
+    """`estate apply` runs this deploy in two phases (estate.catalogue.PHASE_ARGS): exports
+    in the first and mounts in the second, so every server exports before any client
+    mounts. Run once outside it (pyinfra CLI, molecule), it does both in order."""
     exports, mounts = consumed("storage/exports/*"), consumed("storage/mounts/*.mount")
     if not exports and not mounts:
         raise OperationError(f"{host.name}: has the storage role but no rendered exports "
                              "or mounts; re-render the spec")
-    part = PHASE_PART.get(host.data.get("estate_phase"))
     exports = [] if part == "mounts" else exports
     mounts = [] if part == "exports" else mounts
     if not exports and not mounts:
         return  # none of this node's storage is done in this phase
-    problem = nfs_problem(lambda cmd: host.get_fact(Command, f"{cmd} || true"), bool(exports))
+    problem = nfs_problem(probe, bool(exports))
     if problem:
         raise Unsupported(problem)
     extras = ("server",) * bool(exports) + ("client",) * bool(mounts)
@@ -71,7 +67,7 @@ def storage() -> None:
         # restart: a changed unit (new server, options) only takes effect on remount
         applied(name=f"Mount {unit}", stamp=f"{STAMPS}/{unit}", paths=[p], unit=unit,
                 installs=[installed[p]],
-                command=f"systemctl daemon-reload && systemctl restart {unit}")
+                command=f"systemctl daemon-reload && systemctl restart {shlex.quote(unit)}")
         systemd.service(name=f"Enable {unit}", service=unit, running=None, enabled=True)
 
 
@@ -96,15 +92,15 @@ def applied(command: str, stamp: str, paths: list[str], installs: list, unit: st
     order at execution time, so their outcome is known here.
     """
     digest = digest_of(paths)
-    seen = (host.get_fact(Command, f"cat {stamp} 2>/dev/null || true") or "").strip()
+    seen = host.get_fact(FileText, path=stamp)
     rewritten = any(op.did_change() if op.is_complete() else op.will_change for op in installs)
-    inactive = unit and (host.get_fact(Command, f"systemctl is-active {unit} || true")
-                         or "").strip() != "active"
+    inactive = unit and not host.get_fact(ServiceActive, unit=unit)
     if seen == digest and not rewritten and not inactive:
         host.noop(f"{command} already applied for {digest[:12]}")
         return
-    check = f" && systemctl is-active --quiet {unit}" if unit else ""
+    check = f" && systemctl is-active --quiet {shlex.quote(unit)}" if unit else ""
     # the stamp goes first: if the command fails after a drifted file was put back,
     # the next run must still apply it
     yield StringCommand("sh", "-c", QuoteString(
-        f"rm -f {stamp}; {command}{check} && mkdir -p {STAMPS} && echo {digest} > {stamp}"))
+        f"rm -f {shlex.quote(stamp)}; {command}{check} && mkdir -p {shlex.quote(STAMPS)} && "
+        f"echo {shlex.quote(digest)} > {shlex.quote(stamp)}"))

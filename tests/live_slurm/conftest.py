@@ -1,5 +1,5 @@
 """The live_slurm tier: real slurmctld, slurmd, slurmdbd and munged, one network
-namespace per node (see netns_lab.py). Runs as root with Debian's Slurm packages;
+namespace per node (see estate/lab/netns.py). Runs as root with Debian's Slurm packages;
 elsewhere it skips and says what is missing."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from estate.catalogue import host_packages
-from tests.live_slurm.netns_lab import BRIDGE, NETNS_DIR, NS_PREFIX, Lab, down, lab_pids
+from estate.lab.netns import BRIDGE, NETNS_DIR, NS_PREFIX, Lab, down, lab_pids
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ("slurmctld", "slurmd", "srun", "sinfo", "scontrol", "sshare", "munged", "nsenter",

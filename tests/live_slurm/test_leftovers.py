@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from tests.live_slurm.conftest import leftovers, require_live_slurm
-from tests.live_slurm.netns_lab import BRIDGE, IPT_RULES, NS_PREFIX, down
+from estate.lab.netns import BRIDGE, IPT_RULES, NS_PREFIX, down
 
 pytestmark = pytest.mark.live_slurm
 

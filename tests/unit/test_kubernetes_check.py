@@ -64,8 +64,6 @@ CASES = [
      "nodes[5].class"),
     ("kubernetes.node_labels", E, "lab", {"nodes[5].labels": {"node-role.kubernetes.io/gpu": ""}},
      "nodes[5].labels.node-role.kubernetes.io/gpu"),
-    ("kubernetes.node_labels", E, "lab", {"nodes[5].labels": {"team": "a b"}},
-     "nodes[5].labels.team"),
     ("kubernetes.node_labels", E, "lab", {"nodes[5].labels": {"nvidia.com/gpu.count": "8"}},
      "nodes[5].labels.nvidia.com/gpu.count"),
     ("kubernetes.topology_label", E, "lab",
@@ -75,6 +73,8 @@ CASES = [
     ("kubernetes.export_name", E, "lab",
      {"storage.exports[0].name": "Home_Dirs", "storage.mounts[0].export": "Home_Dirs"},
      "storage.exports[0].name"),
+    ("kubernetes.yaml_word", E, "lab", {"kubernetes.tenants[0].cohort": "on"},
+     "kubernetes.tenants[0].cohort"),
 ]
 
 

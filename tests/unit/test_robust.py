@@ -18,7 +18,6 @@ from estate.render import Artifacts, render_all
 from estate.spec import bounds
 from estate.spec.hostlist import Hostlist, HostlistError
 from estate.spec.load import load, load_text
-from estate.spec.model import Spec
 from estate.spec.resolved import Estate
 from tests.unit.checkutil import SPECS, findings_for, keyed, spec_dict
 
@@ -61,14 +60,8 @@ def test_export_path_with_quote_and_newline(tmp_path, path):
     data = spec_dict("lab")
     data["storage"]["exports"][0]["path"] = path
     result = pipeline.build(_write(tmp_path, data))
-    assert ("spec.control_character", "storage.exports[0].path") in _ids(result.findings)
-    # past the loader (a program building the Spec itself), the manifests still parse:
-    # template comments escape the values they quote
-    estate = Estate(Spec.model_validate(data))
-    arts = render_all(estate, "lab.yaml")
-    for a in arts.values():
-        if a.path.endswith(".yaml"):
-            assert kcheck.parse_error(a) == "", a.path
+    assert ("schema.control_character", "storage.exports[0].path") in _ids(result.findings)
+    assert "internal.error" not in {f.id for f in result.findings}
 
 
 @pytest.fixture(scope="module")
@@ -138,8 +131,6 @@ def _bomb(levels: int = 9) -> str:
     ("a: !custom x\n", "spec.yaml_tag", 1),
     ("a: " + "[" * 100 + "]" * 100 + "\n", "spec.yaml_depth_limit", 1),
     ("a: 1\nb: x\x00y\n", "spec.control_character", 2),
-    ('a: 1\nb: "x\\0y"\n', "spec.control_character", 2),
-    ('a: 1\nb: "x\\e[31m"\n', "spec.control_character", 2),
 ])
 def test_loader_refusals_are_findings_with_a_position(text, vid, line):
     loaded = _timed(lambda: load_text(text, "s.yaml"), 2.0)
@@ -174,15 +165,15 @@ def test_duplicate_key_in_a_node_group_names_the_path_and_line():
 def test_nul_in_a_user_field_is_a_control_character_finding(where):
     data = spec_dict("prod")
     data["identity"]["users"][0][where] = "/home/a\x00b"
-    [f] = findings_for(data, "p.yaml")
-    assert (f.id, f.path) == ("spec.control_character", f"identity.users[0].{where}")
-    assert f.location.count(":") == 2
+    found = keyed(findings_for(data, "p.yaml"))
+    f = found[("schema.control_character", f"identity.users[0].{where}")]
+    assert f.location.startswith("p.yaml:") and f.location.count(":") == 2
 
 
 def test_control_character_in_a_product_name():
     data = spec_dict("prod")
     data["node_classes"][0]["gpus"]["product"] = "NVIDIA\x1b[2J"
-    assert ("spec.control_character", "node_classes[0].gpus.product") in \
+    assert ("schema.control_character", "node_classes[0].gpus.product") in \
         _ids(findings_for(data))
 
 

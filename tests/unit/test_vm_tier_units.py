@@ -11,7 +11,7 @@ import pytest
 from estate.pipeline import build
 from estate.render.storage import exports_file
 from roles.storage.tasks import exported_paths
-from tests.vm import vmlab
+from estate.lab import vm as vmlab
 
 SPEC = Path(__file__).resolve().parents[1] / "vm" / "nfs.yaml"
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.vm import vmlab
+from estate.lab import vm as vmlab
 
 pytestmark = pytest.mark.vm
 

@@ -19,7 +19,7 @@ def _submit(ctx, command: str):
     if node is None:
         pytest.skip("no login node or controller among the nodes checked")
     user = ctx.job_user()
-    return ctx.host(node).run(f"runuser -u {user} -- {command}")
+    return ctx.host(node).run(f"runuser -u {shlex.quote(user)} -- {command}")
 
 
 @on_nodes(lambda ctx: ctx.controller())
@@ -32,7 +32,8 @@ def test_slurm_view_matches_spec(host, node, ctx):
 @on_nodes(lambda ctx: ctx.gpu_nodes())
 def test_gpu_job(node, ctx):
     devices = ctx.gpu_devices(node)
-    out = _submit(ctx, f"{JOB} -w {node} -N1 -n1 --gres=gpu:{len(devices)} "
+    out = _submit(ctx, f"{JOB} -w {shlex.quote(node)} -N1 -n1 "
+                       f"{shlex.quote(f'--gres=gpu:{len(devices)}')} "
                        "sh -c 'echo $CUDA_VISIBLE_DEVICES'")
     assert out.rc == 0, f"GPU job on {node} failed: {out.stderr.strip()}"
     want = ",".join(str(i) for i in range(len(devices)))
@@ -44,7 +45,7 @@ def test_job_across_two_workers(node, ctx):
     workers = ctx.with_deploy("slurm_worker")[:2]
     if len(workers) < 2:
         pytest.skip("fewer than two workers among the nodes checked")
-    out = _submit(ctx, f"{JOB} -N2 -w {','.join(workers)} hostname")
+    out = _submit(ctx, f"{JOB} -N2 -w {shlex.quote(','.join(workers))} hostname")
     assert out.rc == 0, f"two-node job failed: {out.stderr.strip()}"
     assert sorted(out.stdout.split()) == sorted(workers)
 
@@ -72,8 +73,9 @@ def test_rest_api_takes_a_jwt(host, node, ctx):
     url = f"http://{ctx.rest_listen(node)}/slurm/v0.0.38/ping"
     user = ctx.job_user()
     script = shlex.quote(REST)
-    out = host.run(f"T=$(scontrol token username={user} lifespan=120 | cut -d= -f2) && "
-                   f"python3 -c {script} {url} {user} \"$T\"")
+    out = host.run(f"T=$(scontrol token {shlex.quote('username=' + user)} lifespan=120 "
+                   f"| cut -d= -f2) && python3 -c {script} {shlex.quote(url)} "
+                   f"{shlex.quote(user)} \"$T\"")
     assert out.rc == 0, f"REST check failed to run: {out.stderr.strip()[-300:]}"
     good, bad, ping = out.stdout.split()
     assert (good, ping) == ("200", "UP"), f"with a JWT: HTTP {good}, ping {ping}"

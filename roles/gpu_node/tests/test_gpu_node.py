@@ -12,7 +12,7 @@ ROLE = "gpu_node"
 
 
 def unsupported_here(host, ctx, node) -> str | None:
-    return reach_problem(lambda cmd: host.run(cmd).stdout, REPO)
+    return reach_problem(lambda command: host.run(command).stdout, REPO)
 
 
 def test_nvidia_runtime_installed(host, node, ctx):

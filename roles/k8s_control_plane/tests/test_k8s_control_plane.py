@@ -2,6 +2,8 @@
 objects exist; 'unsupported here' where the node could not get kubeadm."""
 from __future__ import annotations
 
+import shlex
+
 import pytest
 
 from estate.verify.plugin import UNSUPPORTED
@@ -27,5 +29,5 @@ def test_initialised_and_api_answers(host, node, plane):
 def test_manifests_applied(host, node, ctx, plane):
     for p in sorted(x for x in ctx.nodes[node].consumes if x.startswith("kubernetes/manifests/")):
         out = host.run(f"kubectl --kubeconfig /etc/kubernetes/admin.conf diff "
-                       f"-f /etc/estate/{p}")
+                       f"-f {shlex.quote('/etc/estate/' + p)}")
         assert out.rc == 0, f"{p} is not applied as rendered: {out.stdout[-300:]}"

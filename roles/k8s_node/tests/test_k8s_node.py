@@ -2,6 +2,8 @@
 itself), and the rendered kernel modules and sysctls in effect where the kernel allows."""
 from __future__ import annotations
 
+import shlex
+
 import pytest
 
 from estate.verify.plugin import UNSUPPORTED
@@ -40,12 +42,12 @@ def test_containerd_answers_on_its_socket(host, node):
 def test_kernel_modules_and_sysctls_in_effect(host, node, ctx):
     modules = rendered_modules(ctx.rendered("kubernetes/node/modules.conf").decode())
     sysctls = rendered_sysctls(ctx.rendered("kubernetes/node/sysctl.conf").decode())
-    run = lambda cmd: host.run(cmd).stdout  # noqa: E731
+    run = lambda command: host.run(command).stdout  # noqa: E731
     problem = kernel_problem(run, modules, sysctls)
     if problem:
         pytest.skip(f"{UNSUPPORTED}: {problem}")
     for key, want in sysctls.items():
-        assert run(f"sysctl -n {key}").strip() == want, key
+        assert run(f"sysctl -n {shlex.quote(key)}").strip() == want, key
 
 
 def test_swap_off(host, node):

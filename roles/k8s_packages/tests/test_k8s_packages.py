@@ -16,7 +16,7 @@ def unsupported_here(host, ctx, node) -> str | None:
     if not lists:
         return None
     url, _ = repository(ctx.rendered(lists[0]).decode())
-    return reach_problem(lambda cmd: host.run(cmd).stdout, url)
+    return reach_problem(lambda command: host.run(command).stdout, url)
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ on_nodes), so a worker never reports a check as passed that did not run there.""
 from __future__ import annotations
 
 import hashlib
+import shlex
 
 from estate.verify.plugin import on_nodes
 
@@ -21,7 +22,7 @@ def test_gpu_device_files(host, node, ctx):
     devices = ctx.gpu_devices(node)
     assert devices, f"{node} consumes a GPU device list with no devices"
     for d in devices:
-        out = host.run(f"stat -c '%F %t:%T' {d['path']}").stdout.strip()
+        out = host.run(f"stat -c '%F %t:%T' -- {shlex.quote(d['path'])}").stdout.strip()
         assert out == f"character special file {d['major']:x}:{d['minor']:x}", out
 
 

@@ -1,6 +1,8 @@
 """slurmdbd: running with MariaDB, the database reachable only locally."""
 from __future__ import annotations
 
+import shlex
+
 ROLE = "slurmdbd"
 
 
@@ -17,5 +19,6 @@ def test_mariadb_listens_only_locally(host, node):
 
 def test_accounting_database_answers(host, node, ctx):
     db = ctx.runtime["slurmdbd_database"]
-    out = host.run(f"runuser -u {ctx.runtime['slurmdbd_db_user']} -- mysql -NBe 'SELECT 1' {db}")
+    user = shlex.quote(ctx.runtime["slurmdbd_db_user"])
+    out = host.run(f"runuser -u {user} -- mysql -NBe 'SELECT 1' {shlex.quote(db)}")
     assert out.rc == 0, f"{db} is not reachable as its user over the socket: {out.stderr}"

@@ -4,6 +4,7 @@ Expected exports and mounts are read from the rendered files the node consumes."
 from __future__ import annotations
 
 import re
+import shlex
 
 import pytest
 
@@ -17,7 +18,7 @@ ROLE = "storage"
 def unsupported_here(host, ctx, node) -> str | None:
     """The reason this node cannot have the role, for every storage check (files too)."""
     server = any(p.startswith("storage/exports/") for p in ctx.nodes[node].consumes)
-    return nfs_problem(lambda cmd: host.run(cmd).stdout, server)
+    return nfs_problem(lambda command: host.run(command).stdout, server)
 
 
 @pytest.fixture
@@ -90,7 +91,8 @@ def test_mounted(host, node, ctx, nfs):
     for unit, keys in _mounts(ctx, nfs):
         assert host.service(unit).is_enabled, f"{unit} is not enabled"
         assert host.service(unit).is_running, f"{unit} is not active"
-        out = host.check_output(f"findmnt -n -o SOURCE,FSTYPE --target {keys['Where']}")
+        out = host.check_output(f"findmnt -n -o SOURCE,FSTYPE --target "
+                                f"{shlex.quote(keys['Where'])}")
         source, fstype = out.split()
         assert source == keys["What"], f"{keys['Where']} is mounted from {source}"
         assert fstype.startswith("nfs"), f"{keys['Where']} is {fstype}, not NFS"

@@ -3,7 +3,7 @@
 # systemd, sshd and python3, booted by QEMU straight from the kernel and initrd copied
 # out here (no bootloader). Usage: build.sh OUT_DIR AUTHORIZED_KEY_FILE ROLE_PACKAGES
 # Writes OUT_DIR/{root.img,vmlinuz,initrd.img}; OUT_DIR appears only when complete.
-# The caller (tests/vm/vmlab.py) names OUT_DIR by a hash of this directory and the key,
+# The caller (estate/lab/vm.py) names OUT_DIR by a hash of this directory and the key,
 # so an unchanged recipe is never rebuilt.
 # ROLE_PACKAGES (comma-separated, from estate.catalogue): the packages the roles install here
 # are preinstalled, for time only: under TCG their

@@ -85,6 +85,15 @@ def test_deploys_come_from_what_nodes_consume(lab):
     assert ts["ctl1"].address == "10.60.0.11"
 
 
+def test_manifests_have_one_owner(lab):
+    """The control-plane role applies the manifests unless told another owner does."""
+    result, out = lab
+    conn = inv.Connection()
+    for manifests in (True, False):
+        hosts = dict(inv.pyinfra_hosts(result.estate, out, None, conn, None, manifests))
+        assert {d["estate_runtime"]["apply_manifests"] for d in hosts.values()} == {manifests}
+
+
 def test_runtime_facts_agree_with_the_rendered_files(lab):
     result, out = lab
     facts = inv.runtime_facts(result.estate)

@@ -2,17 +2,17 @@
 
 Every Slurm node of the spec (controllers, login nodes, workers) gets a network
 namespace on one bridge with its address from the spec, its own hostname, and a
-private view of /run, /var/spool, /var/log, /etc/slurm, /etc/hosts, /etc/passwd and
+private view of /run, /var/spool, /var/log, /etc/slurm, /etc/estate, /etc/hosts, /etc/passwd and
 /etc/group (the spec's users added), so that
 daemons that share this machine's filesystem still behave as on separate hosts.
 Each node receives exactly the rendered artifacts whose consumers name it, as the
-provisioning roles would install them; workers run configless
+provisioning roles would install them (estate.provision.destinations, the roles' table); workers run configless
 (slurmd.env's --conf-server) and fetch slurm.conf from slurmctld.
 
-    python -m tests.live_slurm.netns_lab up stacks/lab.yaml    # start, wait, report
-    python -m tests.live_slurm.netns_lab lab stacks/lab.yaml   # up + a GPU job + report
-    python -m tests.live_slurm.netns_lab status                # what Slurm sees
-    python -m tests.live_slurm.netns_lab down                  # stop and remove all
+    estate lab netns up stacks/lab.yaml          # start, wait, report
+    estate lab netns up stacks/lab.yaml --job    # up + a GPU job + report
+    estate lab netns status                      # what Slurm sees
+    estate lab netns down                        # stop and remove all
 
 Needs root, iproute2, util-linux, Debian's slurmctld/slurmd/slurm-client/munge, and
 for a spec with accounting slurmdbd and mariadb-server. Secrets (munge key, JWT key)
@@ -20,7 +20,6 @@ are generated into the state directory with owner-only modes and never printed.
 """
 from __future__ import annotations
 
-import argparse
 import fcntl
 import json
 import os
@@ -29,7 +28,6 @@ import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from contextlib import suppress
 from dataclasses import dataclass
@@ -37,7 +35,10 @@ from pathlib import Path
 
 from estate.pipeline import build
 from estate.render import write_tree
+from estate.model.services import (GPU_DEVICES, IDENTITY, SLURM_USER, jwt_key_path,
+                                   slurm_daemon_paths)
 from estate.model.slurm import node_lines
+from estate.provision.destinations import ESTATE_ETC, destination
 from estate.spec.resolved import Estate
 from estate.verify import slurm_view
 
@@ -50,7 +51,7 @@ IPT_RULES = (["-i", BRIDGE, "-j", "ACCEPT"], ["-o", BRIDGE, "-j", "ACCEPT"])
 # Paths each node sees privately: (in-node path, directory under the node's state).
 # /run comes first: the munge socket directory is bound inside it.
 PRIVATE = (("/run", "run"), ("/var/spool", "spool"), ("/var/log", "log"),
-           ("/etc/slurm", "etc/slurm"))
+           ("/etc/slurm", "etc/slurm"), (ESTATE_ETC, "etc/estate"))
 # Runs inside the new mount and UTS namespaces: hostname, bind mounts, then the command.
 _ENTER = 'set -e; hostname "$1"; shift; ' \
          'while [ "$1" != "--" ]; do mount --rbind "$1" "$2"; shift 2; done; shift; exec "$@"'
@@ -269,22 +270,31 @@ class Lab:
             Path(path).mkdir(parents=True, exist_ok=True)  # the mount point
         (d / "run/munge").mkdir()
         for art in self.artifacts.for_node(name):
-            dest = {"common/hosts": d / "etc/hosts"}.get(art.path)
-            if art.path.startswith("slurm/") and art.path.count("/") == 1 \
-                    and not art.path.endswith(".env"):
-                dest = d / "etc" / art.path
+            dest = self.installed_at(name, destination(art.path))
             if dest:
+                dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_bytes(art.content)
                 os.chmod(dest, art.mode)
                 shutil.chown(dest, *_owner(art.owner))
-            if art.path.startswith("slurm/gpu-devices/"):
+            if art.path.startswith(GPU_DEVICES):
                 self.make_devices(name, json.loads(art.content))
-            if art.path == "common/identity.json":
+            if art.path == IDENTITY:
                 write_identity(d / "etc", json.loads(art.content))
         self.make_dirs(name)
-        jwt = _jwt_key_path(self.conf)
+        jwt = jwt_key_path(self.estate.spec)
         if jwt and name in self.slurm.controllers:
-            _write_secret(self.host_path(name, jwt), os.urandom(32), "slurm")
+            _write_secret(self.host_path(name, jwt), os.urandom(32), SLURM_USER)
+
+    def installed_at(self, name: str, path: str) -> Path | None:
+        """Where a file the roles install at `path` lies for this node, if the lab gives
+        the node a private copy of that path (other files are this host's own, or are
+        read by the lab from the rendered tree, like slurmd.env)."""
+        if path == "/etc/hosts":
+            return self.node_dir(name) / "etc/hosts"
+        try:
+            return self.host_path(name, path)
+        except LabError:
+            return None
 
     def make_devices(self, name: str, doc: dict) -> None:
         if doc.get("mode") != "create":
@@ -298,18 +308,12 @@ class Lab:
     def make_dirs(self, name: str) -> None:
         """The directories slurm.conf names, private to the node; slurmctld's owned by
         SlurmUser, which it drops to."""
-        for key, owner in (("StateSaveLocation", "slurm"), ("SlurmdSpoolDir", "root")):
-            if key in self.conf:
-                path = self.host_path(name, self.conf[key])
+        for p in slurm_daemon_paths(self.estate.spec):
+            path = self.host_path(name, p.path)
+            path = path if p.is_dir else path.parent
+            if p.is_dir or not path.exists():
                 path.mkdir(parents=True, exist_ok=True)
-                shutil.chown(path, owner, owner)
-        for key, owner in (("SlurmctldLogFile", "slurm"), ("SlurmdLogFile", "root"),
-                           ("SlurmctldPidFile", "root"), ("SlurmdPidFile", "root")):
-            if key in self.conf:
-                path = self.host_path(name, self.conf[key]).parent
-                if not path.exists():
-                    path.mkdir(parents=True)
-                    shutil.chown(path, owner, owner)
+                shutil.chown(path, p.owner, p.owner)
 
     def firewall(self, node: Node) -> None:
         """Load the node's rendered nftables rules in its namespace: Slurm must work
@@ -378,7 +382,7 @@ class Lab:
     def _apply_accounting(self) -> bool:
         """accounting.sh needs the gres/gpu TRES, which slurmctld creates when it registers."""
         host = self._consumer("slurm/accounting.sh")
-        proc = self.run(host, ["sh", "/etc/slurm/accounting.sh"], check=False, timeout=60)
+        proc = self.run(host, ["sh", destination("slurm/accounting.sh")], check=False, timeout=60)
         self._last_failure = (proc.stdout + proc.stderr)[-2000:] if proc.returncode else ""
         return proc.returncode == 0
 
@@ -447,14 +451,6 @@ def write_identity(etc: Path, doc: dict) -> None:
         lines += [line(e) for e in doc.get(key, [])
                   if e["name"] not in names and str(e[idkey]) not in ids]
         (etc / fname).write_text("\n".join(lines) + "\n")
-
-
-def _jwt_key_path(conf: dict[str, str]) -> str | None:
-    for item in conf.get("AuthAltParameters", "").split(","):
-        key, _, value = item.partition("=")
-        if key == "jwt_key":
-            return value
-    return None
 
 
 def _owner(owner: str) -> tuple[str, str]:
@@ -588,40 +584,28 @@ def _zombie(pid: int) -> bool:
         return True
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tests.live_slurm.netns_lab",
-                                 description=__doc__.split("\n\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    for name in ("up", "lab"):
-        sub.add_parser(name).add_argument("spec")
-    sub.add_parser("status")
-    sub.add_parser("down")
-    args = ap.parse_args(argv)
-    try:
-        if args.cmd == "down":
-            down()
-            print("netns lab stopped")
-            return 0
-        lab = Lab(getattr(args, "spec", None))
-        if lab.spec_path is None:
-            raise LabError("no lab is up (run: up SPEC)")
-        if args.cmd in ("up", "lab"):
-            t0 = time.monotonic()
-            lab.up()
-            print(f"netns lab up in {time.monotonic() - t0:.1f} s: {len(lab.nodes())} nodes, "
-                  f"state in {lab.state}")
-        if args.cmd == "lab":
-            gres = max((line.gres_count for line in node_lines(lab.estate)), default=0)
-            job = ["--gres", f"gpu:{gres}"] if gres else []
-            print(f"$ srun {' '.join(job)} (on {lab.client()}): " + lab.srun(
-                *job, "sh", "-c", 'echo "$(hostname) CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"'
-            ).strip())
-        print(lab.report())
-        return 1 if lab.mismatches() else 0
-    except LabError as exc:
-        print(f"netns lab: {exc}", file=sys.stderr)
-        return 1
+def up(spec: str | Path, job: bool = False, log=print) -> bool:
+    """Bring the lab up from SPEC (and with `job`, run a GPU job); log what Slurm sees.
+    True when Slurm reports the spec back without a mismatch."""
+    lab = Lab(spec)
+    t0 = time.monotonic()
+    lab.up()
+    log(f"netns lab up in {time.monotonic() - t0:.1f} s: {len(lab.nodes())} nodes, "
+        f"state in {lab.state}")
+    if job:
+        gres = max((line.gres_count for line in node_lines(lab.estate)), default=0)
+        argv = ["--gres", f"gpu:{gres}"] if gres else []
+        log(f"$ srun {' '.join(argv)} (on {lab.client()}): " + lab.srun(
+            *argv, "sh", "-c", 'echo "$(hostname) CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"'
+        ).strip())
+    log(lab.report())
+    return not lab.mismatches()
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def status(log=print) -> bool:
+    """What Slurm sees of the lab that is up; LabError when none is."""
+    lab = Lab(None)
+    if lab.spec_path is None:
+        raise LabError("no lab is up (run: estate lab netns up SPEC)")
+    log(lab.report())
+    return not lab.mismatches()

@@ -1,7 +1,7 @@
 """The VM tier's machines: QEMU VMs with their own kernels, for what containers can't
 do here (kernel NFS).
 
-- The image (tests/vm/image/build.sh) is built once per recipe: its directory under
+- The image (vagrant/vm-image/build.sh) is built once per recipe: its directory under
   .lab/vm/images/ is named by a hash of the recipe files and the baked-in ssh key.
 - The network comes from the rendered lab document (lab/vagrant-nodes.json), like the
   docker lab's: one host bridge per segment (estvm-br<vlan>), one tap per VM and
@@ -16,8 +16,8 @@ calls it first, so a run killed half-way is cleaned by the next. A run holds
 .lab/vm/lock from up to down, so a second run on the same host stops with a message
 instead of tearing down the first one's VMs.
 
-    python -m tests.vm.vmlab up tests/vm/nfs.yaml nfs1,client1
-    python -m tests.vm.vmlab down
+    estate lab vm up tests/vm/nfs.yaml nfs1,client1
+    estate lab vm down
 """
 from __future__ import annotations
 
@@ -29,7 +29,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +36,7 @@ from pathlib import Path
 from estate.catalogue import packages
 
 ROOT = Path(__file__).resolve().parents[2]
-RECIPE = Path(__file__).resolve().parent / "image"
+RECIPE = ROOT / "vagrant" / "vm-image"
 VM_DIR = ROOT / ".lab" / "vm"
 IMAGES = VM_DIR / "images"
 RUN = VM_DIR / "run"
@@ -396,27 +395,6 @@ def down(log=print) -> dict[str, list[str]]:
 
 def lab_from_spec(spec: Path, render_dir: Path, names: list[str], log=print) -> Lab:
     from estate.provision.inventory import management_segment
-    from estate.provision.lab import lab_document, render
+    from estate.lab.vagrant import lab_document, render
     result = render(spec, render_dir)
     return up(lab_document(render_dir), names, management_segment(result.estate), log)
-
-
-def main(argv: list[str]) -> int:
-    if argv[:1] == ["down"]:
-        left = {k: v for k, v in Lab(None, [], [], lock=hold_lock()).close().items() if v}
-        print(f"left behind: {left}" if left else "vm: nothing of the tier remains")
-        return 1 if left else 0
-    if argv[:1] == ["up"] and len(argv) == 3:
-        from estate.spec.hostlist import Hostlist
-        spec = Path(argv[1])
-        lab = lab_from_spec(spec, ROOT / "build" / spec.stem, list(Hostlist.parse(argv[2])))
-        release(lab.lock)  # the VMs stay up for use by hand; the next run cleans them
-        print(json.dumps({"timings": lab.timings,
-                          "vms": {v.name: v.management for v in lab.vms}}, indent=2))
-        return 0
-    print("usage: python -m tests.vm.vmlab up SPEC NODES | down", file=sys.stderr)
-    return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,346 @@
+"""Restricted text types for every free-text field of the spec.
+
+Spec values end up in shell commands run as root, in config files read line by line
+(slurm.conf, gres.conf, exports, systemd units) and in Kubernetes manifests. Each
+type here accepts only what its sink can take as one value: no control characters
+anywhere, no whitespace where the sink splits on it, no separator the sink gives a
+meaning to. What is refused comes back from the loader as a finding at the field's
+spec path (``schema.<error type>``), with a message that says what to write instead.
+
+The semantic checks (is this a Slurm time Slurm can parse, is this a Kubernetes
+version Estate can render) stay in the validators (estate.check), which report with
+their own ids; these types only make sure that nothing a validator lets through can
+change the structure of a rendered file or a command.
+"""
+from __future__ import annotations
+
+import posixpath
+import re
+from typing import Annotated
+from urllib.parse import urlsplit
+
+from pydantic import AfterValidator, WithJsonSchema
+from pydantic_core import PydanticCustomError
+
+# C0 and C1 controls, DEL, and the Unicode line and paragraph separators (YAML and some
+# editors break lines there too).
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _schema(pattern: str, description: str, **extra) -> WithJsonSchema:
+    """What `estate schema` tells editors; the validator stays the authority."""
+    return WithJsonSchema({"type": "string", "pattern": pattern, "description": description,
+                           **extra})
+
+
+def _error(kind: str, message: str) -> PydanticCustomError:
+    # The message is pre-formatted: '{reason}' keeps braces in values from being read
+    # as template fields.
+    return PydanticCustomError(kind, "{reason}", {"reason": message})
+
+
+def control_problem(value: str) -> str | None:
+    """Why value cannot be printed as one line of a config file (None if it can)."""
+    m = CONTROL.search(value)
+    if m:
+        return (f"{value!r} contains the control character {m.group()!r} at position "
+                f"{m.start()}; a newline or other control character would start a new line "
+                "(a new setting) in the rendered files")
+    return None
+
+
+def _single_line(value: str) -> str:
+    problem = control_problem(value)
+    if problem:
+        raise _error("control_character", problem + "; write the value on one line")
+    return value
+
+
+def _token(kind: str, charset: str, what: str, example: str, max_length: int = 255):
+    """A validator for one whitespace-free token of the given character class."""
+    pattern = re.compile(rf"[{charset}]+")
+
+    def check(value: str) -> str:
+        _single_line(value)
+        if not value or len(value) > max_length or not pattern.fullmatch(value):
+            bad = sorted({c for c in value if not pattern.fullmatch(c)})
+            why = (f"characters {''.join(bad)!r} are not allowed" if bad else
+                   "it is empty" if not value else f"it is longer than {max_length}")
+            raise _error(kind, f"{value!r} is not {what}: {why}; use e.g. {example}")
+        return value
+    return check
+
+
+# --- free text -----------------------------------------------------------------------
+
+def _free_text(value: str) -> str:
+    _single_line(value)
+    if len(value) > 1024:
+        raise _error("text_too_long", f"{value[:40]!r}... is longer than 1024 characters")
+    return value
+
+
+FreeText = Annotated[str, AfterValidator(_free_text), _schema(
+    "^[^\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029]*$", "One line of text.", maxLength=1024)]
+"""Descriptions and product strings: one line of printable text."""
+
+
+# --- paths -----------------------------------------------------------------------------
+
+PATH_SEGMENT = re.compile(r"[A-Za-z0-9._+@-]+")
+
+
+def _path_text(value: str) -> str:
+    _single_line(value)
+    parts = value.split("/")
+    if ".." in parts or "." in parts[1:]:
+        raise _error("path_traversal", f"{value!r} has '.' or '..' segments; write the "
+                     f"directory it means, e.g. {posixpath.normpath('/' + value.lstrip('/'))}")
+    bad = sorted({c for p in parts for c in p if not PATH_SEGMENT.fullmatch(c)})
+    if bad:
+        raise _error("path_characters", f"{value!r} contains {''.join(bad)!r}: paths may "
+                     "use letters, digits, '.', '_', '+', '@' and '-' only (no whitespace, "
+                     "quotes, '%', '$' or separators the rendered files give a meaning to)")
+    if not value or len(value) > 4096:
+        raise _error("path_length", f"{value[:40]!r} is empty or longer than 4096 characters")
+    return value
+
+
+def _absolute_path(value: str) -> str:
+    _path_text(value)
+    if not value.startswith("/"):
+        raise _error("path_not_absolute", f"{value!r} is not an absolute path; write it "
+                     "from the root, e.g. /srv/data")
+    if value != "/" and (value.endswith("/") or "//" in value):
+        raise _error("path_not_normalised", f"{value!r} is not normalised (empty segment "
+                     f"or trailing '/'); write {'/' + '/'.join(p for p in value.split('/') if p)}")
+    return value
+
+
+_PATH = "(/[A-Za-z0-9._+@-]+)+"
+AbsolutePath = Annotated[str, AfterValidator(_absolute_path), _schema(
+    f"^(/|{_PATH})$", "A normalised absolute path (letters, digits, . _ + @ -).")]
+"""A normalised absolute path: no '..', no whitespace, no control characters."""
+
+# Directories a role must never chown or chmod, and trees in which it must not create a
+# service's private directory (the system's own files, kernel interfaces, volatile or
+# world-writable places).
+SYSTEM_DIRECTORIES = frozenset({
+    "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32",
+    "/media", "/mnt", "/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp",
+    "/usr", "/usr/local", "/var", "/var/backups", "/var/cache", "/var/lib", "/var/local",
+    "/var/lock", "/var/log", "/var/mail", "/var/opt", "/var/run", "/var/spool", "/var/tmp",
+    "/var/www",
+})
+SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/proc", "/run", "/sbin", "/sys",
+                "/tmp", "/usr", "/var/tmp", "/var/run", "/var/lock")
+
+
+def _inside(path: str, tree: str) -> bool:
+    if tree == "/lib":  # /lib, /lib32, /lib64, /libx32 and what is under them
+        return re.match(r"/lib[^/]*(/|$)", path) is not None
+    return path == tree or path.startswith(tree + "/")
+
+
+def _system_path(path: str, directories: frozenset, trees: tuple) -> str | None:
+    if path in directories:
+        return f"{path} is a system directory"
+    tree = next((t for t in trees if _inside(path, t)), None)
+    return f"{path} is inside {tree}, which belongs to the system" if tree else None
+
+
+def system_directory_problem(path: str) -> str | None:
+    """Why a role must not make path a service's own directory (None if it may)."""
+    return _system_path(path, SYSTEM_DIRECTORIES, SYSTEM_TREES)
+
+
+def _owned_directory(value: str) -> str:
+    _absolute_path(value)
+    problem = system_directory_problem(value)
+    if problem:
+        raise _error("system_directory", f"{problem}: the role chowns this directory to the "
+                     "service's user with mode 0700, which would break the system; use a "
+                     "dedicated subdirectory, e.g. /var/spool/slurmctld")
+    return value
+
+
+OwnedDirectory = Annotated[str, AfterValidator(_owned_directory), _schema(
+    f"^{_PATH}$", "A dedicated directory a role chowns (never /etc, /var/lib, ...).")]
+"""A directory a role creates and chowns to a service: never a system directory."""
+
+
+def _device_prefix(value: str) -> str:
+    _absolute_path(value)
+    if not value.startswith(("/dev/", "/run/")):
+        raise _error("device_prefix", f"{value!r} is neither under /dev (the driver's device "
+                     "files, which the roles only check) nor under /run (fake devices for a "
+                     "lab): elsewhere the slurm_worker role would create device files "
+                     f"{value}0, {value}1, ... as root, replacing files of those names; use "
+                     "/dev/nvidia, or e.g. /run/estate/fake-gpu/nvidia for fake GPUs")
+    return value
+
+
+DevicePrefix = Annotated[str, AfterValidator(_device_prefix), _schema(
+    "^/(dev|run)(/[A-Za-z0-9._+@-]+)+$", "Device file prefix under /dev or /run.")]
+"""The GPU device file prefix: /dev/... (driver's, checked) or /run/... (lab's, created)."""
+
+# Where an NFS mount would shadow, or an export expose, the system's own files.
+SYSTEM_MOUNT_POINTS = frozenset({"/", "/root", "/var", "/var/lib", "/var/log", "/var/cache",
+                                 "/var/spool", "/var/backups", "/var/mail", "/var/tmp", "/tmp",
+                                 "/var/lib/dpkg", "/var/lib/apt"})
+SYSTEM_MOUNT_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/proc", "/run", "/sbin", "/sys",
+                      "/usr", "/var/run", "/var/lock")
+
+
+def system_mount_problem(path: str) -> str | None:
+    """Why path may not be an NFS mount point or export (None if it may)."""
+    return _system_path(path, SYSTEM_MOUNT_POINTS, SYSTEM_MOUNT_TREES)
+
+
+def _storage_path(value: str) -> str:
+    _path_text(value)
+    problem = system_mount_problem(value.rstrip("/") or "/") if value.startswith("/") else None
+    if problem:
+        raise _error("system_directory", f"{problem}: an NFS mount there would hide it on "
+                     "every client and an export would hand it to every client in the "
+                     "segment; use a dedicated directory, e.g. /export/<name> on the server "
+                     "and /mnt/<name> or /home on clients")
+    return value
+
+
+StoragePath = Annotated[str, AfterValidator(_storage_path), _schema(
+    "^[A-Za-z0-9._+@/-]+$", "An export or mount path (never a system directory).")]
+"""An export or mount path: safe characters, no '..', never a system directory. Whether it
+is absolute and distinct is the storage validators' to report (storage.relative_path,
+storage.duplicate_mount)."""
+
+
+# --- option lists --------------------------------------------------------------------
+
+_OPTION = "[A-Za-z0-9_][A-Za-z0-9_.-]*(=[A-Za-z0-9_.:/@+=-]+)?"
+OPTION = re.compile(_OPTION)
+
+
+def _options(value: str) -> str:
+    _single_line(value)
+    items = value.split(",")
+    for item in items:
+        if not OPTION.fullmatch(item) or ".." in item:
+            raise _error("option_syntax", f"option {item!r} in {value!r} is not 'key' or "
+                         "'key=value' (letters, digits, '_', '.', '-'; values also ':', '/', "
+                         "'@', '+', '=', no '..'); options are separated by ',' without "
+                         "spaces, e.g. rw,sync,no_subtree_check")
+    return value
+
+
+OptionList = Annotated[str, AfterValidator(_options), _schema(
+    f"^{_OPTION}(,{_OPTION})*$", "Options: key or key=value, joined by ','.")]
+"""mount(8)/exports(5) options: key or key=value items joined by ',' (no spaces, no
+parentheses, so an option list can never open a second export or a new unit line)."""
+
+
+# --- URLs and apt sources ------------------------------------------------------------
+
+URL_CHARS = re.compile(r"[A-Za-z0-9._~:/%+@=-]+")
+SUITE = re.compile(r"[A-Za-z0-9._/-]+")
+
+
+def url_problem(url: str) -> str | None:
+    if not URL_CHARS.fullmatch(url):
+        bad = sorted({c for c in url if not URL_CHARS.fullmatch(c)})
+        return f"contains {''.join(bad)!r}"
+    try:
+        parts = urlsplit(url)
+        parts.port
+    except ValueError as exc:
+        return f"does not parse ({exc})"
+    if parts.scheme not in ("http", "https"):
+        return "is not an http:// or https:// URL"
+    if not parts.hostname:
+        return "has no host"
+    if parts.username is not None or parts.password is not None:
+        return "carries credentials (user@ or user:password@); put them in apt's auth.conf"
+    if parts.query or parts.fragment:
+        return "has a query or fragment"
+    return None
+
+
+def _apt_source(value: str) -> str:
+    _single_line(value)
+    url, *rest = value.split(" ")
+    problem = url_problem(url)
+    if problem:
+        raise _error("url", f"{url!r} {problem}; write 'URL [SUITE]', e.g. "
+                     "https://pkgs.k8s.io/core:/stable:/v1.31/deb/ /")
+    for word in rest:
+        if not SUITE.fullmatch(word):
+            raise _error("apt_suite", f"suite or component {word!r} in {value!r} must be "
+                         "letters, digits, '.', '_', '/' or '-', separated by single spaces")
+    return value
+
+
+AptSource = Annotated[str, AfterValidator(_apt_source), _schema(
+    "^https?://[A-Za-z0-9._~:/%+@=-]+( [A-Za-z0-9._/-]+)*$", "'URL [SUITE [COMPONENT...]]'.")]
+"""An apt repository: an http(s) URL without credentials, then the suite (and components)."""
+
+
+# --- tokens the validators then check for meaning -------------------------------------
+
+Version = Annotated[str, AfterValidator(_token(
+    "version_syntax", "A-Za-z0-9.+-", "a version", "1.31.4", 64)),
+    _schema("^[A-Za-z0-9.+-]+$", "A version, e.g. 1.31.4.")]
+"""A version token (the Kubernetes validators check it is one Estate can render)."""
+
+SlurmTime = Annotated[str, AfterValidator(_token(
+    "time_syntax", "A-Za-z0-9:-", "a Slurm time", "2-00:00:00 or INFINITE", 32)),
+    _schema("^[A-Za-z0-9:-]+$", "A Slurm time: minutes, HH:MM:SS, D-HH:MM:SS or INFINITE.")]
+"""A Slurm time token (slurm.time_format checks Slurm's grammar)."""
+
+
+# --- Kubernetes labels (apimachinery's own rules) ------------------------------------------
+
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+
+
+def label_key_problems(key: str) -> list[str]:
+    out = []
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not DNS_SUBDOMAIN.fullmatch(prefix)):
+        out.append(f"label key prefix {prefix!r} is not a DNS subdomain")
+    if not name or len(name) > 63 or not LABEL_NAME.fullmatch(name):
+        out.append(f"label name {name!r} must be 1-63 letters, digits, '-', '_' or '.', "
+                   "starting and ending alphanumeric")
+    return out
+
+
+def label_value_problems(value: str) -> list[str]:
+    if len(value) > 63 or not LABEL_VALUE.fullmatch(value):
+        return [f"label value {value!r} must be at most 63 letters, digits, '-', '_' "
+                "or '.', starting and ending alphanumeric"]
+    return []
+
+
+def _label_key(value: str) -> str:
+    _single_line(value)
+    problems = label_key_problems(value)
+    if problems:
+        raise _error("label_key", "; ".join(problems) + ", e.g. example.com/pool")
+    return value
+
+
+def _label_value(value: str) -> str:
+    _single_line(value)
+    problems = label_value_problems(value)
+    if problems:
+        raise _error("label_value", problems[0] + ", e.g. a100-pool")
+    return value
+
+
+LabelKey = Annotated[str, AfterValidator(_label_key), _schema(
+    "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    "[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$", "A Kubernetes label key.")]
+LabelValue = Annotated[str, AfterValidator(_label_value), _schema(
+    "^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$", "A Kubernetes label value.", maxLength=63)]

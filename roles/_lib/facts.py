@@ -1,0 +1,75 @@
+"""The facts the roles gather, as pyinfra FactBase classes (modelled on pyinfra.facts).
+
+Each fact quotes its arguments with shlex: a path or a name from the spec never reaches
+the node's shell as code. A fact whose command fails answers empty (a missing stamp, an
+inactive unit, an absent driver are answers, not errors).
+"""
+from __future__ import annotations
+
+from shlex import quote
+
+from pyinfra.api import FactBase
+
+
+class _Text(FactBase[str]):
+    """Stripped output; empty when the command fails."""
+
+    def process(self, output):
+        return "\n".join(output).strip()
+
+
+class Probe(_Text):
+    """A diagnostic shell snippet written in a role (never built from a spec value), e.g.
+    `lsmod | grep -w nfsd`; the role's *_problem functions read its answer."""
+
+    def command(self, snippet: str) -> str:
+        return f"{{ {snippet} ; }} 2>/dev/null || true"
+
+
+class FileText(_Text):
+    """A small file's text (a stamp, /proc/driver/nvidia/version); empty when absent."""
+
+    def command(self, path: str) -> str:
+        return f"cat {quote(path)} 2>/dev/null || true"
+
+
+class ServiceActive(FactBase[bool]):
+    """Whether systemd reports the unit active."""
+
+    def command(self, unit: str) -> str:
+        return f"systemctl is-active {quote(unit)} 2>/dev/null || true"
+
+    def process(self, output):
+        return "\n".join(output).strip() == "active"
+
+
+class Getent(FactBase[dict]):
+    """A name service database (passwd, group) as name -> its colon-separated fields."""
+
+    def command(self, db: str) -> str:
+        return f"getent {quote(db)} || true"
+
+    def process(self, output):
+        return {f[0]: f for f in (line.split(":") for line in output) if f and f[0]}
+
+
+class DeviceNode(_Text):
+    """'character special file MAJOR:MINOR' (hex) for a device node; empty when absent."""
+
+    def command(self, path: str) -> str:
+        return f"stat -c '%F %t:%T' {quote(path)} 2>/dev/null || true"
+
+
+class ContainerVirt(_Text):
+    """The container technology this node runs in (systemd-detect-virt), or 'none'."""
+
+    def command(self) -> str:
+        return "systemd-detect-virt --container 2>/dev/null || true"
+
+
+class MysqlGrants(_Text):
+    """The grants of a local MariaDB account (unix socket); empty when it doesn't exist."""
+
+    def command(self, user: str) -> str:
+        query = f"SHOW GRANTS FOR '{user}'@'localhost'"
+        return f"mysql -NBe {quote(query)} 2>/dev/null || true"
