@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from estate.spec.hostlist import Hostlist, HostlistError, Range, compress, expand
+from estate.spec.hostlist import Hostlist, HostlistError, Range, compress, expand, measure
+from estate.spec.hostset import HostSet, overlapping
 
 
 @pytest.mark.parametrize("expr,names", [
@@ -103,3 +104,27 @@ def test_len_and_membership_agree_with_expansion(hl):
 @given(st.lists(st.sampled_from(["n1", "n2", "n3", "n10", "n01", "gpu5", "login"]), min_size=1))
 def test_from_names_round_trips(names):
     assert Hostlist.from_names(names).expand() == names
+
+
+@given(hostlists)
+def test_measure_bounds_the_parse_without_building_it(hl):
+    parsed = Hostlist.parse(str(hl))
+    hosts, nranges = measure(str(hl))
+    assert hosts == len(parsed) and nranges >= len(parsed.ranges)
+
+
+@given(st.lists(hostlists, min_size=1, max_size=6))
+def test_overlapping_finds_exactly_the_pairs_that_share_a_host(lists):
+    sets = [HostSet.of(hl) for hl in lists]
+    want = {}
+    for i in range(len(sets)):
+        earlier = [j for j in range(i) if sets[i] & sets[j]]
+        if earlier:
+            want[i] = earlier
+    assert overlapping(sets) == want
+
+
+def test_measure_counts_prefix_brackets_and_refuses_oversized():
+    assert measure("rack[1-2]-n[01-04,07]") == (10, 4)
+    assert measure("n[1-65536]x[1-65536]") == (0, 0)   # over the limit: parse refuses it
+    assert measure("gpu[") == (0, 0)
