@@ -109,7 +109,8 @@ def _longest(r) -> int:
 _RESERVED = {"default", "all"}
 
 
-@validator("nodes.reserved_name", E, "nodes", "a host named DEFAULT or ALL (Slurm keywords)")
+@validator("nodes.reserved_name", E, "nodes",
+           "a host named DEFAULT or ALL, or a partition named DEFAULT (Slurm keywords)")
 def reserved_name(estate):
     for loc, expr in _hostlist_fields(estate.spec):
         for r in (parse_hosts(expr) or Hostlist()).ranges:
@@ -118,6 +119,11 @@ def reserved_name(estate):
                               "sets defaults, Nodes=ALL means every node), not a host name",
                               "rename the host")
                 break
+    for i, part in enumerate(estate.spec.slurm.partitions):
+        if part.name.lower() == "default":
+            yield problem(("slurm", "partitions", i, "name"), f"'{part.name}' is a Slurm keyword "
+                          "(PartitionName=DEFAULT sets defaults for later partitions), not a "
+                          "partition name", "rename the partition")
 
 
 @validator("nodes.duplicate_host", E, "nodes",

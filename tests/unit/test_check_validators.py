@@ -75,6 +75,8 @@ CASES = [
     ("nodes.reserved_name", E, "prod", {"nodes[6].hosts": "DEFAULT"}, "nodes[6].hosts"),
     ("nodes.reserved_name", E, "prod", {"slurm.partitions[0].nodes": "ALL"},
      "slurm.partitions[0].nodes"),
+    ("nodes.reserved_name", E, "prod", {"slurm.partitions[1].name": "Default"},
+     "slurm.partitions[1].name"),
     ("nodes.too_many_hosts", E, "prod", {"nodes[2].hosts": "gpu[1-65536]x[1-4]",
                                           "nodes[3].hosts": "gpu[1-65536]y[1-4]"}, "nodes"),
     ("nodes.hostlists_too_large", E, "prod",
