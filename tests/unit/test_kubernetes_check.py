@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from estate.check import check_artifacts
-from estate.check import kubernetes as kcheck
+from estate.check import kubernetes_schema as kcheck
 from estate.check.findings import Severity
 from estate.check.registry import REGISTRY
 from estate.pipeline import build

@@ -14,7 +14,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from estate.check import kubernetes as kcheck
+from estate.check import kubernetes_schema as kcheck
 from estate.render import Artifacts, render_all
 from estate.model import kubernetes as k8s
 from estate.render.kubernetes import render_kubernetes

@@ -13,7 +13,7 @@ import yaml
 import estate.cli as cli
 import estate.pipeline as pipeline
 from estate.check import check_artifacts, check_spec
-from estate.check import kubernetes as kcheck
+from estate.check import kubernetes_schema as kcheck
 from estate.render import Artifacts, render_all
 from estate.spec import bounds
 from estate.spec.hostlist import Hostlist, HostlistError

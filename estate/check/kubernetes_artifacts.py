@@ -1,0 +1,127 @@
+"""Kubernetes validators of the rendered files: every file against the schema of the tool
+that reads it (estate.check.kubernetes_schema), the rendered quotas against the rendered
+nodes, and that no join secret was written.
+"""
+from __future__ import annotations
+
+from estate.check.findings import Severity
+from estate.check.kubernetes_schema import (BOOTSTRAP_TOKEN, _dicts, containerd_problems,
+                                            device_plugin_configs, documents, flavor_capacity,
+                                            nominal_gpus, parse_error, plane_artifacts,
+                                            rendered_nodes, rendered_queues, validate_config,
+                                            validate_device_plugin_config, validate_object)
+from estate.check.registry import Problem, validator
+from estate.model import kubernetes as k8s
+from estate.model.services import MANIFESTS
+
+E = Severity.ERROR
+
+def _version(ctx) -> str:
+    return ctx.estate.spec.kubernetes.version
+
+
+@validator("kubernetes.manifest_invalid", E, "kubernetes",
+           "a rendered manifest fails strict schema validation", stage="artifacts")
+def manifest_invalid(ctx):
+    if not ctx.estate.spec.kubernetes:
+        return
+    for a in plane_artifacts(ctx.artifacts, MANIFESTS):
+        if err := parse_error(a):
+            yield Problem(a.path, f"the rendered file is not valid YAML: {err}",
+                          "a spec value broke out of its place in the template: quote it, or "
+                          "remove newlines and quotes from it")
+        for i, doc in enumerate(documents(a)):
+            for err in validate_object(doc, _version(ctx)):
+                yield Problem(a.path, f"document {i} ({_kind(doc)}): {err}",
+                              "fix the renderer or template that wrote it")
+
+
+def _kind(doc) -> str:
+    if isinstance(doc, dict):
+        return f"{doc.get('kind')}/{(doc.get('metadata') or {}).get('name', '?')}"
+    return type(doc).__name__
+
+
+@validator("kubernetes.config_invalid", E, "kubernetes",
+           "a rendered kubeadm, kubelet, kind, device-plugin or containerd config is invalid",
+           stage="artifacts")
+def config_invalid(ctx):
+    for a in plane_artifacts(ctx.artifacts):
+        if a.path.startswith("kubernetes/kubeadm/") or a.path == "kubernetes/kind-config.yaml":
+            if err := parse_error(a):
+                yield Problem(a.path, f"the rendered file is not valid YAML: {err}",
+                              "a spec value broke out of its place in the template")
+            for i, doc in enumerate(documents(a)):
+                for err in validate_config(doc):
+                    yield Problem(a.path, f"document {i} ({_kind(doc)}): {err}")
+        elif a.path.startswith("kubernetes/containerd/"):
+            for err in containerd_problems(a.content.decode(), gpu="gpu" in a.path):
+                yield Problem(a.path, err)
+        for name, config in device_plugin_configs(a).items():
+            for err in validate_device_plugin_config(config):
+                yield Problem(a.path, f"device plugin config '{name}': {err}")
+
+
+@validator("kubernetes.secret_rendered", E, "kubernetes",
+           "a join secret written into a rendered file", stage="artifacts")
+def secret_rendered(ctx):
+    for a in plane_artifacts(ctx.artifacts):
+        text = a.content.decode(errors="replace")
+        if BOOTSTRAP_TOKEN.search(text):
+            yield Problem(a.path, "contains a kubeadm bootstrap token",
+                          "leave the token placeholder; roles fill it at join time")
+        for doc in _dicts(a) if a.path.startswith("kubernetes/kubeadm/") else ():
+            for key, value in _secret_fields(doc):
+                if value not in k8s.PLACEHOLDERS:
+                    yield Problem(a.path, f"{key} holds a value, not a placeholder",
+                                  f"write one of {', '.join(k8s.PLACEHOLDERS)}")
+
+
+def _secret_fields(doc):
+    token = (doc.get("discovery") or {}).get("bootstrapToken") or {}
+    if "token" in token:
+        yield "discovery.bootstrapToken.token", token["token"]
+    for h in token.get("caCertHashes", []):
+        yield "discovery.bootstrapToken.caCertHashes", h
+    for where in (doc, doc.get("controlPlane") or {}):
+        if "certificateKey" in where:
+            yield "certificateKey", where["certificateKey"]
+    if doc.get("bootstrapTokens"):
+        yield "bootstrapTokens", "<inline tokens>"
+
+
+@validator("kubernetes.quota_exceeds_nodes", E, "kubernetes",
+           "Kueue quotas promise more GPUs than the rendered nodes advertise", stage="artifacts")
+def quota_exceeds_nodes(ctx):
+    nodes = rendered_nodes(ctx.artifacts)
+    flavors, queues = rendered_queues(ctx.artifacts)
+    nominal = nominal_gpus(queues)
+    for f in flavors:
+        name, have = f["metadata"]["name"], flavor_capacity(f, nodes)
+        if have == 0:
+            yield Problem(MANIFESTS.rstrip("/"), f"ResourceFlavor '{name}' matches no rendered "
+                          f"node (nodeLabels {f['spec'].get('nodeLabels')})")
+        elif nominal.get(name, 0) > have:
+            yield Problem(MANIFESTS.rstrip("/"), f"ClusterQueues give {nominal[name]} "
+                          f"{k8s.GPU_RESOURCE} in flavor '{name}'; its nodes advertise {have}")
+
+
+@validator("kubernetes.gpu_node_scheduling", E, "kubernetes",
+           "a rendered GPU node without the GPU taint or a device-plugin config",
+           stage="artifacts")
+def gpu_node_scheduling(ctx):
+    configs = {}
+    for a in plane_artifacts(ctx.artifacts, MANIFESTS):
+        configs.update(device_plugin_configs(a))
+    for name, node in rendered_nodes(ctx.artifacts).items():
+        labels = node["labels"]
+        if labels.get(k8s.GPU_PRESENT) != "true":
+            continue
+        if not any(t.get("key") == k8s.GPU_TAINT["key"] and t.get("effect") ==
+                   k8s.GPU_TAINT["effect"] for t in node["taints"]):
+            yield Problem(f"kubernetes/kubeadm ({name})", f"GPU node {name} is registered "
+                          f"without the {k8s.GPU_TAINT['key']} taint: any pod may land on it")
+        config = labels.get(k8s.DEVICE_PLUGIN_CONFIG_LABEL)
+        if config not in configs:
+            yield Problem(f"kubernetes/kubeadm ({name})", f"GPU node {name} selects device "
+                          f"plugin config '{config}', which the ConfigMap does not have")
