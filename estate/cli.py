@@ -165,10 +165,15 @@ def validators(output: Output = OutputOpt) -> None:
                [[v.id, v.severity.value, v.domain, v.stage, v.summary] for v in found], output)
 
 
-# apply, inventory, verify (estate/provision/cli.py); the labs (estate/lab/cli.py)
+# apply and inventory (estate/provision/cli.py), verify (estate/verify/cli.py), the labs
+# (estate/lab/cli.py)
 from estate.provision.cli import register as _register_provision  # noqa: E402
 
 _register_provision(app)
+
+from estate.verify.cli import register as _register_verify  # noqa: E402
+
+_register_verify(app)
 
 from estate.lab.cli import app as _lab_app  # noqa: E402
 

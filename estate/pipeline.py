@@ -45,6 +45,24 @@ def internal_error(exc: BaseException, stage: str) -> Finding:
                    "traceback and report it with the spec")
 
 
+class NotRendered(RuntimeError):
+    """The spec has errors, so nothing was written; the message lists the first of them."""
+
+
+def render_to(spec_path: str | Path, out: Path) -> Build:
+    """Build and write the tree into `out` atomically, for drivers that go on to apply it;
+    NotRendered (out left as it was) when the spec has errors."""
+    from estate.render import write_tree
+    result = build(spec_path)
+    if not result.ok:
+        errors = [f for f in result.findings if f.severity is Severity.ERROR]
+        raise NotRendered(f"{spec_path} has {len(errors)} error(s); see `estate check "
+                          f"{spec_path}`:\n" +
+                          "\n".join(f"  {f.path}: {f.message}" for f in errors[:10]))
+    write_tree(result.artifacts, out)
+    return result
+
+
 def build(spec_path: str | Path, render: bool = True) -> Build:
     """Check a spec and, if it is clean enough, render it. Never raises on bad input: an
     unexpected exception in any stage becomes an internal.error finding (--debug raises)."""

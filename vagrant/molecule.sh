@@ -15,11 +15,11 @@ vagrant/image/build.sh >/dev/null
 # What an interrupted run left (the scenarios start with create, not destroy).
 docker ps -aq --filter "name=^estate-mol-" | xargs -r docker rm -f >/dev/null
 docker network ls -q --filter label=estate-mol=1 | xargs -r docker network rm >/dev/null
-.venv/bin/python -m estate.provision.molecule scaffold
+.venv/bin/python -m estate.lab.molecule scaffold
 mkdir -p build
 roles=("$@")
 if [ ${#roles[@]} -eq 0 ]; then
-  mapfile -t roles < <(.venv/bin/python -m estate.provision.molecule list)
+  mapfile -t roles < <(.venv/bin/python -m estate.lab.molecule list)
 fi
 failed=()
 for role in "${roles[@]}"; do

@@ -45,14 +45,16 @@ def docker_up(spec: Path = typer.Argument(DEFAULT_SPEC),
     """Bring the lab up from SPEC through Vagrant, provision it, verify it."""
     import time
 
-    from estate.lab.vagrant import SECRETS, LabError, up
+    from estate.provision.secrets import LAB_SECRETS
+    from estate.lab.vagrant import LabError, up
+    from estate.pipeline import NotRendered
     from estate.spec.hostlist import Hostlist
     t0 = time.monotonic()
     only = list(Hostlist.parse(nodes)) if nodes else None
     try:
         result, started, timings = up(spec, out, only,
                                       log=_log)
-    except LabError as exc:
+    except (LabError, NotRendered) as exc:
         _fail(str(exc))
     summary = {"spec": str(spec), "nodes": [n["name"] for n in started],
                "steps": timings.steps}
@@ -60,7 +62,7 @@ def docker_up(spec: Path = typer.Argument(DEFAULT_SPEC),
     if provision:
         t = time.monotonic()
         conn = _connection(True, None, "root", False)
-        res = do_apply(result.estate, out, conn, ",".join(summary["nodes"]), SECRETS)
+        res = do_apply(result.estate, out, conn, ",".join(summary["nodes"]), LAB_SECRETS)
         summary["steps"]["apply"] = round(time.monotonic() - t, 2)
         summary["apply"] = res.as_dict()
         if output is not Output.json:  # the summary below carries it
@@ -154,11 +156,12 @@ def vm_up(spec: Path = typer.Argument(..., help="e.g. tests/vm/nfs.yaml"),
           nodes: str = typer.Argument(..., help="Hostlist of the spec's nodes, e.g. nfs1,client1")):
     """Start VMs for NODES of SPEC; they stay up for use by hand until `estate lab vm down`."""
     from estate.lab import vm
+    from estate.pipeline import NotRendered
     from estate.spec.hostlist import Hostlist
     try:
         lab = vm.lab_from_spec(spec, vm.ROOT / "build" / spec.stem, list(Hostlist.parse(nodes)),
                                log=_log)
-    except vm.VMError as exc:
+    except (vm.VMError, NotRendered) as exc:
         _fail(f"vm lab: {exc}")
     vm.release(lab.lock)  # the next run's up() cleans them
     typer.echo(json.dumps({"timings": lab.timings,

@@ -21,12 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from estate.render.lab import PATH as NODES_PATH
+from estate.provision.secrets import LAB_DIR, LAB_SECRETS, LAB_SSH_KEY
 from estate.render.lab import PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]
-LAB_DIR = ROOT / ".lab"
-SSH_KEY = LAB_DIR / "ssh" / "id_ed25519"
-SECRETS = LAB_DIR / "secrets"
 VAGRANT_STATE = LAB_DIR / "vagrant"
 LABEL = f"{PREFIX}=1"
 
@@ -71,12 +69,12 @@ def run(cmd: list[str], env: dict | None = None, check: bool = True, quiet: bool
 # --- host prerequisites ---------------------------------------------------------------
 
 def ensure_ssh_key() -> Path:
-    if not SSH_KEY.exists():
-        SSH_KEY.parent.mkdir(parents=True, exist_ok=True)
-        os.chmod(SSH_KEY.parent, 0o700)
+    if not LAB_SSH_KEY.exists():
+        LAB_SSH_KEY.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(LAB_SSH_KEY.parent, 0o700)
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "estate-lab",
-             "-f", str(SSH_KEY)])
-    return SSH_KEY
+             "-f", str(LAB_SSH_KEY)])
+    return LAB_SSH_KEY
 
 
 def ensure_dockerd() -> None:
@@ -126,7 +124,7 @@ def ensure_networks(doc: dict) -> list[str]:
 def vagrant_env(render_dir: Path, image: str | None = None) -> dict:
     env = {"VAGRANT_CWD": str(ROOT / "vagrant"), "VAGRANT_DOTFILE_PATH": str(VAGRANT_STATE),
            "ESTATE_LAB_NODES": str(Path(render_dir).resolve() / NODES_PATH),
-           "ESTATE_LAB_SSH_KEY": str(SSH_KEY), "VAGRANT_DEFAULT_PROVIDER": "docker",
+           "ESTATE_LAB_SSH_KEY": str(LAB_SSH_KEY), "VAGRANT_DEFAULT_PROVIDER": "docker",
            "VAGRANT_CHECKPOINT_DISABLE": "1", "VAGRANT_NO_COLOR": "1"}
     if image:
         env["ESTATE_LAB_IMAGE"] = image
@@ -215,26 +213,13 @@ def down(render_dir: Path | None = None, log=print) -> dict[str, list[str]]:
 
 # --- up ---------------------------------------------------------------------------------
 
-def render(spec: Path, render_dir: Path):
-    """Check and render the spec into render_dir (atomic); the Build for what follows."""
-    from estate.check.findings import has_errors
-    from estate.pipeline import build
-    from estate.render import write_tree
-    result = build(spec)
-    if not result.ok:
-        errors = [f for f in result.findings if has_errors([f])]
-        raise LabError(f"{spec} has {len(errors)} error(s); see `estate check {spec}`:\n" +
-                       "\n".join(f"  {f.path}: {f.message}" for f in errors[:10]))
-    write_tree(result.artifacts, render_dir)
-    return result
-
-
 def up(spec: Path, render_dir: Path, only: list[str] | None = None, log=print):
     """Bring the machines up (no provisioning); returns (Build, started nodes, Timings)."""
+    from estate.pipeline import render_to
     from estate.provision.secrets import ensure_secrets
     t = Timings()
     with t.step("render", log):
-        result = render(spec, render_dir)
+        result = render_to(spec, render_dir)
         doc = lab_document(render_dir)
         nodes = started_nodes(doc, only)
         unknown = set(only or []) - {n["name"] for n in doc["nodes"]}
@@ -242,7 +227,7 @@ def up(spec: Path, render_dir: Path, only: list[str] | None = None, log=print):
             raise LabError(f"no such lab node(s): {', '.join(sorted(unknown))}")
     with t.step("keys and secrets", log):
         ensure_ssh_key()
-        ensure_secrets(SECRETS)
+        ensure_secrets(LAB_SECRETS)
     with t.step("dockerd", log):
         ensure_dockerd()
     with t.step("node image", log):

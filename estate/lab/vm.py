@@ -395,6 +395,7 @@ def down(log=print) -> dict[str, list[str]]:
 
 def lab_from_spec(spec: Path, render_dir: Path, names: list[str], log=print) -> Lab:
     from estate.provision.inventory import management_segment
-    from estate.lab.vagrant import lab_document, render
-    result = render(spec, render_dir)
+    from estate.lab.vagrant import lab_document
+    from estate.pipeline import render_to
+    result = render_to(spec, render_dir)
     return up(lab_document(render_dir), names, management_segment(result.estate), log)

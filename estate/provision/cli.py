@@ -1,4 +1,4 @@
-"""CLI commands for provisioning: apply, inventory, verify (the labs: estate/lab/cli.py).
+"""CLI commands for provisioning: apply and inventory (verify: estate/verify/cli.py).
 
 Registered on the main app by ``register(app)`` (one line in estate/cli.py), so the
 shared CLI module only gains an import.
@@ -34,10 +34,10 @@ def _fail(message: str) -> None:
 
 
 def _render(spec: Path, out: Path):
-    from estate.lab.vagrant import LabError, render
+    from estate.pipeline import NotRendered, render_to
     try:
-        return render(spec, out)
-    except LabError as exc:
+        return render_to(spec, out)
+    except NotRendered as exc:
         _fail(str(exc))
 
 
@@ -116,7 +116,7 @@ def register(app: typer.Typer) -> None:
         import tempfile
 
         from estate.provision.envsecrets import secrets_from_env
-        from estate.lab.vagrant import SECRETS
+        from estate.provision.secrets import LAB_SECRETS
         # Pulumi applies a stage's nodes in parallel: each run renders into its own tree.
         private = out is None
         out = out or Path(tempfile.mkdtemp(prefix=f"estate-apply-{spec.stem}-"))
@@ -124,7 +124,7 @@ def register(app: typer.Typer) -> None:
             result = _render(spec, out)
             conn = _connection(lab, ssh_key, ssh_user, strict_host_keys)
             with secrets_from_env() as from_env:
-                chosen = secrets or from_env or (SECRETS if lab else None)
+                chosen = secrets or from_env or (LAB_SECRETS if lab else None)
                 res = do_apply(result.estate, out, conn, limit, chosen, manifests)
         except ValueError as exc:
             _fail(str(exc))
@@ -149,27 +149,3 @@ def register(app: typer.Typer) -> None:
         result = _render(spec, out)
         conn = _connection(lab, None, "root", not lab)
         typer.echo(export(result.estate, out, conn, fmt.value), nl=False)
-
-    @app.command()
-    def verify(spec: Path = typer.Argument(..., help="Path to the estate spec."),
-               out: Path = typer.Option(None, "-o", "--out",
-                                        help="Render directory (default build/<spec name>)."),
-               limit: str = typer.Option(None, "--limit"),
-               lab: bool = typer.Option(False, "--lab"),
-               ssh_key: str = typer.Option(None, "--ssh-key"),
-               ssh_user: str = typer.Option("root", "--ssh-user"),
-               strict_host_keys: bool = typer.Option(True, "--strict-host-keys/--no-strict-host-keys"),
-               report_dir: Path = typer.Option(Path("build/verify"), "--report-dir",
-                                               help="Where verify.json and junit.xml go."),
-               output: Output = output_option()):
-        """Check the nodes against what was rendered: table, JSON and JUnit XML."""
-        from estate.verify.run import run_verify
-        out = out or Path("build") / spec.stem
-        result = _render(spec, out)
-        report_v = run_verify(result.estate, out, lab=lab, limit=limit, outdir=report_dir,
-                              ssh_key=ssh_key, ssh_user=ssh_user,
-                              strict_host_keys=strict_host_keys, output=output)
-        if output is Output.json:
-            typer.echo(report_v.json.read_text(), nl=False)
-        raise typer.Exit(0 if report_v.ok else 1)
-

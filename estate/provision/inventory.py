@@ -114,8 +114,8 @@ def connection(lab: bool, ssh_key: str | None = None, ssh_user: str = "root",
                strict: bool = True) -> Connection:
     """The lab's own key as root without host-key checks, or what the user passed."""
     if lab:
-        from estate.lab.vagrant import SSH_KEY
-        return Connection(user="root", key=str(SSH_KEY), strict_host_keys=False)
+        from estate.provision.secrets import LAB_SSH_KEY
+        return Connection(user="root", key=str(LAB_SSH_KEY), strict_host_keys=False)
     return Connection(user=ssh_user, key=ssh_key, strict_host_keys=strict)
 
 

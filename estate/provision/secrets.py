@@ -16,6 +16,11 @@ from estate.model.services import KEYS
 # lab and a Pulumi-managed estate hold the same kind of key.
 SECRETS = {key.file: key.size for key in KEYS.values()}
 
+# Where the labs (and `--lab` runs of apply, verify and doctor) keep theirs.
+LAB_DIR = Path(__file__).resolve().parents[2] / ".lab"
+LAB_SECRETS = LAB_DIR / "secrets"
+LAB_SSH_KEY = LAB_DIR / "ssh" / "id_ed25519"
+
 
 def ensure_secrets(directory: str | Path) -> Path:
     """Create missing secrets (0600, directory 0700); never rewrite existing ones."""

@@ -105,10 +105,10 @@ def run_verify(estate, render_dir: Path, lab: bool = False, limit: str | None = 
                console: Console | None = None, strict_host_keys: bool = True,
                output: Output = Output.auto) -> Report:
     from estate.provision.inventory import connection
-    from estate.lab.vagrant import SECRETS
+    from estate.provision.secrets import LAB_SECRETS
     ctx = VerifyContext(estate, Path(render_dir), connection(lab, ssh_key, ssh_user,
                                                                 strict_host_keys and not lab),
-                        Path(outdir), limit, SECRETS if lab else None)
+                        Path(outdir), limit, LAB_SECRETS if lab else None)
     return run_suites(ctx, suites or suite_paths(), console, output)
 
 

@@ -177,11 +177,11 @@ def test_bad_base64_secret_is_named_not_shown():
 
 
 def test_molecule_scenarios_are_generated_from_the_lab_spec():
-    from estate.provision.molecule import SCENARIOS, scenario_files
+    from estate.lab.molecule import SCENARIOS, scenario_files
     files = scenario_files()
     stale = [str(p.relative_to(ROOT)) for p, text in files.items()
              if not p.is_file() or p.read_text() != text]
-    assert not stale, f"run `python -m estate.provision.molecule scaffold`: {stale}"
+    assert not stale, f"run `python -m estate.lab.molecule scaffold`: {stale}"
     for role in SCENARIOS:
         doc = yaml.safe_load((ROOT / "roles" / role / "molecule/default/molecule.yml").read_text())
         for p in doc["platforms"]:
@@ -190,7 +190,7 @@ def test_molecule_scenarios_are_generated_from_the_lab_spec():
 
 
 def test_molecule_scenarios_use_the_spec_addresses(lab):
-    from estate.provision.molecule import molecule_yml
+    from estate.lab.molecule import molecule_yml
     result, _ = lab
     doc = json.loads(result.artifacts[PATH].content)
     worker = molecule_yml("slurm_worker", doc)

@@ -1,0 +1,35 @@
+"""`estate verify`: check the nodes against what was rendered (table, JSON, JUnit XML)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from estate.output import Output, output_option
+from estate.provision.cli import _render
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def verify(spec: Path = typer.Argument(..., help="Path to the estate spec."),
+               out: Path = typer.Option(None, "-o", "--out",
+                                        help="Render directory (default build/<spec name>)."),
+               limit: str = typer.Option(None, "--limit"),
+               lab: bool = typer.Option(False, "--lab"),
+               ssh_key: str = typer.Option(None, "--ssh-key"),
+               ssh_user: str = typer.Option("root", "--ssh-user"),
+               strict_host_keys: bool = typer.Option(True, "--strict-host-keys/--no-strict-host-keys"),
+               report_dir: Path = typer.Option(Path("build/verify"), "--report-dir",
+                                               help="Where verify.json and junit.xml go."),
+               output: Output = output_option()):
+        """Check the nodes against what was rendered: table, JSON and JUnit XML."""
+        from estate.verify.run import run_verify
+        out = out or Path("build") / spec.stem
+        result = _render(spec, out)
+        report_v = run_verify(result.estate, out, lab=lab, limit=limit, outdir=report_dir,
+                              ssh_key=ssh_key, ssh_user=ssh_user,
+                              strict_host_keys=strict_host_keys, output=output)
+        if output is Output.json:
+            typer.echo(report_v.json.read_text(), nl=False)
+        raise typer.Exit(0 if report_v.ok else 1)
+
