@@ -19,6 +19,7 @@ from pathlib import Path
 from estate.catalogue import PHASE_ARGS, PHASES
 
 ROOT = Path(__file__).resolve().parents[2]
+CONNECT_RETRIES = 2   # more tries, 3 s apart, before a node is reported unreachable
 
 
 @dataclass
@@ -88,6 +89,21 @@ class _ErrorLog(logging.Handler):
         self.lines.append(record.getMessage())
 
 
+def _connect_again(state, attempts: int = CONNECT_RETRIES, pause: float = 3.0) -> None:
+    """Ask a node that did not answer again before calling it unreachable: sshd or a
+    container may still be starting, and one refused connection is not an outage."""
+    for _ in range(attempts):
+        missing = [h for h in state.inventory if h not in state.activated_hosts]
+        if not missing:
+            return
+        time.sleep(pause)
+        for host in missing:
+            host.connect(show_errors=False)
+            if host.connected:
+                state.failed_hosts.discard(host)
+                state.activate_host(host)
+
+
 def _run_phase(phase: str, hosts: list[tuple[str, dict]], deploys: list[str],
                results: dict[str, HostResult], errors: _ErrorLog, parallel: int | None) -> None:
     from pyinfra.api import Config, Inventory, State
@@ -104,6 +120,7 @@ def _run_phase(phase: str, hosts: list[tuple[str, dict]], deploys: list[str],
         connect_all(state)
     except PyinfraError:
         pass  # no host reachable: each is reported as failed just below
+    _connect_again(state)
     for host in state.inventory:
         if host not in state.activated_hosts or host in state.failed_hosts:
             results[host.name].failed.append(f"connect: cannot reach {host.name} "
