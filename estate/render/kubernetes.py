@@ -262,7 +262,7 @@ def build_storage(estate: Estate, source: str) -> list[Artifact]:
 
 
 def kind_nodes(estate: Estate) -> list[dict]:
-    mounts = nfs_volumes(estate)
+    mounts = [(v, set(v["clients"])) for v in nfs_volumes(estate)]
     out = []
     for n in plane_nodes(estate):
         node = {"role": "control-plane" if n.control_plane else "worker",
@@ -270,7 +270,7 @@ def kind_nodes(estate: Estate) -> list[dict]:
         if n.labels:
             node["labels"] = n.labels
         extra = [{"hostPath": v["mount_path"], "containerPath": v["mount_path"]}
-                 for v in mounts if n.name in v["clients"]]
+                 for v, clients in mounts if n.name in clients]
         if extra:
             node["extraMounts"] = extra
         # kind taints its control planes itself; workers get theirs through kubeadm.
