@@ -12,6 +12,8 @@ the plane.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import yaml
 
 from estate.model.kubernetes import (  # the facts this renderer lays out
@@ -223,6 +225,13 @@ def build_kueue(estate: Estate, source: str) -> list[Artifact]:
 
 def nfs_volumes(estate: Estate) -> list[dict]:
     """Exports some Kubernetes node mounts, with the server's address on the export segment."""
+    return [dict(v) for v in _nfs_volumes(estate)]
+
+
+@lru_cache(maxsize=8)
+def _nfs_volumes(estate: Estate) -> tuple[dict, ...]:
+    """Cached per estate: a mount's clients may name every Slurm node too (50,000 names to
+    expand), and several renderers ask."""
     exports = {e.name: e for e in estate.spec.storage.exports}
     plane = {n.name for n in plane_nodes(estate)}
     out: dict[str, dict] = {}
@@ -238,7 +247,7 @@ def nfs_volumes(estate: Estate) -> list[dict]:
             "options": [o for o in m.options.split(",") if o and o not in FSTAB_ONLY_OPTIONS],
             "all_nodes": len(clients) == len(plane),
         }
-    return list(out.values())
+    return tuple(out.values())
 
 
 def nfs_claims(estate: Estate) -> list[dict]:
