@@ -7,7 +7,7 @@ VENV := .venv
 ESTATE := $(VENV)/bin/estate
 PYTEST := $(VENV)/bin/pytest -p no:cacheprovider
 
-.PHONY: deps venv doctor check render lab lab-down lab-ns lab-ns-down test test-unit test-fuzz test-live-slurm test-lab test-molecule test-vm bench golden lab-vagrant lab-vagrant-down
+.PHONY: deps venv doctor check render lab lab-down lab-ns lab-ns-down test test-unit test-fuzz test-live-slurm test-lab test-molecule test-vm bench bench-scale golden lab-vagrant lab-vagrant-down
 
 deps:
 	@scripts/install-deps.sh
@@ -83,3 +83,7 @@ golden: venv
 
 bench: venv
 	$(VENV)/bin/python bench/bench_check_render.py
+
+# whole estate check/render processes at 1,000-50,000 nodes against a real slurmctld (root)
+bench-scale: venv
+	$(VENV)/bin/python bench/bench_scale.py

@@ -38,47 +38,74 @@ GPU_NODES = RACKS * PER_RACK
 ALL_GPUS = f"gpu[00001-{GPU_NODES:05d}]"
 
 
-def big_spec() -> dict:
+def _blocks(nodes: int) -> list[tuple[int, int]]:
+    """First and last node of each block of BLOCK; the last block takes any remainder
+    (slurmctld refuses a block under the base size)."""
+    starts = range(1, nodes - BLOCK + 2, BLOCK)
+    return [(lo, lo + BLOCK - 1) for lo in starts[:-1]] + [(starts[-1], nodes)]
+
+
+def big_spec(racks: int = RACKS, k8s_workers: int = 0) -> dict:
+    """prod's shape at scale: racks of PER_RACK Slurm nodes (the default: 10,000) and, when
+    k8s_workers is set, that many L40S Kubernetes workers instead of prod's four."""
+    gpu_nodes = racks * PER_RACK
+    all_gpus = f"gpu[00001-{gpu_nodes:05d}]"
     prod = yaml.safe_load((ROOT / "stacks" / "example-prod.yaml").read_text())
     prod["name"] = "bench"
+    # /18 holds 16,382 hosts; bigger estates get /16s (65,534)
+    wide = "/16" if gpu_nodes > 16000 or k8s_workers > 500 else None
     prod["segments"] = [
-        {"name": "management", "cidr": "10.0.0.0/18", "vlan": 100, "purpose": "management"},
-        {"name": "fabric", "cidr": "10.1.0.0/18", "vlan": 200, "purpose": "fabric", "mtu": 9000},
-        {"name": "service", "cidr": "10.2.0.0/22", "vlan": 300, "purpose": "service"},
-        {"name": "storage", "cidr": "10.3.0.0/18", "vlan": 400, "purpose": "storage", "mtu": 9000},
+        {"name": "management", "cidr": f"10.0.0.0{wide or '/18'}", "vlan": 100,
+         "purpose": "management"},
+        {"name": "fabric", "cidr": f"10.1.0.0{wide or '/18'}", "vlan": 200,
+         "purpose": "fabric", "mtu": 9000},
+        {"name": "service", "cidr": f"10.2.0.0{wide or '/22'}", "vlan": 300,
+         "purpose": "service"},
+        {"name": "storage", "cidr": f"10.3.0.0{wide or '/18'}", "vlan": 400,
+         "purpose": "storage", "mtu": 9000},
     ]
     service = [g for g in prod["nodes"] if not g["hosts"].startswith("gpu")]
     for group in service:  # prod's explicit addresses lie outside the bigger segments
         group["addresses"] = {seg: "auto" for seg in group["addresses"]}
-    racks = [{
+    if k8s_workers:
+        width = max(2, len(str(k8s_workers)))
+        inf = f"inf[{1:0{width}d}-{k8s_workers:0{width}d}]"
+        for group in service:
+            if group["hosts"].startswith("inf"):
+                group["hosts"] = inf
+        tenants = prod["kubernetes"]["tenants"]
+        tenants[0]["gpus"]["l40s"] = 8 * k8s_workers - tenants[1]["gpus"]["l40s"]
+        prod["kubernetes"]["pod_cidr"] = "10.128.0.0/10"   # a /24 per node
+        for mount in prod["storage"]["mounts"]:
+            mount["clients"] = mount["clients"].replace("inf[01-04]", inf)
+    rack_groups = [{
         "hosts": f"gpu[{r * PER_RACK + 1:05d}-{(r + 1) * PER_RACK:05d}]", "class": "h100-8x",
         "plane": "slurm", "roles": ["slurm_worker"], "rack": f"r{r + 1:02d}",
         "switch": f"leaf{r + 1:02d}",
         "addresses": {"management": "auto", "fabric": "auto", "storage": "auto"},
         "slurm": {"real_memory_mb": 2000000, "features": ["h100", "ib"]},
-    } for r in range(RACKS)]
-    prod["nodes"] = service[:2] + racks + service[2:]
+    } for r in range(racks)]
+    prod["nodes"] = service[:2] + rack_groups + service[2:]
     spines = [{"name": f"spine{s + 1}",
-               "switches": [f"leaf{r + 1:02d}" for r in range(s * 10, s * 10 + 10)]}
-              for s in range(RACKS // 10)]
+               "switches": [f"leaf{r + 1:02d}" for r in range(s * 10, min(s * 10 + 10, racks))]}
+              for s in range(-(-racks // 10))]
     prod["topology"] = {
         "switches": [{"name": "core", "switches": [s["name"] for s in spines]}] + spines
-        + [{"name": f"leaf{r + 1:02d}"} for r in range(RACKS)],
-        "blocks": [{"name": f"b{b + 1:03d}",
-                    "nodes": f"gpu[{b * BLOCK + 1:05d}-{(b + 1) * BLOCK:05d}]"}
-                   for b in range(GPU_NODES // BLOCK)],
+        + [{"name": f"leaf{r + 1:02d}"} for r in range(racks)],
+        "blocks": [{"name": f"b{b + 1:03d}", "nodes": f"gpu[{lo:05d}-{hi:05d}]"}
+                   for b, (lo, hi) in enumerate(_blocks(gpu_nodes))],
         "block_sizes": [16, 32, 64, 128],
     }
     prod["slurm"]["partitions"] = [
-        {"name": "batch", "nodes": ALL_GPUS, "default": True, "max_time": "2-00:00:00",
+        {"name": "batch", "nodes": all_gpus, "default": True, "max_time": "2-00:00:00",
          "qos": "normal"},
         {"name": "interactive", "nodes": "gpu[00001-00500]", "max_time": "08:00:00",
          "qos": "interactive", "priority_tier": 2},
-        {"name": "debug", "nodes": f"gpu[{GPU_NODES - 15:05d}-{GPU_NODES:05d}]",
+        {"name": "debug", "nodes": f"gpu[{gpu_nodes - 15:05d}-{gpu_nodes:05d}]",
          "max_time": "00:30:00", "qos": "debug", "priority_tier": 3},
     ]
     for mount in prod["storage"]["mounts"]:
-        mount["clients"] = mount["clients"].replace("gpu[001-128]", ALL_GPUS)
+        mount["clients"] = mount["clients"].replace("gpu[001-128]", all_gpus)
     return prod
 
 

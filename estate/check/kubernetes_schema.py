@@ -66,9 +66,16 @@ def _builtin_validator(version: str, api_version: str, kind: str):
             f"{base}/{kind.lower()}-{group}.json", version)
     except FileNotFoundError:
         return None
-    defs = kubernetes_validate.utils.schema_contents(f"{base}/_definitions.json", version)
-    registry = Resource.from_contents(defs) @ (Resource.from_contents(schema) @ Registry())
+    registry = _definitions(version) @ (Resource.from_contents(schema) @ Registry())
     return jsonschema.Draft202012Validator(schema, registry=registry)
+
+
+@lru_cache(maxsize=None)
+def _definitions(version: str) -> Resource:
+    """The shared _definitions.json of a schema set (about 0.3 MB of JSON): read once per
+    process, not once per kind."""
+    return Resource.from_contents(kubernetes_validate.utils.schema_contents(
+        f"kubernetes-json-schema/v{version}-local-strict/_definitions.json", version))
 
 
 def _closed(schema):
@@ -89,7 +96,7 @@ def _crd_validators() -> dict:
     """(apiVersion, kind) -> validator, for every CRD version under k8s/crds/."""
     out = {}
     for path in sorted(CRD_DIR.glob("*.yaml")):
-        crd = yaml.safe_load(path.read_text())
+        crd = yaml.load(path.read_text(), Loader=_LOADER)
         spec = crd["spec"]
         for v in spec["versions"]:
             schema = _closed(v["schema"]["openAPIV3Schema"])
@@ -100,7 +107,7 @@ def _crd_validators() -> dict:
 
 @lru_cache(maxsize=None)
 def _config_validator(filename: str, kind: str):
-    doc = yaml.safe_load((SCHEMA_DIR / filename).read_text())
+    doc = yaml.load((SCHEMA_DIR / filename).read_text(), Loader=_LOADER)
     return jsonschema.Draft202012Validator({"$ref": f"#/$defs/{kind}", "$defs": doc["$defs"]})
 
 

@@ -185,7 +185,14 @@ def plane_nodes(estate: Estate) -> tuple[KNode, ...]:
 
 
 def control_planes(estate: Estate) -> list[KNode]:
-    return [n for n in plane_nodes(estate) if n.control_plane]
+    return list(_control_planes(estate))
+
+
+@lru_cache(maxsize=8)
+def _control_planes(estate: Estate) -> tuple[KNode, ...]:
+    """Cached: every kubeadm join file asks for the API endpoint (8,000 workers: 8,000 scans
+    of the plane's nodes)."""
+    return tuple(n for n in plane_nodes(estate) if n.control_plane)
 
 
 def hostlist(nodes) -> Hostlist:

@@ -12,6 +12,8 @@ the plane.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import yaml
 
 from estate.model.kubernetes import (  # the facts this renderer lays out
@@ -223,6 +225,13 @@ def build_kueue(estate: Estate, source: str) -> list[Artifact]:
 
 def nfs_volumes(estate: Estate) -> list[dict]:
     """Exports some Kubernetes node mounts, with the server's address on the export segment."""
+    return [dict(v) for v in _nfs_volumes(estate)]
+
+
+@lru_cache(maxsize=8)
+def _nfs_volumes(estate: Estate) -> tuple[dict, ...]:
+    """Cached per estate: a mount's clients may name every Slurm node too (50,000 names to
+    expand), and several renderers ask."""
     exports = {e.name: e for e in estate.spec.storage.exports}
     plane = {n.name for n in plane_nodes(estate)}
     out: dict[str, dict] = {}
@@ -238,7 +247,7 @@ def nfs_volumes(estate: Estate) -> list[dict]:
             "options": [o for o in m.options.split(",") if o and o not in FSTAB_ONLY_OPTIONS],
             "all_nodes": len(clients) == len(plane),
         }
-    return list(out.values())
+    return tuple(out.values())
 
 
 def nfs_claims(estate: Estate) -> list[dict]:
@@ -262,7 +271,7 @@ def build_storage(estate: Estate, source: str) -> list[Artifact]:
 
 
 def kind_nodes(estate: Estate) -> list[dict]:
-    mounts = nfs_volumes(estate)
+    mounts = [(v, set(v["clients"])) for v in nfs_volumes(estate)]
     out = []
     for n in plane_nodes(estate):
         node = {"role": "control-plane" if n.control_plane else "worker",
@@ -270,7 +279,7 @@ def kind_nodes(estate: Estate) -> list[dict]:
         if n.labels:
             node["labels"] = n.labels
         extra = [{"hostPath": v["mount_path"], "containerPath": v["mount_path"]}
-                 for v in mounts if n.name in v["clients"]]
+                 for v, clients in mounts if n.name in clients]
         if extra:
             node["extraMounts"] = extra
         # kind taints its control planes itself; workers get theirs through kubeadm.

@@ -1,0 +1,286 @@
+"""Benchmark: what a user waits for, at scale, against slurmctld's own start.
+
+Times the WHOLE ``estate check SPEC`` and ``estate render SPEC -o DIR`` processes (a
+subprocess of the venv's ``estate``: interpreter start, imports and schema loading
+included) on specs of stacks/example-prod.yaml's shape from bench_check_render.big_spec:
+
+- 1,000, 10,000 and 50,000 Slurm nodes (racks of 250; prod's four Kubernetes workers);
+- 1,000 and 8,000 Kubernetes workers (``inf[...]``, L40S; 1,000 Slurm nodes).
+
+In the same run, as the reference, a real slurmctld (``/usr/sbin/slurmctld -D -f``) on the
+RENDERED slurm.conf, topology.conf and gres.conf of each Slurm scale, timed from its start
+until ``scontrol ping`` reports the primary controller UP. It runs as root in a fresh
+network + UTS namespace (``unshare --net --uts``) whose hostname is the rendered first
+SlurmctldHost and whose loopback carries the controllers' rendered addresses, so the
+rendered SlurmctldHost lines stay as they are. What the copy of slurm.conf changes, and
+why (everything else is the rendered file, byte for byte):
+
+- StateSaveLocation, SlurmctldPidFile, SlurmctldLogFile: a temp dir (a fresh, empty state
+  directory each run);
+- AuthInfo=socket=...: the socket of a munged started for this benchmark (own key);
+- AuthAltParameters jwt_key=...: a random key in the temp dir (auth/jwt refuses a missing one);
+- AccountingStorage*: accounting_storage/none. No slurmdbd runs here, and a slurmctld
+  that enforces associations with no database and no saved state refuses to start.
+
+The slurmctld series run last, all under one hold of ``flock /tmp/estate-lab.lock``
+(shared with the labs).
+Medians of 5 runs (3 at 50,000 nodes). Needs root, unshare, munged for the slurmctld
+column; without them that column is left empty.
+
+Usage: python bench/bench_scale.py [--runs N] [--quick] [--json FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_check_render import PER_RACK, _cpu_model, big_spec  # noqa: E402
+
+ESTATE = ROOT / ".venv" / "bin" / "estate"
+PYTHON = ROOT / ".venv" / "bin" / "python"
+SLURMCTLD, SCONTROL = "/usr/sbin/slurmctld", shutil.which("scontrol") or "/usr/bin/scontrol"
+LOCK = "/tmp/estate-lab.lock"
+SLURM_SCALES = (1_000, 10_000, 50_000)
+K8S_SCALES = (1_000, 8_000)
+K8S_SLURM_NODES = 1_000
+
+
+def _env() -> dict:
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def whole(argv: list[str], runs: int, ok=(0,)) -> list[float]:
+    """Wall seconds of each run of a whole process (output read and dropped)."""
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        proc = subprocess.run(argv, capture_output=True, env=_env())
+        times.append(time.perf_counter() - t)
+        if proc.returncode not in ok:
+            raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}:\n"
+                             f"{proc.stdout.decode()[-2000:]}{proc.stderr.decode()[-2000:]}")
+    return times
+
+
+# --- slurmctld ---------------------------------------------------------------------------
+
+CTLD_RE = re.compile(r"^SlurmctldHost=([^(\s]+)\(([^)\s]+)\)", re.M)
+
+
+def ctld_conf(rendered: Path, tmp: Path, socket: Path) -> tuple[Path, str, list[str]]:
+    """A copy of the rendered Slurm files with the paths above moved into tmp."""
+    etc = tmp / "etc"
+    etc.mkdir()
+    for f in (rendered / "slurm").iterdir():
+        if f.is_file():
+            shutil.copy(f, etc / f.name)
+    (tmp / "jwt.key").write_bytes(secrets.token_bytes(32))
+    shutil.chown(tmp / "jwt.key", "slurm", "slurm")
+    os.chmod(tmp / "jwt.key", 0o600)
+    text = (etc / "slurm.conf").read_text()
+    hosts = CTLD_RE.findall(text)
+    subs = {
+        "StateSaveLocation": f"{tmp}/state", "SlurmctldPidFile": f"{tmp}/log/slurmctld.pid",
+        "SlurmctldLogFile": f"{tmp}/log/slurmctld.log",
+        "AuthAltParameters": f"jwt_key={tmp}/jwt.key",
+        "AccountingStorageType": "accounting_storage/none",
+    }
+    out = []
+    for line in text.splitlines():
+        key = line.split("=", 1)[0]
+        if key in subs:
+            line = f"{key}={subs[key]}"
+        elif key.startswith("AccountingStorage") or key == "AuthInfo":
+            continue
+        out.append(line)
+    out.append(f"AuthInfo=socket={socket}")
+    (etc / "slurm.conf").write_text("\n".join(out) + "\n")
+    (tmp / "log").mkdir()
+    shutil.chown(tmp / "log", "slurm", "slurm")
+    return etc / "slurm.conf", hosts[0][0], [addr for _, addr in hosts]
+
+
+def munged_up(tmp: Path) -> tuple[Path, int]:
+    d = tmp / "munge"
+    d.mkdir(mode=0o755)
+    key = d / "munge.key"
+    key.write_bytes(secrets.token_bytes(1024))
+    os.chmod(key, 0o400)
+    for p in (d, key):
+        shutil.chown(p, "munge", "munge")
+    sock = d / "munge.socket.2"
+    subprocess.run(["setpriv", "--reuid=munge", "--regid=munge", "--init-groups", "munged",
+                    f"--key-file={key}", f"--socket={sock}", f"--pid-file={d}/munged.pid",
+                    f"--seed-file={d}/munged.seed", f"--log-file={d}/munged.log"], check=True)
+    for _ in range(100):
+        if sock.exists() and (d / "munged.pid").exists():
+            return sock, int((d / "munged.pid").read_text())
+        time.sleep(0.05)
+    raise SystemExit(f"munged did not start; see {d}/munged.log")
+
+
+def inner(series: list[str]) -> None:
+    """In the namespace: per CONF:STATE:RUNS, start slurmctld, poll scontrol ping until the
+    primary is UP; print the times of each series as one JSON list."""
+    out = []
+    for item in series:
+        conf, state, runs = item.rsplit(":", 2)
+        out.append(_ctld_series(conf, state, int(runs)))
+    print(json.dumps(out))
+
+
+def _ctld_series(conf: str, state: str, runs: int) -> list[float]:
+    env = {**os.environ, "SLURM_CONF": conf}
+    times = []
+    for _ in range(runs):
+        shutil.rmtree(state, ignore_errors=True)
+        os.mkdir(state)
+        shutil.chown(state, "slurm", "slurm")
+        t = time.perf_counter()
+        ctld = subprocess.Popen([SLURMCTLD, "-D", "-f", conf], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            while True:
+                ping = subprocess.run([SCONTROL, "ping"], env=env, capture_output=True,
+                                      text=True)
+                if "(primary) at" in ping.stdout and " is UP" in ping.stdout.split("\n")[0]:
+                    times.append(time.perf_counter() - t)
+                    break
+                if ctld.poll() is not None:
+                    raise SystemExit(f"slurmctld exited {ctld.returncode}; see its log")
+                if time.perf_counter() - t > 120:
+                    raise SystemExit("slurmctld not UP after 120 s")
+                time.sleep(0.01)
+        finally:
+            ctld.terminate()
+            try:
+                ctld.wait(30)
+            except subprocess.TimeoutExpired:
+                ctld.kill()
+                ctld.wait()
+    return times
+
+
+def slurmctld_times(rendered: dict[int, tuple[Path, int]]) -> dict[int, list[float]]:
+    """{nodes: (render dir, runs)} -> {nodes: times}: one namespace, one munged and one hold
+    of the lab lock for every series (about 30 s in all at 1,000-50,000 nodes)."""
+    if os.geteuid() != 0 or not all(map(shutil.which, ("unshare", "munged", "flock"))):
+        return {}
+    tmp = Path(tempfile.mkdtemp(prefix="estate-bench-ctld-"))
+    os.chmod(tmp, 0o755)
+    munged_pid = None
+    try:
+        sock, munged_pid = munged_up(tmp)
+        series, addrs, host = [], [], None
+        for n, (out, runs) in rendered.items():
+            d = tmp / str(n)
+            d.mkdir(mode=0o755)
+            conf, host_n, addrs_n = ctld_conf(out, d, sock)
+            assert host in (None, host_n), (host, host_n)
+            host, addrs = host_n, sorted(set(addrs) | set(addrs_n))
+            series.append(f"{conf}:{d / 'state'}:{runs}")
+        setup = f"hostname {host} && ip link set lo up && " + " && ".join(
+            f"ip addr add {a}/32 dev lo" for a in addrs)
+        cmd = ["flock", LOCK, "unshare", "--net", "--uts", "--", "sh", "-c",
+               f'{setup} && exec "$0" "$@"', str(PYTHON), __file__, "--inner", *series]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=_env())
+        if proc.returncode:
+            logs = "".join(p.read_text()[-2000:] for p in tmp.glob("*/log/slurmctld.log"))
+            raise SystemExit(f"slurmctld series failed: {proc.stderr[-2000:]}\n{logs}")
+        return dict(zip(rendered, json.loads(proc.stdout.strip().splitlines()[-1])))
+    finally:
+        if munged_pid:
+            os.kill(munged_pid, 15)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# --- the run -----------------------------------------------------------------------------
+
+def med(times: list[float] | None) -> float | None:
+    return round(statistics.median(times), 3) if times else None
+
+
+def case(work: Path, name: str, spec: dict, runs: int) -> dict:
+    path = work / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    out = work / f"{name}-out"
+    check = whole([str(ESTATE), "check", str(path)], runs)
+    render = whole([str(ESTATE), "render", str(path), "-o", str(out)], runs)
+    row = {"spec_bytes": path.stat().st_size, "check_s": med(check), "render_s": med(render),
+           "check_all": [round(t, 3) for t in check], "render_all": [round(t, 3) for t in render]}
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="1,000 and 10,000 nodes only")
+    ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument("--inner", nargs="+", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.inner:
+        inner(args.inner)
+        return 0
+    res = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "cpus": os.cpu_count(),
+           "cpu_model": _cpu_model(), "loadavg_start": os.getloadavg()}
+    res["commit"] = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                                   capture_output=True, text=True).stdout.strip()
+    res["python_pass_s"] = med(whole([str(PYTHON), "-c", "pass"], args.runs))
+    res["import_estate_cli_s"] = med(whole([str(PYTHON), "-c", "import estate.cli"], args.runs))
+    res["estate_help_s"] = med(whole([str(ESTATE), "--help"], args.runs))
+    slurm = SLURM_SCALES[:2] if args.quick else SLURM_SCALES
+    k8s = K8S_SCALES[:1] if args.quick else K8S_SCALES
+    with tempfile.TemporaryDirectory(prefix="estate-bench-scale-") as work:
+        res["slurm"], res["kubernetes"] = {}, {}
+        for n in slurm:
+            runs = 3 if n >= 50_000 else args.runs
+            res["slurm"][n] = case(Path(work), f"slurm{n}", big_spec(racks=n // PER_RACK),
+                                   runs)
+            print(f"slurm {n}: {res['slurm'][n]}", file=sys.stderr, flush=True)
+        for n in k8s:
+            spec = big_spec(racks=K8S_SLURM_NODES // PER_RACK, k8s_workers=n)
+            res["kubernetes"][n] = case(Path(work), f"k8s{n}", spec, args.runs)
+            print(f"kubernetes {n}: {res['kubernetes'][n]}", file=sys.stderr, flush=True)
+        # slurmctld last, all scales under one short hold of the lab lock
+        ctld = slurmctld_times({n: (Path(work) / f"slurm{n}-out", 3 if n >= 50_000 else
+                                    args.runs) for n in slurm})
+        for n, times in ctld.items():
+            row = res["slurm"][n]
+            row["slurmctld_s"], row["slurmctld_all"] = med(times), [round(t, 3) for t in times]
+            row["ratio_check"] = round(row["check_s"] / row["slurmctld_s"], 2)
+            row["ratio_render"] = round(row["render_s"] / row["slurmctld_s"], 2)
+    res["loadavg_end"] = os.getloadavg()
+    if args.json:
+        args.json.write_text(json.dumps(res, indent=2))
+    print(f"python -c pass {res['python_pass_s']} s; import estate.cli "
+          f"{res['import_estate_cli_s']} s; estate --help {res['estate_help_s']} s")
+    print("| Nodes | estate check | estate render | slurmctld start→ping "
+          "| ratio check/slurmctld | ratio render/slurmctld |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for n, r in res["slurm"].items():
+        print(f"| {n:,} | {r['check_s']} s | {r['render_s']} s | {r.get('slurmctld_s')} s "
+              f"| {r.get('ratio_check')} | {r.get('ratio_render')} |")
+    print("| Kubernetes workers | estate check | estate render |\n|---:|---:|---:|")
+    for n, r in res["kubernetes"].items():
+        print(f"| {n:,} | {r['check_s']} s | {r['render_s']} s |")
+    print(f"load average {res['loadavg_start']} -> {res['loadavg_end']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
