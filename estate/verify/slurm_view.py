@@ -161,6 +161,10 @@ def state_fix(name: str, state: str) -> str:
     if base.endswith("*") or "NOT_RESPONDING" in flags:
         return (f"slurmd on {name} is not responding: start slurmd on {name} "
                 f"(systemctl start slurmd), then {resume} if it does not return by itself")
+    if base == "UNKNOWN":
+        return (f"slurmd on {name} has not registered since slurmctld started (for a few "
+                f"seconds after a restart, normal): if it stays, start slurmd on {name} "
+                f"(systemctl start slurmd)")
     if "DRAIN" in flags or base in ("DRAINED", "DRAINING"):
         return f"{name} is drained: remove the cause (see its Reason), then {resume}"
     if base == "INVAL":

@@ -99,6 +99,7 @@ def test_a_node_that_stopped_answering_is_named_with_what_to_do(estate):
 @pytest.mark.parametrize("state,says", [
     ("idle*", "not responding"), ("DOWN+NOT_RESPONDING", "not responding"),
     ("IDLE+DRAIN", "is drained"), ("DOWN", "set gpu1 DOWN"), ("INVAL", "slurmd -C"),
+    ("UNKNOWN", "has not registered"),
     ("FUTURE", "")])
 def test_each_unusable_state_says_what_to_do(state, says):
     fix = state_fix("gpu1", state)
