@@ -12,7 +12,12 @@ from pyinfra.api import FactBase
 
 
 class _Text(FactBase[str]):
-    """Stripped output; empty when the command fails."""
+    """Stripped output; empty when the command fails or prints nothing (pyinfra answers
+    default() then, without calling process)."""
+
+    @staticmethod
+    def default() -> str:
+        return ""
 
     def process(self, output):
         return "\n".join(output).strip()
@@ -36,6 +41,10 @@ class FileText(_Text):
 class ServiceActive(FactBase[bool]):
     """Whether systemd reports the unit active."""
 
+    @staticmethod
+    def default() -> bool:
+        return False
+
     def command(self, unit: str) -> str:
         return f"systemctl is-active {quote(unit)} 2>/dev/null || true"
 
@@ -45,6 +54,10 @@ class ServiceActive(FactBase[bool]):
 
 class Getent(FactBase[dict]):
     """A name service database (passwd, group) as name -> its colon-separated fields."""
+
+    @staticmethod
+    def default() -> dict:
+        return {}
 
     def command(self, db: str) -> str:
         return f"getent {quote(db)} || true"
