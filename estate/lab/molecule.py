@@ -19,10 +19,12 @@ from pathlib import Path
 
 import yaml
 
+from estate.render.lab import MOLECULE_PREFIX
+
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "stacks" / "lab.yaml"
 RENDER = ROOT / "build" / "molecule"
-PREFIX = "estate-mol"
+PREFIX = MOLECULE_PREFIX
 IMAGE = "estate-lab-node:current"
 
 # Deploys each scenario applies per node: the role under test on the node(s) it runs on,

@@ -195,8 +195,9 @@ class Lab:
                         ).stdout.strip().split(";")[0]
 
     def job_states(self, jobs: list[str]) -> dict[str, str]:
-        """job id -> 'STATE reason nodes' as squeue reports it."""
-        out = self.run(self.client(), ["squeue", "-h", "-j", ",".join(jobs),
+        """job id -> 'STATE reason nodes' as squeue reports it (finished jobs too, for
+        as long as slurmctld keeps them: MinJobAge)."""
+        out = self.run(self.client(), ["squeue", "-h", "-t", "all", "-j", ",".join(jobs),
                                        "-o", "%i %T %r %N"]).stdout
         return {line.split()[0]: " ".join(line.split()[1:]) for line in out.splitlines()}
 
@@ -250,17 +251,65 @@ class Lab:
         if self.slurm.accounting:
             self.accounting_up(self.slurm.accounting.host, deadline)
         for name in self.slurm.controllers:
-            self.start(name, "slurmctld", ["slurmctld", "-D"])
-        self.wait(deadline, "slurmctld to answer", self._ctld_up, self.slurm.controllers[0],
-                  "slurmctld")
+            self.start_slurmctld(name)
+        self.wait_slurmctld(deadline)
         if self.slurm.accounting:
             self.wait(deadline, "accounting.sh to apply", self._apply_accounting,
                       self._consumer("slurm/accounting.sh"), "slurmctld")
         for name in self.workers():
-            env = shlex.split(self._env(name, "slurm/slurmd.env").get("SLURMD_OPTIONS", ""))
-            self.start(name, "slurmd", ["slurmd", "-D", *env])
+            self.start_slurmd(name)
+        self.wait_workers(deadline)
+
+    # --- daemons, one at a time (also for tests that stop and restart them) ----------
+
+    def start_slurmctld(self, name: str) -> None:
+        """slurmctld in the foreground; it recovers jobs from its StateSaveLocation."""
+        self.start(name, "slurmctld", ["slurmctld", "-D"])
+
+    def start_slurmd(self, name: str) -> None:
+        """slurmd configless, with the options of the node's rendered slurmd.env."""
+        env = shlex.split(self._env(name, "slurm/slurmd.env").get("SLURMD_OPTIONS", ""))
+        self.start(name, "slurmd", ["slurmd", "-D", *env])
+
+    def wait_slurmctld(self, deadline: float) -> None:
+        self.wait(deadline, "slurmctld to answer", self._ctld_up, self.slurm.controllers[0],
+                  "slurmctld")
+
+    def wait_workers(self, deadline: float) -> None:
         self.wait(deadline, "every worker to be usable", self._workers_usable,
                   self.workers()[0] if self.workers() else self.client(), "slurmd")
+
+    def pids(self, name: str, daemon: str) -> list[int]:
+        """The live processes of the node whose command is `daemon` (slurmd, not its
+        slurmstepd children)."""
+        with suppress(OSError):
+            netns = os.stat(NETNS_DIR / (NS_PREFIX + name)).st_ino
+            out = []
+            for proc in Path("/proc").iterdir():
+                with suppress(OSError):
+                    if proc.name.isdigit() and os.stat(proc / "ns/net").st_ino == netns \
+                            and (proc / "comm").read_text().strip() == daemon \
+                            and not _zombie(int(proc.name)):
+                        out.append(int(proc.name))
+            return out
+        return []
+
+    def stop(self, name: str, daemon: str, sig: int = signal.SIGTERM,
+             timeout: float = 30) -> None:
+        """Signal the node's daemon and wait until it is gone; LabError if it was not
+        running or outlives the timeout."""
+        pids = self.pids(name, daemon)
+        if not pids:
+            raise LabError(f"{daemon} is not running on {name}")
+        for pid in pids:
+            with suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        end = time.monotonic() + timeout
+        while self.pids(name, daemon):
+            if time.monotonic() > end:
+                raise LabError(f"{daemon} on {name} still runs {timeout:.0f} s after "
+                               f"signal {sig}")
+            time.sleep(0.1)
 
     def install(self, name: str) -> None:
         """The node's artifacts where the roles put them, its directories, its fake GPUs."""

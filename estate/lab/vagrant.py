@@ -22,7 +22,7 @@ from pathlib import Path
 
 from estate.render.lab import PATH as NODES_PATH
 from estate.provision.secrets import LAB_DIR, LAB_SECRETS, LAB_SSH_KEY
-from estate.render.lab import PREFIX
+from estate.render.lab import MOLECULE_PREFIX, PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]
 VAGRANT_STATE = LAB_DIR / "vagrant"
@@ -94,12 +94,29 @@ def _network(name: str) -> dict | None:
     return json.loads(proc.stdout)[0] if proc.returncode == 0 else None
 
 
+def remove_molecule_leftovers() -> None:
+    """Molecule's scenarios (vagrant/molecule.sh) take the lab spec's subnets; a run that
+    was interrupted leaves its networks behind and Docker then refuses the lab's ("Pool
+    overlaps with other one"). Those without containers are leftovers and go; one in use
+    means a scenario is running now."""
+    ids = run(["docker", "network", "ls", "-q", "--filter", f"label={MOLECULE_PREFIX}=1"],
+              quiet=True).stdout.split()
+    for net in ids:
+        have = _network(net)
+        if have and have.get("Containers"):
+            raise LabError(f"network {have['Name']} of a molecule scenario is in use (is "
+                           f"vagrant/molecule.sh running?): it holds the lab's subnets")
+        if have:
+            run(["docker", "network", "rm", net], quiet=True)
+
+
 def ensure_networks(doc: dict) -> list[str]:
     """One internal bridge network per segment, with the segment's CIDR and MTU.
 
     Internal: lab traffic stays on the lab's bridges (each node also has Docker's
     default bridge as eth0, its way to the Debian mirror, like a VM's NAT NIC).
     """
+    remove_molecule_leftovers()
     made = []
     for seg in doc["segments"]:
         have = _network(seg["network"])

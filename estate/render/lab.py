@@ -20,6 +20,9 @@ from estate.spec.hostlist import Hostlist
 from estate.spec.resolved import Estate
 
 PREFIX = "estate-lab"
+# The molecule scenarios' containers and networks (estate.provision.molecule): they take
+# the same subnets, so the lab removes what an interrupted scenario left.
+MOLECULE_PREFIX = "estate-mol"
 PATH = "lab/vagrant-nodes.json"
 # One host runs the lab's machines; past this a spec is an estate, not a lab, and
 # rendering a machine list for it (7 MB for 10,000 nodes) would only slow every render.

@@ -37,9 +37,11 @@ class Mismatch:
     field: str
     expected: str
     actual: str
+    fix: str = ""         # what an operator does about it, where Slurm's state says
 
     def __str__(self) -> str:
-        return f"{self.subject}: {self.field} is {self.actual!r}, the spec says {self.expected!r}"
+        text = f"{self.subject}: {self.field} is {self.actual!r}, the spec says {self.expected!r}"
+        return f"{text}: {self.fix}" if self.fix else text
 
 
 @dataclass
@@ -135,7 +137,8 @@ def _compare_nodes(estate: Estate, view: SlurmView) -> list[Mismatch]:
         if not usable(got.get("State", "")):
             reason = got.get("Reason", "")
             out.append(Mismatch(subject, "State", "usable (IDLE/MIXED/ALLOCATED)",
-                                got.get("State", "") + (f" ({reason})" if reason else "")))
+                                got.get("State", "") + (f" ({reason})" if reason else ""),
+                                state_fix(name, got.get("State", ""))))
     out += [Mismatch(f"node {n}", "presence", "not in the spec", "defined in Slurm")
             for n in view.nodes if n not in expected]
     return out
@@ -148,6 +151,28 @@ def usable(state: str) -> bool:
         return False
     base, *flags = state.split("+")
     return base in _USABLE and all(f in _USABLE_FLAGS for f in flags)
+
+
+def state_fix(name: str, state: str) -> str:
+    """What to do about a node in an unusable state, as `scontrol show node` spells it
+    (IDLE+NOT_RESPONDING, DOWN+DRAIN, ...) or sinfo does (idle*, down*)."""
+    base, *flags = state.upper().split("+")
+    resume = f"`scontrol update nodename={name} state=resume`"
+    if base.endswith("*") or "NOT_RESPONDING" in flags:
+        return (f"slurmd on {name} is not responding: start slurmd on {name} "
+                f"(systemctl start slurmd), then {resume} if it does not return by itself")
+    if base == "UNKNOWN":
+        return (f"slurmd on {name} has not registered since slurmctld started (for a few "
+                f"seconds after a restart, normal): if it stays, start slurmd on {name} "
+                f"(systemctl start slurmd)")
+    if "DRAIN" in flags or base in ("DRAINED", "DRAINING"):
+        return f"{name} is drained: remove the cause (see its Reason), then {resume}"
+    if base == "INVAL":
+        return (f"{name} reports less hardware than slurm.conf: compare `slurmd -C` on "
+                f"{name} with its node class in the spec")
+    if base == "DOWN":
+        return f"Slurm set {name} DOWN: see its Reason and slurmd's log on {name}, then {resume}"
+    return ""
 
 
 # --- partitions ---------------------------------------------------------------

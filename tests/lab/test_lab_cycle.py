@@ -1,6 +1,8 @@
 """The lab for real: `estate lab up` from stacks/lab.yaml through Vagrant (docker
 provider), a second apply that changes nothing, `estate verify`, a spec change that
-reaches slurmctld, drift repaired, and `estate lab down` leaving nothing behind.
+reaches slurmctld, drift repaired, faults that heal (an apply killed half-way is finished
+by the next, a node that cannot be reached is named while the others converge), and
+`estate lab down` leaving nothing behind.
 
 Needs root, dockerd (started if absent), debootstrap and vagrant (make deps). It
 takes the lab over: a lab already up is reused, and it is removed at the end.
@@ -9,13 +11,19 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
+import signal
 import subprocess
+import threading
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 import yaml
+
+from estate.render.lab import container_name
 
 pytestmark = pytest.mark.lab
 
@@ -143,6 +151,86 @@ def test_drift_is_repaired_and_reported(lab, tmp_path):
                                                "stat -c '%F %t:%T' /run/estate/fake-gpu/nvidia1")
     assert {h: r["changed"] for h, r in apply_json(tmp_path)["hosts"].items()
             if r["changed"]} == {}
+
+
+STAMPS = "/var/lib/estate/applied"   # roles/_lib: the digest each daemon last started on
+CTL, GPU1 = "10.60.0.11", "10.60.0.13"
+
+
+def changes(result: dict) -> dict:
+    return {h: r["changed"] for h, r in result["hosts"].items() if r["changed"]}
+
+
+def test_an_apply_killed_half_way_is_finished_by_the_next(lab, tmp_path):
+    """Work in three phases (slurmctld's and slurmd's stamps gone, gpu1's cgroup.conf
+    drifted); the apply is killed (SIGKILL, its whole process group) as soon as it has
+    repaired gpu1's file, before it can have finished gpu1. The next apply converges,
+    restarting slurmd if the killed one had not, and a third changes nothing."""
+    on(CTL, f"rm -f {STAMPS}/slurmctld")
+    on(GPU1, f"echo '# drift' >> /etc/slurm/cgroup.conf && rm -f {STAMPS}/slurmd")
+    proc = subprocess.Popen([ESTATE, "apply", SPEC, "-o", OUT, "--lab", "--limit", NODES],
+                            cwd=ROOT, text=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True,
+                            env={**os.environ, "COLUMNS": "160"})
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stderr], daemon=True).start()
+    seen, deadline = [], time.monotonic() + 600
+    try:
+        while not any("apply: phase compute" in x for x in seen):
+            assert proc.poll() is None and time.monotonic() < deadline, seen
+            try:
+                seen.append(lines.get(timeout=1))
+            except queue.Empty:
+                pass
+        while "# drift" in on(GPU1, "cat /etc/slurm/cgroup.conf"):
+            assert proc.poll() is None and time.monotonic() < deadline, seen
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    # a restart already sent to gpu1 finishes there without its client: let it end
+    # ([/]: the pattern must not match this loop's own command line)
+    on(GPU1, f"for i in $(seq 60); do pgrep -f '[/]{STAMPS[1:]}' >/dev/null || exit 0; "
+             f"sleep 0.5; done; exit 1")
+    restarted = on(GPU1, f"cat {STAMPS}/slurmd 2>/dev/null || true").strip() != ""
+    second = apply_json(tmp_path)
+    assert not {h: r["failed"] for h, r in second["hosts"].items() if r["failed"]}
+    assert "slurmctld on the current configs" not in second["hosts"]["ctl1"]["changed"]
+    assert ("slurmd on the current settings" in second["hosts"]["gpu1"]["changed"]) \
+        is not restarted, second["hosts"]["gpu1"]
+    assert changes(apply_json(tmp_path)) == {}
+    assert "idle" in on(CTL, "sinfo -h -n gpu1 -o %T")
+
+
+def test_a_node_that_cannot_be_reached_is_named_and_the_others_converge(lab, tmp_path):
+    """gpu2's machine is stopped: apply exits 1 naming it unreachable, every other node
+    still converges. Started again, the next apply brings gpu2 back."""
+    subprocess.run(["docker", "stop", container_name("gpu2")], check=True, timeout=120,
+                   capture_output=True)
+    try:
+        out = tmp_path / "apply.json"
+        proc = estate("apply", SPEC, "-o", OUT, "--lab", "--limit", NODES, "--json", str(out),
+                      check=False)
+        result = json.loads(out.read_text())
+        assert proc.returncode == 1, proc.stdout[-2000:]
+        gpu2 = result["hosts"].pop("gpu2")
+        assert gpu2["status"] == "failed"
+        assert gpu2["failed"] == ["connect: cannot reach gpu2 (10.60.0.14)"], gpu2
+        assert {h: r["failed"] for h, r in result["hosts"].items() if r["failed"]} == {}
+        assert set(result["hosts"]) == {"ctl1", "login1", "gpu1", "nfs1"}
+        assert "gpu2" in proc.stdout and "cannot reach gpu2" in proc.stdout
+    finally:
+        subprocess.run(["docker", "start", container_name("gpu2")], check=True, timeout=120,
+                       capture_output=True)
+    deadline = time.monotonic() + 60
+    while subprocess.run([*SSH, "root@10.60.0.14", "true"], timeout=30).returncode:
+        assert time.monotonic() < deadline, "gpu2 does not answer ssh after docker start"
+        time.sleep(1)
+    back = apply_json(tmp_path)
+    assert {h: r["failed"] for h, r in back["hosts"].items() if r["failed"]} == {}
 
 
 def test_down_leaves_nothing_behind(lab):

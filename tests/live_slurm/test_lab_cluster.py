@@ -1,9 +1,16 @@
 """stacks/lab.yaml on real Slurm: what Slurm reports equals the spec, GPU jobs get
-exactly their GPUs, jobs span workers, accounting carries the spec's fair share."""
+exactly their GPUs, jobs span workers, accounting carries the spec's fair share; and
+faults that heal: a killed slurmctld recovers its jobs, a stopped slurmd is named with
+what to do and returns when restarted. The fault tests come last and leave every
+daemon running."""
 from __future__ import annotations
+
+import signal
+import time
 
 import pytest
 
+from estate.model.slurm import node_lines
 from estate.spec.load import load
 from estate.spec.resolved import Estate
 from estate.verify import slurm_view
@@ -119,3 +126,79 @@ def test_a_user_cannot_charge_an_account_they_are_not_in(lab):
     proc = lab.as_user(user, ["srun", "--chdir=/tmp", "-A", account, "true"])
     assert proc.returncode != 0
     assert "Invalid account" in proc.stderr, proc.stderr
+
+
+# --- faults that heal (last: each restarts what it stopped) ----------------------------
+
+SAVE_MAX_WAIT = 5   # seconds; Slurm's src/slurmctld/state_save.c
+
+
+def poll(what, until, timeout: float, every: float = 0.5):
+    """Call what() until until(result) or the timeout; return the last result."""
+    end = time.monotonic() + timeout
+    while True:
+        result = what()
+        if until(result) or time.monotonic() > end:
+            return result
+        time.sleep(every)
+
+
+def test_jobs_survive_a_killed_slurmctld(lab):
+    """SIGKILL slurmctld while a batch job holds every GPU of a node and a second job
+    waits for one; the controller restarted as the lab starts it recovers both from its
+    StateSaveLocation: the same job still runs, the other still waits and runs after."""
+    ctl, node = lab.slurm.controllers[0], lab.workers()[0]
+    gpus = max(line.gres_count for line in node_lines(lab.estate))
+    t_submit = time.time()
+    running = lab.sbatch("-w", node, f"--gres=gpu:{gpus}", "--wrap", "sleep 120")
+    waiting = lab.sbatch("-w", node, "--gres=gpu:1", "--wrap", "sleep 2")
+    try:
+        before = lab.wait_jobs([running], "RUNNING", timeout=15)
+        assert before[running] == f"RUNNING None {node}", before
+        assert lab.job_states([waiting])[waiting].startswith("PENDING"), before
+        # slurmctld writes a change to its state files at most SAVE_MAX_WAIT (5 s) later
+        # (src/slurmctld/state_save.c): kill it once what the jobs did has been written
+        time.sleep(SAVE_MAX_WAIT + 1)
+        saved = lab.host_path(ctl, lab.conf["StateSaveLocation"]) / "job_state"
+        assert saved.stat().st_mtime >= int(t_submit), "no job state saved since the submit"
+        lab.stop(ctl, "slurmctld", signal.SIGKILL)
+        ping = lab.run(lab.client(), ["scontrol", "ping"], check=False)
+        assert "DOWN" in ping.stdout, ping.stdout + ping.stderr
+        lab.start_slurmctld(ctl)
+        lab.wait_slurmctld(time.monotonic() + 30)
+        after = lab.job_states([running, waiting])
+        assert after[running] == before[running], after
+        assert after[waiting].startswith("PENDING"), after
+        lab.run(lab.client(), ["scancel", running])
+        done = lab.wait_jobs([waiting], "COMPLETED", timeout=30)
+        assert done[waiting].startswith("COMPLETED"), done
+    finally:
+        if not lab.pids(ctl, "slurmctld"):
+            lab.start_slurmctld(ctl)
+            lab.wait_slurmctld(time.monotonic() + 30)
+        lab.run(lab.client(), ["scancel", running, waiting], check=False)
+
+
+def test_a_stopped_slurmd_is_named_with_what_to_do(lab):
+    """A worker's slurmd stops: the comparison `estate verify` runs names that node, its
+    state and what to do; once slurmd runs again the node returns and the mismatch goes.
+    slurmctld pings nodes only every SlurmdTimeout/3 (100 s with the default 300 s; it
+    had not noticed after 20 s); `scontrol reconfigure` contacts every slurmd at once
+    and flags the silent one NOT_RESPONDING (measured: at once; a slurmctld restart
+    takes 15 s, its nodes UNKNOWN until they register)."""
+    node = lab.workers()[-1]
+    lab.stop(node, "slurmd")
+    try:
+        lab.run(lab.client(), ["scontrol", "reconfigure"])
+        seen = poll(lab.mismatches, lambda ms: ms != [], timeout=10)
+        assert [(m.subject, m.field) for m in seen] == [(f"node {node}", "State")], seen
+        [m] = seen
+        assert "NOT_RESPONDING" in m.actual, m
+        assert f"slurmd on {node} is not responding: start slurmd on {node}" in str(m), m
+        assert f"`scontrol update nodename={node} state=resume`" in str(m), m
+    finally:
+        if not lab.pids(node, "slurmd"):
+            lab.start_slurmd(node)
+    back = poll(lab.mismatches, lambda ms: ms == [], timeout=30)
+    assert back == [], back
+    lab.wait_workers(time.monotonic() + 10)

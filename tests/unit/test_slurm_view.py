@@ -8,7 +8,8 @@ import pytest
 
 from estate.spec.load import load
 from estate.spec.resolved import Estate
-from estate.verify.slurm_view import SlurmView, compare, parse_record, time_seconds, usable
+from estate.verify.slurm_view import (SlurmView, compare, parse_record, state_fix, time_seconds,
+                                      usable)
 
 LAB = Path(__file__).resolve().parents[2] / "stacks/lab.yaml"
 
@@ -84,3 +85,22 @@ def test_usable_states(state, ok):
     ("2-12", 216000), ("1:30", 90), ("UNLIMITED", None), ("INFINITE", None)])
 def test_time_limits_compare_by_value(text, seconds):
     assert time_seconds(text) == seconds
+
+
+def test_a_node_that_stopped_answering_is_named_with_what_to_do(estate):
+    view = SlurmView.parse(nodes(state2="IDLE+NOT_RESPONDING"), PARTITION, TOPOLOGY, SINFO)
+    [m] = compare(estate, view)
+    assert (m.subject, m.field, m.actual) == ("node gpu2", "State", "IDLE+NOT_RESPONDING")
+    assert str(m).endswith("slurmd on gpu2 is not responding: start slurmd on gpu2 "
+                           "(systemctl start slurmd), then `scontrol update nodename=gpu2 "
+                           "state=resume` if it does not return by itself")
+
+
+@pytest.mark.parametrize("state,says", [
+    ("idle*", "not responding"), ("DOWN+NOT_RESPONDING", "not responding"),
+    ("IDLE+DRAIN", "is drained"), ("DOWN", "set gpu1 DOWN"), ("INVAL", "slurmd -C"),
+    ("UNKNOWN", "has not registered"),
+    ("FUTURE", "")])
+def test_each_unusable_state_says_what_to_do(state, says):
+    fix = state_fix("gpu1", state)
+    assert (says in fix) if says else fix == ""
