@@ -94,7 +94,7 @@ def hostlist_expr(draw) -> str:
 
 EDGES = ["a[9-011]", "a9,a10,a011", "a[1-2]b[3-4]c[5-6]", "b[01-02]x", "x01y1,x1y2",
          "c3,c1,c2,a01,a1,c3,a02", "a[99-100]", "a8,a09", "[1-3]", "123,124,0125",
-         "a1,,a2", "n[1-3],n[4-6],n2", "a[3-1]", "a[1-]", "a[]", "r1[2-3]", "a[0-5]b"]
+         "a1,,a2", "n[1-3],n[4-6],n2", "a[3-1]", "a[]", "r1[2-3]", "a[0-5]b"]
 
 
 def check(conf: str, expr: str, names_order) -> None:
@@ -140,6 +140,14 @@ def test_bad_range_in_an_inner_prefix_group_is_an_error_here(slurm_conf):
     assert scontrol(slurm_conf, "hostnames", "a1,x[1-0]y[0-0]z[0-1]") == ("a1", False)
     with pytest.raises(HostlistError, match="descending"):
         Hostlist.parse("a1,x[1-0]y[0-0]z[0-1]")
+
+
+def test_a_range_without_a_high_bound_is_an_error_here(slurm_conf):
+    """Deliberately stricter than Slurm 22.05, which reads a[1-] as a1: a range without a
+    high bound is a truncated edit far more often than a way to write one host."""
+    assert scontrol(slurm_conf, "hostnames", "a[1-]") == ("a1", False)
+    with pytest.raises(HostlistError, match="no high bound"):
+        Hostlist.parse("a[1-]")
 
 
 @pytest.mark.parametrize("expr", EDGES)
