@@ -38,10 +38,13 @@ from estate.catalogue import packages
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "vagrant" / "vm-image"
 VM_DIR = ROOT / ".lab" / "vm"
-IMAGES = VM_DIR / "images"
 RUN = VM_DIR / "run"
-SSH_KEY = VM_DIR / "ssh" / "id_ed25519"
 LOCK = VM_DIR / "lock"
+# The image (about 2 min to build) and the key baked into it are the machine's, not the
+# checkout's: a fresh clone on a machine that built them once boots at once.
+CACHE = Path(os.environ.get("ESTATE_CACHE_DIR", "/var/cache/estate")) / "vm"
+IMAGES = CACHE / "images"
+SSH_KEY = CACHE / "ssh" / "id_ed25519"
 PREFIX = "estvm"
 QEMU = "qemu-system-x86_64"
 
