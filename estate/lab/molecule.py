@@ -19,7 +19,6 @@ from pathlib import Path
 
 import yaml
 
-from estate.catalogue import ROLES
 from estate.render.lab import MOLECULE_PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,17 +97,9 @@ def molecule_yml(role: str, doc: dict) -> dict:
         "verifier": {"name": "ansible"},
         # No destroy up front (an Ansible run per scenario): vagrant/molecule.sh removes
         # whatever an interrupted run left, once for all scenarios.
-        "scenario": {"test_sequence": scenario_steps(role)},
+        "scenario": {"test_sequence": ["create", "converge", "idempotence", "verify",
+                                       "destroy"]},
     }
-
-
-def scenario_steps(role: str) -> list[str]:
-    """create, converge, [idempotence,] verify, destroy. The lab tier's second apply
-    (tests/lab: test_second_run_changes_nothing) already proves every role on the nodes
-    `estate lab up` starts, all but the Kubernetes plane's, changes nothing; a scenario
-    repeats that converge only where the lab does not, so `make test` does it once."""
-    again = ["idempotence"] if ROLES[role].plane == "kubernetes" else []
-    return ["create", "converge", *again, "verify", "destroy"]
 
 
 def playbook(role: str, action: str) -> list:

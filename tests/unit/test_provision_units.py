@@ -199,16 +199,3 @@ def test_molecule_scenarios_use_the_spec_addresses(lab):
     assert nets["ctl1"]["estate-mol-management"] == "10.60.0.11"
     assert nets["gpu1"]["estate-mol-management"] == str(result.estate.address("gpu1",
                                                                               "management"))
-
-
-def test_molecule_repeats_a_converge_only_where_the_lab_does_not(lab):
-    """A scenario skips molecule's idempotence step only for deploys that the lab tier's
-    second apply (on the nodes `estate lab up` starts) already proves change nothing."""
-    from estate.lab.molecule import SCENARIOS, scenario_steps
-    result, out = lab
-    doc = json.loads(result.artifacts[PATH].content)
-    started = {n["name"] for n in doc["nodes"] if n["autostart"]}
-    proven = {d for t in inv.targets(result.estate, inv.load_manifest(out))
-              if t.name in started for d in t.deploys}
-    for role in SCENARIOS:
-        assert ("idempotence" in scenario_steps(role)) == (role not in proven), role
