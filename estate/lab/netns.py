@@ -112,10 +112,10 @@ class Lab:
     def slurm(self):
         return self.estate.spec.slurm
 
-    @property
-    def conf(self) -> dict[str, str]:
-        """The rendered slurm.conf's paths and parameters, as the daemons will read them."""
-        return parse_conf(self.artifacts["slurm/slurm.conf"].content.decode())
+    def daemon_path(self, key: str) -> str:
+        """A path slurm.conf names (StateSaveLocation, SlurmdSpoolDir, ...), from the model
+        that renders it rather than from the rendered text."""
+        return next(p.path for p in slurm_daemon_paths(self.estate.spec) if p.key == key)
 
     def nodes(self) -> list[Node]:
         est, seg = self.estate, self.slurm.address_segment

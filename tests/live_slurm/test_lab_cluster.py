@@ -104,7 +104,7 @@ def test_workers_run_configless(lab):
     rendered = lab.artifacts["slurm/slurm.conf"].content
     for node in lab.workers():
         assert not (lab.node_dir(node) / "etc/slurm/slurm.conf").exists()
-        cached = lab.host_path(node, lab.conf["SlurmdSpoolDir"]) / "conf-cache/slurm.conf"
+        cached = lab.host_path(node, lab.daemon_path("SlurmdSpoolDir")) / "conf-cache/slurm.conf"
         assert cached.read_bytes() == rendered
 
 
@@ -159,7 +159,7 @@ def test_jobs_survive_a_killed_slurmctld(lab):
         # slurmctld writes a change to its state files at most SAVE_MAX_WAIT (5 s) later
         # (src/slurmctld/state_save.c): kill it once what the jobs did has been written
         time.sleep(SAVE_MAX_WAIT + 1)
-        saved = lab.host_path(ctl, lab.conf["StateSaveLocation"]) / "job_state"
+        saved = lab.host_path(ctl, lab.daemon_path("StateSaveLocation")) / "job_state"
         assert saved.stat().st_mtime >= int(t_submit), "no job state saved since the submit"
         lab.stop(ctl, "slurmctld", signal.SIGKILL)
         ping = lab.run(lab.client(), ["scontrol", "ping"], check=False)
