@@ -52,7 +52,7 @@ lab-down: venv
 test-lab: deps venv
 	$(PYTEST) -q tests/lab
 
-## molecule: one scenario per role (docker driver, systemd containers, shared image).
+## molecule: 6 scenarios cover every container role (docker driver, systemd containers, shared image).
 test-molecule: deps venv
 	vagrant/molecule.sh
 
