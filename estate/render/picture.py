@@ -20,11 +20,12 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from estate.capacity import gpu_budget
+from estate.capacity import Budget, gpu_budget
 from estate.model import Model, model
 from estate.model.nodes import Group
 from estate.model.services import flows
 from estate.spec.hostlist import Hostlist, HostlistError
+from estate.spec.model import Switch
 from estate.spec.resolved import Estate
 from estate.spec.types import CONTROL
 
@@ -185,7 +186,8 @@ class Facts:
     m: Model
     pools: dict[str, int] = field(default_factory=dict)       # node class -> colour index
     leaf: dict[str, str] = field(default_factory=dict)        # node -> its switch
-    switches: dict[str, object] = field(default_factory=dict)  # name -> spec Switch
+    switches: dict[str, Switch] = field(default_factory=dict)  # first of each name
+    budget: Budget | None = None
 
     def group(self, name: str) -> Group:
         return self.m.groups[self.estate.nodes[name].group]
@@ -195,7 +197,7 @@ class Facts:
 
 
 def facts(estate: Estate) -> Facts:
-    f = Facts(estate, model(estate))
+    f = Facts(estate, model(estate), budget=gpu_budget(estate))
     for g in f.m.groups:
         if len(g.hosts):
             f.pools.setdefault(g.spec.node_class, len(f.pools) % len(POOL_FILLS))
@@ -205,7 +207,7 @@ def facts(estate: Estate) -> Facts:
     return f
 
 
-def leaf_switches(estate: Estate, switches: dict) -> dict[str, str]:
+def leaf_switches(estate: Estate, switches: dict[str, Switch]) -> dict[str, str]:
     """Node -> the switch it hangs under: its group's switch, else the first switch naming
     it in its own node list."""
     out: dict[str, str] = {}
@@ -443,7 +445,7 @@ def pool_line(f: Facts, cls_name: str) -> str:
 
 
 def header(f: Facts) -> Block:
-    spec, budget = f.estate.spec, gpu_budget(f.estate)
+    spec, budget = f.estate.spec, f.budget
     g = el("g", id="header")
     label(g, 0, 20, f"Estate {spec.name}", cls="title")
     y = 20
@@ -471,7 +473,7 @@ def segments_table(f: Facts) -> Block:
 
 
 def scheduling_tables(f: Facts) -> Block:
-    budget = gpu_budget(f.estate).as_dict()
+    budget = f.budget.as_dict()
     parts = [[p.name, p.spec.nodes, str(budget["partitions"].get(p.name, {}).get("gpus", 0)),
               p.spec.max_time, str(p.spec.priority_tier), "yes" if p.spec.default else ""]
              for p in f.m.partitions]
@@ -488,6 +490,10 @@ def scheduling_tables(f: Facts) -> Block:
     return stack(blocks, gap=16)
 
 
+FLOW_HEAD_W, FLOW_COL_W = 150, 150
+FLOW_FITS = (FLOW_COL_W - 8) // 6     # characters of a cell line at 10px
+
+
 def flow_matrix(edges: list[Flow]) -> Block:
     """Sources down, destinations across; each cell lists the ports the source may open."""
     g = el("g", id="flows")
@@ -497,31 +503,30 @@ def flow_matrix(edges: list[Flow]) -> Block:
     cells: dict[tuple[str, str], list[Flow]] = {}
     for e in edges:
         cells.setdefault((e.source, e.destination), []).append(e)
-    head_w, col_w, top = 150, 150, 22
-    fits = (col_w - 8) // 6
     for j, d in enumerate(dests):
-        label(g, head_w + j * col_w + 4, top + 13, short(d, fits), size=10, bold=True)
-    y = top + ROW_H
+        label(g, FLOW_HEAD_W + j * FLOW_COL_W + 4, 35, short(d, FLOW_FITS), size=10, bold=True)
+    y = 22 + ROW_H
     for s in sources:
-        lines = max((len(cells.get((s, d), [])) for d in dests), default=1)
-        h = max(1, lines) * 13 + 8
+        h = max(len(cells.get((s, d), [])) for d in dests) * 13 + 8
         label(g, 4, y + 14, short(s, 24), size=10, bold=True)
         for j, d in enumerate(dests):
-            x = head_w + j * col_w
-            here = cells.get((s, d), [])
-            c = el("g", g, class_="flow" if here else "no-flow")
-            el("rect", c, x=x, y=y, width=col_w, height=h, class_="open" if here else "cell")
-            for k, fl in enumerate(here):
-                label(c, x + 4, y + 14 + 13 * k, short(f"{fl.port}/{fl.protocol} {fl.reason}",
-                                                       fits), size=10)
-            if here:
-                el("title", c, "; ".join(f"{s} -> {d}: {fl.reason} {fl.port}/{fl.protocol}"
-                                         for fl in here))
+            flow_cell(g, FLOW_HEAD_W + j * FLOW_COL_W, y, h, cells.get((s, d), []))
         y += h
     if not edges:
         label(g, 0, y + 14, "no flows", size=10, cls="muted")
         y += ROW_H
-    return Block(g, head_w + col_w * len(dests), y)
+    return Block(g, FLOW_HEAD_W + FLOW_COL_W * len(dests), y)
+
+
+def flow_cell(parent: ET.Element, x: float, y: float, h: float, here: list[Flow]) -> None:
+    c = el("g", parent, class_="flow" if here else "no-flow")
+    el("rect", c, x=x, y=y, width=FLOW_COL_W, height=h, class_="open" if here else "cell")
+    for k, fl in enumerate(here):
+        label(c, x + 4, y + 14 + 13 * k, short(f"{fl.port}/{fl.protocol} {fl.reason}",
+                                               FLOW_FITS), size=10)
+    if here:
+        el("title", c, "; ".join(f"{fl.source} -> {fl.destination}: {fl.reason} "
+                                 f"{fl.port}/{fl.protocol}" for fl in here))
 
 
 # --- the whole picture ------------------------------------------------------------------
