@@ -113,19 +113,41 @@ def render(spec: Path = SpecArg,
 
 
 @app.command()
-def plan(spec: Path = SpecArg, output: Output = OutputOpt) -> None:
+def plan(spec: Path = SpecArg, output: Output = OutputOpt,
+         svg: Path | None = typer.Option(None, "--svg", metavar="FILE", help="Also draw the "
+                                         "estate into FILE (SVG): fabric tree, racks, nodes "
+                                         "by plane and pool, segments, flows.")) -> None:
     """Show the GPU budget of both planes (per plane, pool, partition, tenant) and
     what each node would install, before anything is applied."""
     from estate.capacity import gpu_budget
     result = build(spec)
     if not result.ok:
         print_findings(result.findings, output, spec)
+        if svg:
+            err_console.print(f"[red]not drawn[/red]: {svg} left unchanged; fix the errors "
+                              f"above (`estate check {spec}` lists them)")
         raise typer.Exit(1)
+    if svg:
+        draw(result.estate, svg)
     budget = gpu_budget(result.estate).as_dict()
     if output is Output.json:
         typer.echo(json.dumps(budget, indent=2))
         return
     print_budget(budget, output)
+
+
+def draw(estate, svg: Path) -> None:
+    """Write the picture atomically; on failure the old file stays and the command fails."""
+    from estate.render.artifacts import write_file
+    from estate.render.picture import render_svg
+    try:
+        write_file(render_svg(estate).encode(), svg)
+    except OSError as exc:
+        err_console.print(f"[red]not drawn[/red]: cannot write {svg}: "
+                          f"{exc.strerror or exc}; {svg} left unchanged")
+        raise typer.Exit(1)
+    # stderr: stdout stays the budget (a pipe or --output json reads it)
+    err_console.print(f"drew {len(estate.nodes)} nodes into {svg}")
 
 
 def print_budget(budget: dict, output: Output = Output.auto) -> None:
