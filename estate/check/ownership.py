@@ -63,11 +63,20 @@ class Rendered:
     flavors: list[dict]
     queues: list[dict]
     namespaces: dict[str, tuple[str, dict]]  # name -> (artifact path, Namespace)
-    gpu_quotas: dict[str, tuple[str, int]]   # namespace -> (artifact path, ResourceQuota)
+    gpu_quotas: dict[str, tuple[str, float]]  # namespace -> (artifact path, ResourceQuota)
     admission: set[str]
 
     def pool_nodes(self, flavor: str) -> list[GpuNode]:
         return [n for n in self.gpu_nodes.values() if flavor in n.flavors]
+
+    def pool_taints(self) -> dict[str, set[tuple]]:
+        """Pool -> the distinct taint lists of its nodes (a few, however many nodes)."""
+        out: dict[str, set] = {}
+        for n in self.gpu_nodes.values():
+            key = tuple(tuple(sorted(t.items())) for t in n.taints if isinstance(t, dict))
+            for f in n.flavors:
+                out.setdefault(f, set()).add(key)
+        return out
 
 
 def _slurm(artifacts) -> tuple[HostSet, list[tuple[str, HostSet]]]:
@@ -100,6 +109,26 @@ def _hosts(expr: str) -> HostSet:
         return HostSet()
 
 
+_SUFFIX = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "Ki": 2**10, "Mi": 2**20,
+           "Gi": 2**30, "Ti": 2**40}
+
+
+def quantity(value) -> float:
+    """A count as Kubernetes writes it ('4', 4, '2k'); a value that is not one counts as
+    unbounded, so a corrupted quota is reported rather than ignored."""
+    text = str(value).strip()
+    for suffix, factor in sorted(_SUFFIX.items(), key=lambda kv: -len(kv[0])):
+        if text.endswith(suffix) and text[: -len(suffix)].isdigit():
+            return int(text[: -len(suffix)]) * factor
+    return int(text) if text.isdigit() else float("inf")
+
+
+def _count(value, default: int = 0) -> int:
+    """A label's count; what is not one advertises nothing (the device plugin's view)."""
+    text = str(value if value is not None else default)
+    return int(text) if text.isdigit() else 0
+
+
 def _gres_gpus(gres: str) -> int:
     """GPUs of a Gres value such as gpu:a100:2 or gpu:2,gpu:l4:1."""
     total = 0
@@ -116,10 +145,10 @@ def _per_gpu(labels: dict, configs: dict) -> tuple[int, str]:
         configs.get(k8s.DEFAULT_SHARING_CONFIG) or {}
     for r in ((config.get("sharing") or {}).get("timeSlicing") or {}).get("resources", []):
         if r.get("name") == k8s.GPU_RESOURCE:
-            return int(r.get("replicas", 1)), "time-slice replicas"
+            return _count(r.get("replicas"), 1), "time-slice replicas"
     if (config.get("flags") or {}).get("migStrategy", "none") != "none":
         # the plugin advertises the MIG devices the layout made: the node's label says how many
-        return int(labels.get(k8s.GPU_REPLICAS, 1)), "MIG devices"
+        return _count(labels.get(k8s.GPU_REPLICAS), 1), "MIG devices"
     return 1, "whole GPUs"
 
 
@@ -134,8 +163,8 @@ def _gpu_nodes(artifacts, flavors) -> dict[str, GpuNode]:
             continue
         per_gpu, kind = _per_gpu(labels, configs)
         n = GpuNode(name, labels, tuple(node["taints"]),
-                    int(labels.get(k8s.GPU_COUNT, 0)) * per_gpu, kind)
-        n.flavors = [f["metadata"]["name"] for f in flavors
+                    _count(labels.get(k8s.GPU_COUNT)) * per_gpu, kind)
+        n.flavors = [(f.get("metadata") or {}).get("name") for f in flavors
                      if _matches((f.get("spec") or {}).get("nodeLabels") or {}, labels)]
         out[name] = n
     return out
@@ -157,7 +186,7 @@ def _namespaced(artifacts) -> tuple[dict, dict]:
                 value = hard.get(f"requests.{k8s.GPU_RESOURCE}")
                 if value is not None:
                     ns = meta.get("namespace")
-                    quotas[ns] = (a.path, quotas.get(ns, (a.path, 0))[1] + int(str(value)))
+                    quotas[ns] = (a.path, quotas.get(ns, (a.path, 0))[1] + quantity(value))
     return namespaces, quotas
 
 
@@ -224,7 +253,7 @@ def gpu_double_booked(ctx):
     both = r.slurm_gpu_hosts & r.k8s_hosts
     if both:
         yield Problem(_last_group(ctx.estate, both, SLURM_CONF),
-                      f"{short(both)} declare GPUs to Slurm (slurm.conf NodeName Gres) and "
+                      f"hosts {short(both)} have GPUs in Slurm (slurm.conf NodeName Gres) and "
                       f"register with Kubernetes (kubeadm): both schedulers would hand out "
                       f"the same GPUs; spec: {_groups(ctx.estate, both)}",
                       "give each host to one plane only")
@@ -293,6 +322,10 @@ def tolerates(t: dict, taint: dict) -> bool:
                               (taint.get("value") or ""))
 
 
+def _name(doc: dict) -> str:
+    return str((doc.get("metadata") or {}).get("name"))
+
+
 def _open_to(whitelist: list, taints: tuple) -> bool:
     """Whether a pod allowed only the whitelist's tolerations can land on these taints."""
     return all(any(tolerates(t, taint) for t in whitelist)
@@ -325,21 +358,19 @@ def selects(selector, labels: dict) -> bool:
     return True
 
 
-def _reachable(r: Rendered, ns_name: str, ns: dict) -> dict[str, str]:
-    """Pool -> how this namespace's pods reach its nodes."""
+def _reachable(r: Rendered, pool_taints: dict, ns_name: str, ns: dict) -> dict[str, str]:
+    """Pool -> how this namespace's pods reach its nodes (GPU nodes no flavor owns are
+    ownership.gpu_unowned's)."""
     out: dict[str, str] = {}
     whitelist = _whitelist(ns)
     enforced = "PodTolerationRestriction" in r.admission
-    taint_sets: dict[str, set] = {}
-    for n in r.gpu_nodes.values():
-        for f in n.flavors or ["(no flavor)"]:
-            taint_sets.setdefault(f, set()).add(json.dumps(n.taints, sort_keys=True))
-    for pool, sets in taint_sets.items():
+    for pool, taint_lists in pool_taints.items():
         if not enforced:
             out[pool] = "PodTolerationRestriction is not enabled (kubeadm init.yaml)"
         elif whitelist is None:
             out[pool] = f"its Namespace has no {k8s.TOLERATIONS_WHITELIST}"
-        elif any(_open_to(whitelist, tuple(json.loads(s))) for s in sets):
+        elif any(_open_to(whitelist, tuple(dict(t) for t in taints))
+                 for taints in taint_lists):
             out[pool] = "its tolerationsWhitelist tolerates the pool's taint"
     labels = {k8s.NAMESPACE_NAME_LABEL: ns_name, **((ns.get("metadata") or {}).get("labels")
                                                   or {})}
@@ -347,7 +378,7 @@ def _reachable(r: Rendered, ns_name: str, ns: dict) -> dict[str, str]:
         if selects((q.get("spec") or {}).get("namespaceSelector"), labels):
             for group in (q.get("spec") or {}).get("resourceGroups") or []:
                 for f in group.get("flavors") or []:
-                    out.setdefault(f.get("name"), f"ClusterQueue '{q['metadata']['name']}' "
+                    out.setdefault(f.get("name"), f"ClusterQueue '{_name(q)}' "
                                    "admits its workloads to the flavor")
     return out
 
@@ -359,15 +390,15 @@ def tenant_pool_access(ctx):
     r = rendered(ctx)
     k8s_spec = ctx.estate.spec.kubernetes
     tenants = {t.name: t for t in (k8s_spec.tenants if k8s_spec else [])}
-    for ns_name, (path, ns) in sorted(r.namespaces.items()):
+    pool_taints = r.pool_taints()
+    for ns_name, (path, ns) in sorted(r.namespaces.items(), key=lambda kv: str(kv[0])):
         tenant = tenants.get(ns_name)
         granted = set(tenant.gpus) if tenant else set()
-        for pool, how in sorted(_reachable(r, ns_name, ns).items()):
+        for pool, how in sorted(_reachable(r, pool_taints, ns_name, ns).items(),
+                                key=lambda kv: str(kv[0])):
             if pool in granted:
                 continue
-            nodes = HostSet.names(n.name for n in r.gpu_nodes.values()
-                                  if pool in n.flavors or (not n.flavors and pool ==
-                                                           "(no flavor)"))
+            nodes = HostSet.names(n.name for n in r.pool_nodes(pool))
             yield Problem(_tenant_path(ctx.estate, ns_name, path, "gpus"),
                           f"tenant '{ns_name}' is not granted pool '{pool}', yet its pods can "
                           f"be scheduled on {short(nodes, 40)} ({_groups(ctx.estate, nodes)}): "
@@ -387,8 +418,8 @@ def _nominal(queues) -> dict[str, list[tuple[str, int]]]:
             for f in group.get("flavors") or []:
                 for res in f.get("resources") or []:
                     if res.get("name") == k8s.GPU_RESOURCE:
-                        out.setdefault(f["name"], []).append(
-                            (q["metadata"]["name"], int(str(res.get("nominalQuota", 0)))))
+                        out.setdefault(f.get("name"), []).append(
+                            (_name(q), quantity(res.get("nominalQuota", 0))))
     return out
 
 
@@ -398,8 +429,8 @@ def _nominal(queues) -> dict[str, list[tuple[str, int]]]:
 def pool_overcommitted(ctx):
     r = rendered(ctx)
     kueue = f"{MANIFESTS}50-kueue.yaml"
-    units = {f["metadata"]["name"]: r.pool_nodes(f["metadata"]["name"]) for f in r.flavors}
-    for flavor, claims in sorted(_nominal(r.queues).items()):
+    units = {_name(f): r.pool_nodes(_name(f)) for f in r.flavors}
+    for flavor, claims in sorted(_nominal(r.queues).items(), key=lambda kv: str(kv[0])):
         nodes = units.get(flavor, [])
         have, total = sum(n.units for n in nodes), sum(q for _, q in claims)
         if total <= have:
@@ -413,9 +444,9 @@ def pool_overcommitted(ctx):
                       f"ClusterQueues give {total} {k8s.GPU_RESOURCE} in pool '{flavor}' "
                       f"({listed}); its nodes advertise {have} ({kind}; {where})",
                       "lower the tenants' quotas, or add nodes to the pool")
-    for ns, (path, quota) in sorted(r.gpu_quotas.items()):
-        tenant = ctx.estate.spec.kubernetes.tenants if ctx.estate.spec.kubernetes else []
-        granted = next((set(t.gpus) for t in tenant if t.name == ns), set())
+    tenants = ctx.estate.spec.kubernetes.tenants if ctx.estate.spec.kubernetes else []
+    for ns, (path, quota) in sorted(r.gpu_quotas.items(), key=lambda kv: str(kv[0])):
+        granted = next((set(t.gpus) for t in tenants if t.name == ns), set())
         have = sum(n.units for f in granted for n in units.get(f, []))
         if quota > have:
             yield Problem(_tenant_path(ctx.estate, ns, path, "gpus"),

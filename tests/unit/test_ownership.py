@@ -103,7 +103,7 @@ def test_a_host_in_a_slurm_partition_and_a_kubernetes_flavor_fails(tmp_path):
     # what it would render says the same, read back from slurm.conf and the kubeadm files
     art = rendered_anyway(d)
     [double] = art["ownership.gpu_double_booked"]
-    assert double.path == "nodes[5].hosts" and "gpu2" in double.message
+    assert double.path == "nodes[5].hosts" and "hosts gpu2 have GPUs" in double.message
     assert "nodes[2].hosts (gpu2)" in double.message
     assert [f.path for f in art["ownership.partition_kubernetes_node"]] == \
         ["slurm.partitions[0].nodes"]
@@ -209,7 +209,7 @@ TAMPER = [
      "ownership.gpu_double_booked", "match ResourceFlavors l4, a100"),
     # slurm.conf declares a GPU node Kubernetes also registers
     ("slurm/slurm.conf", _text("NodeName=gpu[1-2]", "NodeName=gpu[1-2],k8s3"),
-     "ownership.gpu_double_booked", "k8s3 declare GPUs to Slurm"),
+     "ownership.gpu_double_booked", "hosts k8s3 have GPUs in Slurm"),
     # a partition naming a Kubernetes node
     ("slurm/slurm.conf", _text("Nodes=gpu[1-2]", "Nodes=gpu[1-2],k8s2"),
      "ownership.partition_kubernetes_node", "names k8s2"),
@@ -223,6 +223,10 @@ TAMPER = [
     ("kubernetes/manifests/30-tenant-research.yaml",
      _set([0, "spec", "hard", "requests.nvidia.com/gpu"], "9"),
      "ownership.pool_overcommitted", "allows 9 requests.nvidia.com/gpu"),
+    # a quota in Kubernetes' own suffix notation is counted, not skipped
+    ("kubernetes/manifests/30-tenant-research.yaml",
+     _set([0, "spec", "hard", "requests.nvidia.com/gpu"], "2k"),
+     "ownership.pool_overcommitted", "allows 2000 requests.nvidia.com/gpu"),
     # more time-slice replicas promised than the device-plugin config makes
     ("kubernetes/manifests/20-device-plugin.yaml",
      _set([3, "data", "default"], "version: v1\nflags: {migStrategy: none}\nsharing:\n"
