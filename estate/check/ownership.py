@@ -200,7 +200,7 @@ def _admission(artifacts) -> set[str]:
     return set()
 
 
-_LAST: list = []   # [(key, Rendered)]: four validators read one parse of the same files
+_LAST: list = []   # [(key, Rendered)]: the five validators read one parse of the same files
 
 
 def rendered(ctx) -> Rendered:
