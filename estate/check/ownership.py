@@ -5,15 +5,18 @@ the daemons will be given and prove the same boundaries there, so a renderer or 
 that writes something else is caught:
 
 - every advertised GPU has exactly one owner: a Slurm node's Gres (slurm.conf NodeName
-  lines) is owned by the partitions naming it, a Kubernetes GPU node (its kubeadm
-  registration: labels and taints) by the one Kueue ResourceFlavor whose nodeLabels it
-  carries; no host is both;
+  lines) is owned by the Slurm partition pool, the partitions naming it (overlapping
+  partitions are one owner: slurmctld arbitrates between them), a Kubernetes GPU node (its
+  kubeadm registration: labels and taints) by the one Kueue ResourceFlavor whose nodeLabels
+  it carries; no host is both;
 - no PartitionName line names a node that registers with Kubernetes;
 - only a tenant granted a pool (spec kubernetes.tenants[].gpus) can put pods on the pool's
   nodes: a pod lands on a tainted node only with a toleration, and PodTolerationRestriction
   (enabled in kubeadm's ClusterConfiguration) lets a namespace's pods carry only what its
   tolerationsWhitelist annotation covers; Kueue admits a namespace's workloads to the
-  flavors of the ClusterQueues whose namespaceSelector selects it;
+  flavors of the ClusterQueues whose namespaceSelector selects it (read from the selector,
+  not from the rendered LocalQueues: a tenant may create LocalQueues of its own). Node
+  selectors and affinity only narrow where a pod may go; the taint is the fence;
 - the nominal quotas of a pool's ClusterQueues, and each tenant's ResourceQuota, stay within
   the nvidia.com/gpu units its nodes advertise: gpu.count times the time-slice replicas of
   the device-plugin config the node selects, or the MIG devices per GPU its label declares.
