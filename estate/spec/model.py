@@ -189,6 +189,9 @@ class GpuSharing(Strict):
     mode: Literal["none", "time-slicing", "mig"] = "none"
     replicas: int = Field(1, ge=1, le=64, description="Time-slicing replicas per GPU.")
     mig_strategy: Literal["single", "mixed"] = "single"
+    mig_devices: int | None = Field(None, ge=1, le=7, description="MIG devices each GPU is "
+                                    "split into (single strategy, e.g. 7 for all-1g.10gb); "
+                                    "Kueue quotas then count MIG devices.")
 
 
 class Tenant(Strict):

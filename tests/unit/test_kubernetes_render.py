@@ -287,7 +287,7 @@ def test_gpu_workers_are_labelled_and_tainted(stack):
             if name in estate.spec.kubernetes.control_plane:
                 assert node["taints"] == [k8s.CONTROL_PLANE_TAINT]
             elif cls.gpus:
-                assert node["taints"] == [k8s.GPU_TAINT]
+                assert node["taints"] == [k8s.gpu_taint(cls.gpus.model)]
                 assert node["labels"][k8s.GPU_PRODUCT] == cls.gpus.product
                 assert node["labels"][k8s.GPU_COUNT] == str(cls.gpus.count)
             for key, value in group.labels.items():
@@ -420,10 +420,10 @@ def test_queues_bind_tenant_namespaces_to_their_cluster_queues(stack):
         assert cq["spec"]["namespaceSelector"]["matchLabels"] == {k8s.NAMESPACE_NAME_LABEL: t.name}
         assert cq["spec"]["cohortName"] == t.cohort
         assert pcs[k8s.priority_class(t)] == t.priority
-    gpu_tol = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present",
-               "effect": "NoSchedule"}
-    for f in (d for d in objs if d["kind"] == "ResourceFlavor"):
-        assert f["spec"]["tolerations"] == [gpu_tol]
+    for f in (d for d in objs if d["kind"] == "ResourceFlavor"):   # its own pool's taint
+        assert f["spec"]["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Equal",
+                                             "value": f["metadata"]["name"],
+                                             "effect": "NoSchedule"}]
 
 
 def test_nfs_volumes_point_at_the_export_server_on_its_segment(stack):
@@ -451,7 +451,9 @@ def test_kind_config_mirrors_the_plane(stack):
     assert cluster["networking"]["podSubnet"] == str(estate.spec.kubernetes.pod_cidr)
     for node in cluster["nodes"]:
         for patch in node.get("kubeadmConfigPatches", []):
-            assert yaml.safe_load(patch)["nodeRegistration"]["taints"] == [k8s.GPU_TAINT]
+            [model] = {c.gpus.model for c in estate.spec.node_classes
+                       if c.gpus and c.gpus.product == node["labels"][k8s.GPU_PRODUCT]}
+            assert yaml.safe_load(patch)["nodeRegistration"]["taints"] == [k8s.gpu_taint(model)]
         if node.get("labels", {}).get(k8s.GPU_PRESENT) == "true":
             assert node["kubeadmConfigPatches"]
     mounts = {m["containerPath"] for n in cluster["nodes"] for m in n.get("extraMounts", [])}
