@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import shlex
 import sys
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from estate.spec.resolved import Estate
 # owns the Kubernetes manifests) that fails on an unsupported role the stack does not
 # accept, takes the join material from its environment and prints the node's outputs.
 STEP = "exec {cli} pulumi step {spec} {node}"
+CLI_ENV = "ESTATE_PULUMI_CLI"
 # The join material a Kubernetes control plane's step outputs (secret) and the steps that
 # join it take in their environment: never on a command line.
 JOIN_ENV = {"token": "ESTATE_KUBEADM_TOKEN", "ca_cert_hash": "ESTATE_KUBEADM_CA_CERT_HASH",
@@ -124,7 +126,13 @@ def stage_of(roles: list[str]) -> str | None:
 
 
 def cli() -> list[str]:
-    """The installed CLI, by absolute path: the engine's PATH and directory are not ours."""
+    """The installed CLI, by absolute path: the engine's PATH and directory are not ours.
+    $ESTATE_PULUMI_CLI (an absolute path) names another, e.g. Estate installed elsewhere."""
+    chosen = os.environ.get(CLI_ENV)
+    if chosen:
+        if not Path(chosen).is_absolute():
+            raise ValueError(f"{CLI_ENV}={chosen!r} is not an absolute path")
+        return [chosen]
     exe = Path(sys.executable)
     script = exe.with_name("estate")
     return [str(script)] if script.is_file() else [str(exe), "-m", "estate.cli"]
