@@ -39,6 +39,10 @@ TOKEN_ID = re.compile(r"^[a-z0-9]{6}$")
 FILL_KEY = ("awk 'BEGIN { k = ENVIRON[\"KEY\"]; p = \"${KUBEADM_CERTIFICATE_KEY}\" } "
             "{ while ((i = index($0, p)) > 0) $0 = substr($0, 1, i - 1) k "
             "substr($0, i + length(p)); print }'")
+# kubeadm init once, on a 0600 copy of the init config with a fresh certificate key.
+INIT_COMMAND = ("test -f {admin} || ( umask 077 && KEY=$(kubeadm certs certificate-key) && "
+                "KEY=$KEY {fill} {src} > {config} && kubeadm init --upload-certs --config "
+                "{config}; rc=$?; rm -f {config}; exit $rc )")
 
 
 def missing_tools(run) -> list[str]:
@@ -53,14 +57,6 @@ def join_values(join_command: str) -> dict[str, str]:
     if not token or not ca:
         raise OperationError("the control plane printed no join command")
     return {"KUBEADM_TOKEN": token.group(1), "KUBEADM_CA_CERT_HASH": ca.group(1)}
-
-
-def init_command(src: str) -> str:
-    """kubeadm init once, on a 0600 copy of the init config with a fresh certificate key."""
-    admin, config = shlex.quote(ADMIN), shlex.quote(INIT)
-    return (f"test -f {admin} || ( umask 077 && "
-            f"KEY=$(kubeadm certs certificate-key) && KEY=$KEY {FILL_KEY} {shlex.quote(src)} > {config} && "
-            f"kubeadm init --upload-certs --config {config}; rc=$?; rm -f {config}; exit $rc )")
 
 
 @deploy("k8s_control_plane")
@@ -80,7 +76,9 @@ def k8s_control_plane(join: bool = False) -> None:
     install(init[0])
     run_when_changed(name="kubeadm init", stamp=f"{STAMPS}/kubeadm-init",
                      digest="initialised",  # once: admin.conf marks an initialised node
-                     command=init_command(destination(init[0])))
+                     command=INIT_COMMAND.format(admin=shlex.quote(ADMIN), fill=FILL_KEY,
+                                                 src=shlex.quote(destination(init[0])),
+                                                 config=shlex.quote(INIT)))
     # One owner: under Pulumi its ConfigGroup applies them (estate apply --no-manifests).
     manifests = sorted(consumed(MANIFESTS + "*")) if runtime("apply_manifests", True) else []
     for p in manifests:
@@ -121,8 +119,9 @@ def revoke_token(token_id: str) -> None:
     """Delete a join token by its public id (the secret half never leaves the step)."""
     if not TOKEN_ID.match(token_id):
         raise OperationError(f"{host.name}: {token_id!r} is not a bootstrap token id")
+    quoted = shlex.quote(token_id)
     listed = probe(f"kubeadm token list 2>/dev/null | awk 'NR > 1 {{ print $1 }}' "
-                   f"| cut -d. -f1 | grep -x {token_id}")
+                   f"| cut -d. -f1 | grep -x {quoted}")
     if listed.strip() == token_id:
         server.shell(name=f"Revoke the join token {token_id}",
-                     commands=[f"kubeadm token delete {token_id}"])
+                     commands=[f"kubeadm token delete {quoted}"])

@@ -76,7 +76,7 @@ def test_outputs_carry_the_join_material_only_on_the_control_plane():
     assert planning.admin_conf(json.dumps(out)) == "a"
 
 
-def test_the_certificate_key_reaches_the_init_config_but_no_command_line(tmp_path, monkeypatch):
+def test_the_certificate_key_reaches_the_init_config_but_no_command_line(tmp_path):
     """kubeadm stands in: `certs certificate-key` prints a key, `init` records its own
     arguments and the config it was given; the key must be in the config, in no argv."""
     key = "c0ffee" * 10 + "c0fe"
@@ -89,9 +89,9 @@ def test_the_certificate_key_reaches_the_init_config_but_no_command_line(tmp_pat
     (bin_dir / "kubeadm").chmod(0o755)
     src = tmp_path / "init.yaml"
     src.write_text('kind: InitConfiguration\ncertificateKey: "${KUBEADM_CERTIFICATE_KEY}"\n')
-    monkeypatch.setattr(control_plane, "ADMIN", str(tmp_path / "admin.conf"))
-    monkeypatch.setattr(control_plane, "INIT", str(tmp_path / "filled.yaml"))
-    line = control_plane.init_command(str(src))
+    line = control_plane.INIT_COMMAND.format(admin=tmp_path / "admin.conf",
+                                             fill=control_plane.FILL_KEY, src=src,
+                                             config=tmp_path / "filled.yaml")
     assert key not in line and "sed" not in line
     subprocess.run(["sh", "-c", line], check=True, env={**os.environ,
                                                         "PATH": f"{bin_dir}:/usr/bin:/bin"})
