@@ -135,7 +135,8 @@ class EstateDeployment(pulumi.ComponentResource):
             return None, "the spec has no first control plane"
         if "k8s_control_plane" in self.config.accept:
             return None, "the stack accepts k8s_control_plane as unsupported"
-        return pulumi.Output.secret(self._source_stdout(self.nodes).apply(planning.admin_conf)), None
+        admin = self._source_stdout(self.nodes).apply(_admin_conf(source))
+        return pulumi.Output.secret(admin), None
 
     def _kubernetes(self, artifacts, given) -> str:
         docs = planning.manifests(artifacts)
@@ -155,6 +156,18 @@ class EstateDeployment(pulumi.ComponentResource):
         origin = "the stack's kubeconfig" if given is not None else \
             f"the admin.conf that {self.plan.join_source}'s step outputs"
         return f"managed: {len(docs)} manifest files ({planning.MANIFESTS}) through {origin}"
+
+
+def _admin_conf(source: str):
+    def read(stdout: str) -> str:
+        conf = planning.admin_conf(stdout)
+        if not conf:
+            # An empty kubeconfig would make the provider fall back to ~/.kube/config:
+            # the objects would land on whatever cluster that names.
+            raise pulumi.RunError(f"{source}'s step printed no admin.conf: the control plane "
+                                  "is not initialised (see that step's output)")
+        return conf
+    return read
 
 
 def _flatten(parts: dict) -> dict:

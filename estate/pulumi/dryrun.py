@@ -132,7 +132,7 @@ def run_one(step: Step, env: dict[str, str], root: Path) -> StepRun:
     t0 = time.monotonic()
     proc = subprocess.run(["/bin/sh", "-c", step.command], cwd=root, env=env, text=True,
                           capture_output=True)
-    outputs = planning._outputs(proc.stdout) if proc.stdout.strip() else {}
+    outputs = planning.step_outputs(proc.stdout) if proc.stdout.strip() else {}
     public = {k: v for k, v in outputs.items() if k not in SECRET_OUTPUTS}
     ok = proc.returncode == 0
     why = proc.stderr.strip().splitlines()[-3:] if not ok else []

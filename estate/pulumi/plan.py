@@ -149,15 +149,16 @@ def step_command(spec_path: str, node: str, accept: tuple[str, ...] = (),
 def join_environment(stdout: str) -> dict[str, str]:
     """The join material in a control plane's step outputs, as the joining steps'
     environment (empty where it handed out none, e.g. kubeadm unsupported there)."""
-    join = _outputs(stdout).get("join") or {}
+    join = step_outputs(stdout).get("join") or {}
     return {JOIN_ENV[k]: v for k, v in join.items() if k in JOIN_ENV and v}
 
 
 def admin_conf(stdout: str) -> str:
-    return _outputs(stdout).get("admin_conf") or ""
+    return step_outputs(stdout).get("admin_conf") or ""
 
 
-def _outputs(stdout: str) -> dict:
+def step_outputs(stdout: str) -> dict:
+    """A step's outputs: the last JSON line of its stdout (`estate pulumi step` prints one)."""
     lines = [line for line in (stdout or "").splitlines() if line.startswith("{")]
     return json.loads(lines[-1]) if lines else {}
 

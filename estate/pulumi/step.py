@@ -86,38 +86,38 @@ def outputs(node: str, result, v: Verdict, join: dict | None) -> dict:
 
 def run_step(spec: Path, node: str, conn, secrets_dir: Path | None, accept: tuple[str, ...],
              revoke: bool = False, log=print) -> tuple[dict, Verdict]:
-    """Render SPEC privately, apply the node's roles (or revoke the join token on the
-    control plane), and return its outputs and verdict."""
+    """Render SPEC privately, apply the node's roles (or, with revoke, only delete the
+    join token on the control plane), and return the step's outputs and verdict."""
     from estate.pipeline import render_to
     from estate.provision.apply import apply
     from estate.provision.inventory import pyinfra_hosts
     from estate.pulumi.plan import join_role
     work = Path(tempfile.mkdtemp(prefix=f"estate-step-{node}-"))
-    os.chmod(work, 0o700)
+    os.chmod(work, 0o700)   # the join material is written here, 0600
+    material = work / "join.json"
     try:
         result = render_to(spec, work / "tree")
         hosts = pyinfra_hosts(result.estate, work / "tree", secrets_dir, conn, node,
                               manifests=False)
+        source = join_role(_consumes(result.artifacts, node)) == "source"
         join = join_from_env()
-        only = None
-        source = False
         for _, data in hosts:
-            role = join_role(_consumes(result.artifacts, node))
-            source = role == "source"
-            if join and not revoke:
-                data["estate_join"] = join
-            if source and not revoke:
-                data["estate_join_out"] = str(work / "join.json")
             if revoke:
                 data["estate_revoke_join"] = token_id(join["token"])
-                only = ["k8s_control_plane"]
-        res = apply(hosts, only=only, log=log)
+                continue
+            if join:
+                data["estate_join"] = join
+            if source:
+                data["estate_join_out"] = str(material)
+        res = apply(hosts, only=["k8s_control_plane"] if revoke else None, log=log)
         v = verdict(res, accept)
-        material = None
+        handed = None
         if source and not revoke:
-            path = work / "join.json"
-            material = json.loads(path.read_text()) if path.is_file() else {}
-        return outputs(node, res, v, material), v
+            handed = json.loads(material.read_text()) if material.is_file() else {}
+        out = outputs(node, res, v, handed)
+        if revoke:
+            out["revoked"] = v.ok and not res.unsupported
+        return out, v
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -50,7 +50,8 @@ class Reg:
 class Mocks(pulumi.runtime.Mocks):
     """Random keys like the random provider's, remembered so tests can look for them."""
 
-    def __init__(self):
+    def __init__(self, admin_conf: bool = True):
+        self.admin_conf = admin_conf          # whether the control plane prints admin.conf
         self.generated: dict[str, str] = {}   # resource name -> base64 key
         self.plain: list[str] = []            # every form a key was handed out in
         self.join: dict[str, str] = {}        # what the control plane's step printed
@@ -72,7 +73,8 @@ class Mocks(pulumi.runtime.Mocks):
                 material = {k: v for k, v in self.join.items() if k != "admin_conf"}
                 state["stdout"] = json.dumps({"node": "k8s1", "status": "changed",
                                               "join": material,
-                                              "admin_conf": self.join["admin_conf"]})
+                                              "admin_conf": self.join["admin_conf"]
+                                              if self.admin_conf else ""})
                 self.plain += list(self.join.values())
         return f"{args.name}-id", state
 
@@ -127,10 +129,11 @@ class _Collect(logging.Handler):
         self.messages.append(record.getMessage())
 
 
-def run_stack(spec: Path, kubeconfig: str | None = None, **extra: str) -> Run:
+def run_stack(spec: Path, kubeconfig: str | None = None, mocks: Mocks | None = None,
+              **extra: str) -> Run:
     """extra: further stack config, e.g. acceptUnsupported='["storage"]' (JSON, as the
     engine hands structured values)."""
-    mocks, logs = Mocks(), _Collect()
+    mocks, logs = mocks or Mocks(), _Collect()
     logger = logging.getLogger("pulumi-mocks")
     logger.addHandler(logs)
     monitor = Recorder(mocks)
@@ -373,6 +376,12 @@ def test_without_kubeconfig_the_control_planes_admin_conf_feeds_the_provider():
     assert right, "the provider's kubeconfig is not k8s1's admin.conf"
     assert run.exports["kubernetes"] == ("managed: 6 manifest files (kubernetes/manifests/) "
                                          "through the admin.conf that k8s1's step outputs")
+
+
+def test_no_admin_conf_from_the_control_plane_fails_rather_than_use_another_cluster():
+    # an empty kubeconfig would send the provider to ~/.kube/config
+    with pytest.raises(Exception, match="k8s1's step printed no admin.conf"):
+        run_stack(LAB, mocks=Mocks(admin_conf=False))
 
 
 def test_a_stack_accepting_an_unsupported_control_plane_skips_the_objects_and_says_so():
