@@ -11,20 +11,18 @@ from pathlib import Path
 
 import typer
 
-from estate.output import make_console
-
 app = typer.Typer(help="The Pulumi program's node steps, and a dry run of its graph.",
                   no_args_is_help=True)
-err = make_console(stderr=True)
 
 
 def _fail(message: str) -> None:
-    err.print(f"[red]error[/red]: {message}", markup=True, highlight=False)
+    _log(f"error: {message}")
     raise typer.Exit(1)
 
 
 def _log(message: str) -> None:
-    err.print(message, markup=False, highlight=False)
+    # Plain lines, never re-wrapped: the engine shows them as they are, and people grep them.
+    typer.echo(message, err=True)
 
 
 @app.command()
@@ -65,8 +63,7 @@ def step(spec: Path = typer.Argument(..., help="Path to the estate spec."),
     typer.echo(json.dumps(outputs))
     if not verdict.ok:
         for line in verdict.reasons:
-            err.print(f"[red]{node} failed[/red]: ", end="", markup=True)
-            err.print(line, markup=False, highlight=False)
+            _log(f"{node} failed: {line}")
         raise typer.Exit(1)
 
 
