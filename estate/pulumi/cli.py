@@ -63,7 +63,7 @@ def step(spec: Path = typer.Argument(..., help="Path to the estate spec."),
     typer.echo(json.dumps(outputs))
     if not verdict.ok:
         for line in verdict.reasons:
-            _log(f"{node} failed: {line}")
+            _log(f"error: {line}")
         raise typer.Exit(1)
 
 
