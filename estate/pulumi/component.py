@@ -98,15 +98,18 @@ class EstateDeployment(pulumi.ComponentResource):
         for step in self.plan.steps:   # stage order: what a step waits for exists already
             deps = [nodes[n] for n in self.plan.after(step)] + \
                    [self.keys[k] for k in step.secrets]
-            # The control plane's stdout carries the join material and admin.conf.
-            secret = ["stdout"] if step.join == "source" else None
+            # The control plane's stdout carries the join material and admin.conf: a
+            # secret output, and never logged (the provider logs stdout by default).
+            source = step.join == "source"
             nodes[step.node] = command.local.Command(
                 f"node-{step.node}",
                 create=step.command,
                 dir=self.dir,
                 environment=self._environment(step, nodes),
                 triggers=step.triggers,
-                opts=self._child(depends_on=deps, additional_secret_outputs=secret))
+                logging=command.local.Logging.STDERR if source else None,
+                opts=self._child(depends_on=deps,
+                                 additional_secret_outputs=["stdout"] if source else None))
         return nodes
 
     def _revoke(self) -> command.local.Command | None:

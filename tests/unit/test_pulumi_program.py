@@ -239,6 +239,9 @@ def test_workers_join_with_the_control_planes_secret_outputs(lab):
     """k8s2's step takes the join material that k8s1's step printed (its stdout, a secret
     output) in its environment; the revocation takes the token the same way."""
     assert lab.regs[SOURCE].secret_outputs == ["stdout"]
+    # the command provider logs stdout unless told not to: there, only stderr
+    assert lab.regs[SOURCE].inputs["logging"] == "stderr"
+    assert not [n for n, r in lab.commands().items() if "logging" in r.inputs and n != "k8s1"]
     assert not [n for n, r in lab.commands().items() if r.secret_outputs and n != "k8s1"]
     worker = lab.regs["node-k8s2"]
     assert SOURCE in worker.deps
