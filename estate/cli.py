@@ -188,7 +188,7 @@ def validators(output: Output = OutputOpt) -> None:
 
 
 # apply and inventory (estate/provision/cli.py), verify (estate/verify/cli.py), the labs
-# (estate/lab/cli.py)
+# (estate/lab/cli.py), the Pulumi steps (estate/pulumi/cli.py)
 from estate.provision.cli import register as _register_provision  # noqa: E402
 
 _register_provision(app)
@@ -200,6 +200,10 @@ _register_verify(app)
 from estate.lab.cli import app as _lab_app  # noqa: E402
 
 app.add_typer(_lab_app, name="lab")
+
+from estate.pulumi.cli import app as _pulumi_app  # noqa: E402
+
+app.add_typer(_pulumi_app, name="pulumi")
 
 from estate.doctor import register as _register_doctor  # noqa: E402
 
