@@ -4,8 +4,8 @@ An export is served to the addresses, on its segment, of the clients that the sp
 mounts name for it (estate.model.storage): never to the whole segment, and never to
 anyone when no mount names it (exports(5) reads a line without clients as "everyone").
 Clients mount the server's address on that segment, so storage traffic stays on the
-storage network. Mounts are
-systemd units rather than fstab lines so a node's own fstab is never rewritten.
+storage network. Mounts are systemd units rather than fstab lines so a node's own fstab
+is never rewritten.
 """
 from __future__ import annotations
 

@@ -194,9 +194,10 @@ class GpuSharing(Strict):
 class StorageGrant(Strict):
     """One export a tenant's pods may mount, as a pre-bound PersistentVolume and claim."""
     export: Name
-    access: Literal["ro", "rw"] = Field("ro", description="ro: the PersistentVolume is "
-                                        "read-only and the export is exported read-only to "
-                                        "the plane's nodes; rw: both read-write.")
+    access: Literal["ro", "rw"] = Field("ro", description="ro: a read-only PersistentVolume "
+                                        "(and the plane's nodes get the export read-only "
+                                        "unless some tenant is granted it rw); rw: both "
+                                        "read-write.")
     reason: FreeText = Field("", description="Why the tenant needs it; required when the "
                              "export is the Slurm plane's too (a cross-plane grant).")
 
