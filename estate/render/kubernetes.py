@@ -28,6 +28,7 @@ from estate.model.kubernetes import (  # the facts this renderer lays out
     PLANE, plane_nodes, priority_class, sharing_for, tenant_quotas,
 )
 from estate.model.services import MANIFESTS
+from estate.model.storage import grants
 from estate.render.artifacts import Artifact
 from estate.render.templates import RenderError, dumped, line_value, render_template
 from estate.spec.hostlist import Hostlist
@@ -253,14 +254,24 @@ def _nfs_volumes(estate: Estate) -> tuple[dict, ...]:
 
 
 def nfs_claims(estate: Estate) -> list[dict]:
-    """One PersistentVolume per (export, tenant), pre-bound to a claim in the tenant's namespace.
+    """One PersistentVolume per storage grant, pre-bound to a claim in the tenant's namespace.
 
-    A PersistentVolume binds one claim, so tenants sharing an export each get their own
-    volume on the same NFS path. Without tenants the volumes are left unbound.
+    Only what kubernetes.tenants[].storage grants: an export the plane's nodes mount is
+    not a tenant's for that alone (the Slurm users' homes least of all). A PersistentVolume
+    binds one claim, so tenants sharing an export each get their own volume on the same
+    NFS path; read-only unless the grant says rw.
     """
-    tenants = [t.name for t in estate.spec.kubernetes.tenants] or [None]
-    return [{**v, "pv": f"{v['export']}-{t}" if t else v["export"], "namespace": t,
-             "claim": v["export"]} for v in nfs_volumes(estate) for t in tenants]
+    volumes = {v["export"]: v for v in nfs_volumes(estate)}
+    out = []
+    for g in grants(estate):
+        v = volumes.get(g.grant.export)
+        if v is None:
+            continue  # storage.unknown_grant / storage.grant_not_mounted report it
+        read_only = g.grant.access != "rw"
+        out.append({**v, "pv": f"{v['export']}-{g.tenant}", "namespace": g.tenant,
+                    "claim": v["export"], "read_only": read_only,
+                    "access_mode": "ReadOnlyMany" if read_only else "ReadWriteMany"})
+    return out
 
 
 def build_storage(estate: Estate, source: str) -> list[Artifact]:

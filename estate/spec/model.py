@@ -194,6 +194,17 @@ class GpuSharing(Strict):
                                     "Kueue quotas then count MIG devices.")
 
 
+class StorageGrant(Strict):
+    """One export a tenant's pods may mount, as a pre-bound PersistentVolume and claim."""
+    export: Name
+    access: Literal["ro", "rw"] = Field("ro", description="ro: a read-only PersistentVolume "
+                                        "(and the plane's nodes get the export read-only "
+                                        "unless some tenant is granted it rw); rw: both "
+                                        "read-write.")
+    reason: FreeText = Field("", description="Why the tenant needs it; required when the "
+                             "export is the Slurm plane's too (a cross-plane grant).")
+
+
 class Tenant(Strict):
     name: Name
     gpus: dict[Name, GpuQuota] = Field(description="GPU model -> nominal quota (GPUs).")
@@ -201,6 +212,8 @@ class Tenant(Strict):
     priority: K8sPriority = Field(0, description="PriorityClass value for the tenant's workloads.")
     allow_from: list[Name] = Field([], description="Tenants whose pods may reach this "
                                    "tenant's pods.")
+    storage: list[StorageGrant] = Field([], description="Exports granted to the tenant: it "
+                                        "gets a PersistentVolume for these only.")
 
 
 class Kubernetes(Strict):
@@ -224,7 +237,9 @@ class Export(Strict):
     server: Name
     path: StoragePath
     segment: Name
-    options: OptionList = "rw,sync,no_subtree_check,no_root_squash"
+    options: OptionList = "rw,sync,no_subtree_check,root_squash"
+    reason: FreeText = Field("", description="Why its options weaken it (no_root_squash); "
+                             "without one `estate check` warns.")
 
 
 class Mount(Strict):

@@ -78,8 +78,9 @@ CASES = [
       "nodes[0].switch": "leaf1-", "nodes[1].switch": "leaf1-", "nodes[2].switch": "leaf1-"},
      "topology.switches[1].name"),
     ("kubernetes.export_name", E, "lab",
-     {"storage.exports[0].name": "Home_Dirs", "storage.mounts[0].export": "Home_Dirs"},
-     "storage.exports[0].name"),
+     {"storage.exports[1].name": "Model_Store", "storage.mounts[1].export": "Model_Store",
+      "kubernetes.tenants[0].storage[0].export": "Model_Store"},
+     "storage.exports[1].name"),
     ("kubernetes.yaml_word", E, "lab", {"kubernetes.tenants[0].cohort": "on"},
      "kubernetes.tenants[0].cohort"),
 ]

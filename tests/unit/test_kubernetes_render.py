@@ -435,10 +435,47 @@ def test_nfs_volumes_point_at_the_export_server_on_its_segment(stack):
         claim = pv["spec"]["claimRef"]
         export = exports[claim["name"]]
         assert pv["spec"]["nfs"] == {"server": str(estate.address(export.server, export.segment)),
-                                     "path": export.path}
+                                     "path": export.path, "readOnly": True}
         pvc = tenant_objects(arts, claim["namespace"])[("PersistentVolumeClaim", claim["name"])]
         assert pvc["spec"]["volumeName"] == pv["metadata"]["name"]
         assert "_netdev" not in pv["spec"].get("mountOptions", [])
+
+
+def _volumes(data: dict) -> dict[str, dict]:
+    """PersistentVolume name -> (PV, its claim) of a spec given as a dict."""
+    arts = rendered(estate_of(data))
+    out = {}
+    for pv in (d for d in manifests(arts) if d["kind"] == "PersistentVolume"):
+        ref = pv["spec"]["claimRef"]
+        out[pv["metadata"]["name"]] = (pv, tenant_objects(arts, ref["namespace"])[
+            ("PersistentVolumeClaim", ref["name"])])
+    return out
+
+
+def test_tenants_get_volumes_for_their_grants_only():
+    """The lab's Kubernetes nodes used to mount the Slurm users' share and every tenant got
+    it read-write; now a mount gives no tenant anything, and a grant is read-only."""
+    data = spec_dict("lab")
+    data["storage"]["mounts"][0]["clients"] += ",k8s[1-2]"    # home, on the plane's nodes too
+    data["kubernetes"]["tenants"].append({"name": "portal", "gpus": {"l4": 0}})
+    volumes = _volumes(data)
+    assert set(volumes) == {"models-inference"}
+    pv, pvc = volumes["models-inference"]
+    assert pv["spec"]["accessModes"] == pvc["spec"]["accessModes"] == ["ReadOnlyMany"]
+    assert pv["spec"]["nfs"]["readOnly"] is True
+
+
+def test_a_read_write_grant_is_a_read_write_volume():
+    data = spec_dict("lab")
+    data["storage"]["mounts"][0]["clients"] += ",k8s2"
+    data["kubernetes"]["tenants"][0]["storage"] = [
+        {"export": "models"}, {"export": "home", "access": "rw", "reason": "notebooks"}]
+    volumes = _volumes(data)
+    assert set(volumes) == {"models-inference", "home-inference"}
+    pv, pvc = volumes["home-inference"]
+    assert pv["spec"]["accessModes"] == pvc["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert pv["spec"]["nfs"]["readOnly"] is False
+    assert volumes["models-inference"][0]["spec"]["nfs"]["readOnly"] is True
 
 
 def test_kind_config_mirrors_the_plane(stack):

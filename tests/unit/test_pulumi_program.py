@@ -461,7 +461,7 @@ def _append(path: Path):
     ("slurm_worker", {"gpu1", "gpu2"}),
     ("k8s_worker", {"k8s2"}),
     ("gpu_node", {"k8s2"}),                               # k8s2's GPU, not the Slurm GPUs
-    ("storage", {"nfs1", "login1", "gpu1", "gpu2", "k8s1", "k8s2"}),   # servers and clients
+    ("storage", {"nfs1", "login1", "gpu1", "gpu2", "k8s2"}),   # servers and clients (k8s1 mounts nothing)
     ("slurmdbd", {"ctl1"}),
     ("_lib", {"nfs1", "ctl1", "login1", "gpu1", "gpu2", "k8s1", "k8s2"}),
 ])
