@@ -513,3 +513,22 @@ def test_no_kubernetes_section_renders_nothing():
     data["nodes"] = [g for g in data["nodes"] if g.get("plane") != "kubernetes"]
     data["storage"]["mounts"][0]["clients"] = "login1,gpu[1-2]"
     assert render_kubernetes(estate_of(data)) == []
+
+
+def test_a_tenant_without_gpu_quota_gets_a_valid_cluster_queue(tmp_path):
+    """A plane with no GPU nodes and a tenant with `gpus: {}` once rendered a ClusterQueue
+    with `flavors: null`, which the schema check reported as the renderer's fault."""
+    from estate.pipeline import build
+    data = spec_dict("lab")
+    data["nodes"] = [n for n in data["nodes"] if n["hosts"] != "k8s2"]
+    data["kubernetes"]["tenants"] = [{"name": "inference", "gpus": {}, "priority": 1000}]
+    data["storage"]["mounts"] = [m for m in data["storage"]["mounts"] if "k8s" not in m["clients"]]
+    path = tmp_path / "nogpu.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    result = build(path)
+    assert not [f for f in result.findings if f.severity.name == "ERROR"], \
+        [f.message for f in result.findings]
+    queues = [d for d in yaml.safe_load_all(
+        result.artifacts["kubernetes/manifests/50-kueue.yaml"].content)
+        if d and d["kind"] == "ClusterQueue"]
+    assert [q["spec"]["resourceGroups"] for q in queues] == [[]]
