@@ -53,7 +53,7 @@ lab-down: venv
 test-lab: deps venv
 	$(PYTEST) -q tests/lab
 
-## molecule: 6 scenarios cover every container role (docker driver, systemd containers, shared image).
+## molecule: 4 scenarios cover every container role (docker driver, systemd containers, shared image).
 test-molecule: deps venv
 	vagrant/molecule.sh
 

@@ -28,18 +28,19 @@ PREFIX = MOLECULE_PREFIX
 IMAGE = "estate-lab-node:current"
 
 # Deploys each scenario applies per node: the role under test on the node(s) it runs on,
-# plus what that needs elsewhere (a controller for workers and login nodes). Nodes are
-# the lab spec's, so rendered files and addresses are the real ones. A scenario verifies
-# every role it applies, so a role whose own scenario would be a subset of another's
-# (common, munge, slurmdbd, slurm_controller: the same nodes, the same dependencies, fewer
-# deploys) is converged, checked for idempotence and verified there instead of paying
-# molecule's ~45 s of Ansible per scenario again (tests/unit checks the coverage).
+# plus what that needs elsewhere. Nodes are the lab spec's, so rendered files and addresses
+# are the real ones. A scenario verifies every role it applies, so roles are grouped by
+# the nodes they need rather than given one scenario each: molecule spends ~45 s of Ansible
+# per scenario whatever it converges, and the Slurm roles all need the same controller.
+# Each role still converges from a bare container with only its dependencies on its node,
+# idempotently (tests/unit checks that every container role is covered).
 CONTROLLER = ["common", "munge", "slurmdbd", "slurm_controller"]
 SCENARIOS: dict[str, dict[str, list[str]]] = {
     "firewall": {"login1": ["common", "firewall"]},
-    "slurmrestd": {"ctl1": CONTROLLER + ["slurmrestd"]},
-    "slurm_worker": {"ctl1": CONTROLLER, "gpu1": ["common", "munge", "slurm_worker"]},
-    "slurm_login": {"ctl1": CONTROLLER, "login1": ["common", "munge", "slurm_login"]},
+    # the controller and what talks to it: slurmrestd beside it, a worker, a login node
+    "slurm_controller": {"ctl1": CONTROLLER + ["slurmrestd"],
+                         "gpu1": ["common", "munge", "slurm_worker"],
+                         "login1": ["common", "munge", "slurm_login"]},
     "storage": {"nfs1": ["common", "storage"]},
     # containerd on the rendered config; kernel settings and kubelet packages end
     # unsupported in a container without the upstream repository (reported, not passed).

@@ -193,7 +193,7 @@ def test_molecule_scenarios_use_the_spec_addresses(lab):
     from estate.lab.molecule import molecule_yml
     result, _ = lab
     doc = json.loads(result.artifacts[PATH].content)
-    worker = molecule_yml("slurm_worker", doc)
+    worker = molecule_yml("slurm_controller", doc)
     nets = {p["hostname"]: {n["name"]: n.get("ipv4_address") for n in p["networks"]}
             for p in worker["platforms"]}
     assert nets["ctl1"]["estate-mol-management"] == "10.60.0.11"
