@@ -5,7 +5,7 @@ from __future__ import annotations
 from estate.check._common import hostlist_error, parse_hosts, problem, short
 from estate.check.findings import Severity
 from estate.check.registry import validator
-from estate.model.flows import default_flows, matrix
+from estate.model.flows import DEFAULT_NAMES, default_flows, matrix
 from estate.spec.hostlist import Hostlist
 
 E = Severity.ERROR
@@ -39,6 +39,8 @@ def unknown_node(estate):
            "a flow the spec replaces cuts a flow that a role needs (its daemons could not "
            "reach their controller, server or peers)")
 def required_cut(estate):
+    if not any(f.name in DEFAULT_NAMES for f in estate.spec.firewall.flows):
+        return   # the spec only adds flows: nothing is cut
     m = matrix(estate)
     replaced = {f.name: f for f in m.flows if f.path[:2] == ("firewall", "flows")}
     for need in default_flows(estate):

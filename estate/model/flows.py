@@ -88,6 +88,12 @@ class Matrix:
         return list(out)
 
 
+# The names of the default flows: a spec flow with one of them replaces that default.
+DEFAULT_NAMES = frozenset(("ssh", "node-exporter", "slurmctld", "slurmd", "srun", "slurmdbd",
+                           "slurmrestd", "nfs", "kube-apiserver", "kubelet", "etcd",
+                           "cni-vxlan"))
+
+
 @lru_cache(maxsize=8)
 def matrix(estate: Estate) -> Matrix:
     defaults = default_flows(estate)
@@ -108,10 +114,12 @@ def _hosts(estate: Estate, names) -> frozenset[str]:
     return frozenset(n for n in names if n in estate.nodes)
 
 
+@lru_cache(maxsize=64)   # several flows ask for the same nodes; each set is built once
 def _role(estate: Estate, *roles: str) -> frozenset[str]:
     return frozenset(estate.hosts_where(lambda g: any(r in g.roles for r in roles)))
 
 
+@lru_cache(maxsize=64)
 def _plane(estate: Estate, plane: str) -> frozenset[str]:
     return frozenset(estate.plane_hosts(plane))
 
@@ -250,18 +258,20 @@ def _spec_flow(estate: Estate, i: int, f) -> Flow:
 
 @lru_cache(maxsize=4096)
 def _source_ranges(estate: Estate, flow: Flow) -> list[tuple[int, int]]:
-    """The flow's sources as merged address ranges: whole node groups by their address
-    blocks (a 10,000-node group is one range), other nodes one by one."""
-    spans = []
-    for gi, hosts in enumerate(estate.group_hosts):
-        block = estate._block_index.get((gi, flow.segment))
-        if block is None:
-            continue
-        members = [i for i, name in enumerate(hosts) if name in flow.sources]
-        spans += [(block.first + i, block.first + i) for i in members]
-    for c in flow.cidrs:
-        spans.append(_cidr_span(c))
-    return _merge(spans)
+    """The flow's sources as merged address ranges (consecutive node addresses become one
+    range: a 10,000-node group is one), plus its CIDRs. Nodes without an address on the
+    flow's segment have none to allow (flows.required_cut reports a needed one)."""
+    first = {gi: b.first for (gi, seg), b in estate._block_index.items() if seg == flow.segment}
+    nodes = estate.nodes
+    addrs = sorted(first[n.group] + n.index for n in map(nodes.__getitem__, flow.sources)
+                   if n.group in first)
+    spans = []   # consecutive addresses into ranges, in one pass (sorting ints is cheap)
+    for a in addrs:
+        if spans and a <= spans[-1][1] + 1:
+            spans[-1][1] = a
+        else:
+            spans.append([a, a])
+    return _merge([(lo, hi) for lo, hi in spans] + [_cidr_span(c) for c in flow.cidrs])
 
 
 def _cidr_span(text: str) -> tuple[int, int]:

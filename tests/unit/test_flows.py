@@ -153,3 +153,11 @@ def test_reachability_summary_counts_and_lists_violations(lab):
     assert (s["probes"], s["designed_ok"], s["denied_ok"]) == (4, 1, 1)
     assert [(v["expected"], v["got"]) for v in s["violations"]] == [("open", "timeout"),
                                                                      ("blocked", "refused")]
+
+
+def test_default_names_are_the_defaults_names(lab):
+    """A spec flow replaces a default by name (and flows.required_cut looks only then)."""
+    from estate.model.flows import DEFAULT_NAMES, default_flows
+    prod = build(ROOT / "stacks" / "example-prod.yaml")
+    names = {f.name for b in (lab, prod) for f in default_flows(b.estate)}
+    assert names == DEFAULT_NAMES
