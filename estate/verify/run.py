@@ -119,7 +119,7 @@ def run_verify(estate, render_dir: Path, lab: bool = False, limit: str | None = 
                outdir: Path = Path("build/verify"), ssh_key: str | None = None,
                ssh_user: str = "root", suites: list[str] | None = None,
                console: Console | None = None, strict_host_keys: bool = True,
-               output: Output = Output.auto) -> Report:
+               output: Output = Output.auto, reachability: bool | None = None) -> Report:
     from estate.provision.inventory import connection
     from estate.provision.secrets import LAB_SECRETS
     ctx = VerifyContext(estate, Path(render_dir), connection(lab, ssh_key, ssh_user,

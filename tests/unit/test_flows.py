@@ -161,3 +161,15 @@ def test_default_names_are_the_defaults_names(lab):
     prod = build(ROOT / "stacks" / "example-prod.yaml")
     names = {f.name for b in (lab, prod) for f in default_flows(b.estate)}
     assert names == DEFAULT_NAMES
+
+
+@pytest.mark.parametrize("lab_run,flag,want", [(True, None, True), (False, None, False),
+                                               (False, True, True), (True, False, False)])
+def test_verify_probes_reachability_in_the_lab_or_when_asked(lab, monkeypatch, tmp_path,
+                                                             lab_run, flag, want):
+    from estate.verify import run as verify_run
+    seen = {}
+    monkeypatch.setattr(verify_run, "run_suites", lambda ctx, *a, **k: seen.setdefault("c", ctx))
+    verify_run.run_verify(lab.estate, tmp_path, lab=lab_run, outdir=tmp_path,
+                          reachability=flag)
+    assert seen["c"].reachability_probe is want
