@@ -173,3 +173,41 @@ def test_verify_probes_reachability_in_the_lab_or_when_asked(lab, monkeypatch, t
     verify_run.run_verify(lab.estate, tmp_path, lab=lab_run, outdir=tmp_path,
                           reachability=flag)
     assert seen["c"].reachability_probe is want
+
+
+def test_verify_reports_reachability_in_table_json_and_junit(lab, monkeypatch, tmp_path,
+                                                             capsys):
+    """The suite's per-source checks, the printed counts and violations, verify.json and
+    the JUnit file, from canned probe outcomes (the lab tier probes for real)."""
+    import json
+    import xml.etree.ElementTree as ET
+
+    from estate.output import Output
+    from estate.provision.inventory import connection
+    from estate.verify import reachability
+    from estate.verify.context import VerifyContext
+    from estate.verify.run import ROOT as VROOT, run_suites
+    nodes = ["ctl1", "login1"]
+    probes = plan(lab.estate, nodes)
+    bad = next(p for p in probes if p.src == "login1" and p.port == 6820)   # undesigned
+    canned = [Outcome(p, "refused" if p is bad else ("open" if p.flow else "timeout"))
+              for p in probes]
+    monkeypatch.setattr(reachability, "probe_all", lambda ctx, n: canned)
+    ctx = VerifyContext(lab.estate, tmp_path, connection(True, None, "root", False), tmp_path,
+                        "ctl1,login1", reachability_probe=True)
+    monkeypatch.setattr(VerifyContext, "nodes", {n: None for n in nodes})
+    report = run_suites(ctx, [str(VROOT / "estate/verify/checks/test_reachability.py")],
+                        output=Output.text)
+    printed = capsys.readouterr().out
+    r = report.reachability
+    assert r["violations"] == [Outcome(bad, "refused").as_dict()]
+    assert r["designed_ok"] == sum(1 for p in probes if p.flow) > 0
+    assert f"{r['denied_ok']} denied ok, 1 violations" in printed
+    assert f"VIOLATION login1 -> ctl1 {bad.addr} tcp/6820 (service): expected blocked, " \
+           f"got refused" in printed
+    assert json.loads(report.json.read_text())["reachability"] == r
+    cases = {c.get("name"): c for c in ET.parse(report.junit).getroot().iter("testcase")}
+    failed = cases["test_reachability[login1]"].find("failure")
+    assert failed is not None and "tcp/6820" in failed.get("message")
+    assert cases["test_reachability[ctl1]"].find("failure") is None
+    assert not report.ok
