@@ -77,3 +77,21 @@ def _cut(estate, m, need):
 
 def _roles(estate, hosts) -> list[str]:
     return sorted({r for h in hosts for r in estate.group_of(h).roles})
+
+
+@validator("flows.source_off_segment", Severity.WARNING, "flows",
+           "a firewall flow's source nodes have no address on the flow's segment")
+def source_off_segment(estate):
+    known = {s.name for s in estate.spec.segments}
+    for i, flow in enumerate(estate.spec.firewall.flows):
+        if flow.segment not in known:
+            continue   # network.unknown_segment says so
+        m = matrix(estate)
+        spec_flow = next(f for f in m.flows if f.path == ("firewall", "flows", i))
+        off = [n for n in sorted(spec_flow.sources) if estate.address(n, flow.segment) is None]
+        if off:
+            yield problem(("firewall", "flows", i), f"flow '{flow.name}': "
+                          f"{short(Hostlist.from_names(off))} have no address on segment "
+                          f"{flow.segment}, so no rule can let them in",
+                          f"give them an address on {flow.segment}, or choose the segment "
+                          "they share with the flow's nodes")

@@ -242,6 +242,9 @@ CASES = [
     ("flows.unknown_node", E, "prod", {"firewall.flows[0].from_cidrs": []}, "firewall.flows[0]"),
     ("flows.unknown_node", E, "prod", {"firewall.flows[0].port_end": 80},
      "firewall.flows[0].port_end"),
+    # the jupyter flow from the GPU nodes, which have no service address
+    ("flows.source_off_segment", W, "prod", {"firewall.flows[0].from_roles": ["slurm_worker"]},
+     "firewall.flows[0]"),
     # slurmctld from the login nodes only: the workers' slurmd could not register
     ("flows.required_cut", E, "lab", {"firewall.flows": [CTLD_LOGIN_ONLY]}, "firewall.flows[0]"),
     # NFS from gpu1 only: the export's other mount clients are cut
