@@ -48,11 +48,12 @@ lab-vagrant-down: venv
 lab-down: venv
 	$(ESTATE) lab down --all -o $(OUT)
 
-## The lab tier: cold up, idempotent second apply, verify, clean down (needs docker; ~5 min).
+## The lab tier: machines up, provisioned cold by the Pulumi graph without the engine
+## (estate pulumi dry-run lab), idempotent second runs, verify, clean down (needs docker).
 test-lab: deps venv
 	$(PYTEST) -q tests/lab
 
-## molecule: one scenario per role (docker driver, systemd containers, shared image).
+## molecule: 6 scenarios cover every container role (docker driver, systemd containers, shared image).
 test-molecule: deps venv
 	vagrant/molecule.sh
 

@@ -126,9 +126,11 @@ PHASES: list[tuple[str, list[str]]] = [
 ]
 # Arguments a deploy takes in a phase, (phase, deploy) -> keyword arguments; a deploy run
 # outside `estate apply` (pyinfra CLI, molecule) takes its defaults and does all its work.
-PHASE_ARGS: dict[tuple[str, str], dict[str, str]] = {
+PHASE_ARGS: dict[tuple[str, str], dict[str, str | bool]] = {
     ("storage", "storage"): {"part": "exports"},
     ("storage_mounts", "storage"): {"part": "mounts"},
+    # Initialised by now: the control plane hands out the join material (where asked to).
+    ("k8s_join", "k8s_control_plane"): {"join": True},
 }
 ORDER = list(dict.fromkeys(d for _, ds in PHASES for d in ds))
 

@@ -113,19 +113,41 @@ def render(spec: Path = SpecArg,
 
 
 @app.command()
-def plan(spec: Path = SpecArg, output: Output = OutputOpt) -> None:
+def plan(spec: Path = SpecArg, output: Output = OutputOpt,
+         svg: Path | None = typer.Option(None, "--svg", metavar="FILE", help="Also draw the "
+                                         "estate into FILE (SVG): fabric tree, racks, nodes "
+                                         "by plane and pool, segments, flows.")) -> None:
     """Show the GPU budget of both planes (per plane, pool, partition, tenant) and
     what each node would install, before anything is applied."""
     from estate.capacity import gpu_budget
     result = build(spec)
     if not result.ok:
         print_findings(result.findings, output, spec)
+        if svg:
+            err_console.print(f"[red]not drawn[/red]: {svg} left unchanged; fix the errors "
+                              f"above (`estate check {spec}` lists them)")
         raise typer.Exit(1)
+    if svg:
+        draw(result.estate, svg)
     budget = gpu_budget(result.estate).as_dict()
     if output is Output.json:
         typer.echo(json.dumps(budget, indent=2))
         return
     print_budget(budget, output)
+
+
+def draw(estate, svg: Path) -> None:
+    """Write the picture atomically; on failure the old file stays and the command fails."""
+    from estate.render.artifacts import write_file
+    from estate.render.picture import render_svg
+    try:
+        write_file(render_svg(estate).encode(), svg)
+    except OSError as exc:
+        err_console.print(f"[red]not drawn[/red]: cannot write {svg}: "
+                          f"{exc.strerror or exc}; {svg} left unchanged")
+        raise typer.Exit(1)
+    # stderr: stdout stays the budget (a pipe or --output json reads it)
+    err_console.print(f"drew {len(estate.nodes)} nodes into {svg}")
 
 
 def print_budget(budget: dict, output: Output = Output.auto) -> None:
@@ -166,7 +188,7 @@ def validators(output: Output = OutputOpt) -> None:
 
 
 # apply and inventory (estate/provision/cli.py), verify (estate/verify/cli.py), the labs
-# (estate/lab/cli.py)
+# (estate/lab/cli.py), the Pulumi steps (estate/pulumi/cli.py)
 from estate.provision.cli import register as _register_provision  # noqa: E402
 
 _register_provision(app)
@@ -178,6 +200,10 @@ _register_verify(app)
 from estate.lab.cli import app as _lab_app  # noqa: E402
 
 app.add_typer(_lab_app, name="lab")
+
+from estate.pulumi.cli import app as _pulumi_app  # noqa: E402
+
+app.add_typer(_pulumi_app, name="pulumi")
 
 from estate.doctor import register as _register_doctor  # noqa: E402
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every role's molecule scenario (roles/<role>/molecule/default), one after another:
+# Runs every molecule scenario (roles/<role>/molecule/default), one after another:
 # destroy, create, converge (pyinfra), idempotence, verify (testinfra), destroy.
 # They share the lab's node image and the lab spec's subnets, so the Vagrant lab must be
 # down (Docker refuses two networks with one subnet). Usage: vagrant/molecule.sh [ROLE...]
@@ -24,7 +24,13 @@ fi
 failed=()
 for role in "${roles[@]}"; do
   start=$SECONDS
-  if (cd "roles/$role" && molecule test) > "build/molecule-$role.log" 2>&1; then
+  # molecule keys its state (created: true ...) by the role directory's name only, under
+  # ~/.ansible/tmp, so an interrupted run in any clone made the next one skip create and
+  # converge into a container that no longer exists. Each run gets fresh state here.
+  state="$PWD/build/molecule-state/$role"
+  rm -rf "$state" && mkdir -p "$state"
+  if (cd "roles/$role" && MOLECULE_EPHEMERAL_DIRECTORY="$state" molecule test) \
+      > "build/molecule-$role.log" 2>&1; then
     echo "molecule $role: passed in $((SECONDS - start)) s"
   else
     echo "molecule $role: FAILED in $((SECONDS - start)) s (build/molecule-$role.log)"

@@ -188,12 +188,17 @@ def gpu_sharing(estate):
                           "key gpu_sharing_by_class by a GPU node class's name")
     for gi, cls in _plane_gpu_classes(estate):
         config, sharing = k8s.sharing_for(estate, cls)
+        loc = ("kubernetes", "gpu_sharing") if config == k8s.DEFAULT_SHARING_CONFIG \
+            else ("kubernetes", "gpu_sharing_by_class", cls.name)
         if sharing.mode == "mig" and not cls.gpus.mig:
-            loc = ("kubernetes", "gpu_sharing") if config == k8s.DEFAULT_SHARING_CONFIG \
-                else ("kubernetes", "gpu_sharing_by_class", cls.name)
             yield problem(loc, f"MIG sharing for class '{cls.name}', whose {cls.gpus.model} GPUs "
                           "are not MIG-capable (gpus.mig is false)",
                           "use time-slicing or none for this class")
+        if sharing.mig_devices and (sharing.mode, sharing.mig_strategy) != ("mig", "single"):
+            yield problem(loc + ("mig_devices",), "mig_devices is a MIG layout for mode: mig "
+                          f"with mig_strategy: single, not {sharing.mode}"
+                          + (f" ({sharing.mig_strategy})" if sharing.mode == "mig" else ""),
+                          "drop mig_devices, or set mode: mig and mig_strategy: single")
 
 
 @validator("kubernetes.mig_quota_units", W, "kubernetes",
@@ -203,12 +208,13 @@ def mig_quota_units(estate):
         return
     for gi, cls in _plane_gpu_classes(estate):
         _, sharing = k8s.sharing_for(estate, cls)
-        if sharing.mode == "mig":
+        if sharing.mode == "mig" and k8s.replicas(sharing) == 1 and sharing.mig_devices != 1:
             yield problem(("nodes", gi, "class"), f"class '{cls.name}' runs MIG "
                           f"({sharing.mig_strategy}): the device plugin advertises MIG "
                           f"devices, not whole GPUs, but quotas for '{cls.gpus.model}' count "
                           "whole GPUs because the spec has no MIG layout",
-                          "use time-slicing or none on the Kubernetes plane for exact quotas")
+                          "give mig_devices (single strategy), or use time-slicing or none "
+                          "on the Kubernetes plane for exact quotas")
 
 
 @validator("kubernetes.node_labels", E, "kubernetes",

@@ -1,14 +1,14 @@
 """Kubernetes validators of the rendered files: every file against the schema of the tool
-that reads it (estate.check.kubernetes_schema), the rendered quotas against the rendered
-nodes, and that no join secret was written.
+that reads it (estate.check.kubernetes_schema), GPU nodes' taints and device-plugin
+configs, and that no join secret was written. The rendered quotas against the rendered
+nodes are GPU ownership: estate.check.ownership.
 """
 from __future__ import annotations
 
 from estate.check.findings import Severity
 from estate.check.kubernetes_schema import (BOOTSTRAP_TOKEN, _dicts, containerd_problems,
-                                            device_plugin_configs, documents, flavor_capacity,
-                                            nominal_gpus, parse_error, plane_artifacts,
-                                            rendered_nodes, rendered_queues, validate_config,
+                                            device_plugin_configs, documents, parse_error,
+                                            plane_artifacts, rendered_nodes, validate_config,
                                             validate_device_plugin_config, validate_object)
 from estate.check.registry import Problem, validator
 from estate.model import kubernetes as k8s
@@ -88,22 +88,6 @@ def _secret_fields(doc):
             yield "certificateKey", where["certificateKey"]
     if doc.get("bootstrapTokens"):
         yield "bootstrapTokens", "<inline tokens>"
-
-
-@validator("kubernetes.quota_exceeds_nodes", E, "kubernetes",
-           "Kueue quotas promise more GPUs than the rendered nodes advertise", stage="artifacts")
-def quota_exceeds_nodes(ctx):
-    nodes = rendered_nodes(ctx.artifacts)
-    flavors, queues = rendered_queues(ctx.artifacts)
-    nominal = nominal_gpus(queues)
-    for f in flavors:
-        name, have = f["metadata"]["name"], flavor_capacity(f, nodes)
-        if have == 0:
-            yield Problem(MANIFESTS.rstrip("/"), f"ResourceFlavor '{name}' matches no rendered "
-                          f"node (nodeLabels {f['spec'].get('nodeLabels')})")
-        elif nominal.get(name, 0) > have:
-            yield Problem(MANIFESTS.rstrip("/"), f"ClusterQueues give {nominal[name]} "
-                          f"{k8s.GPU_RESOURCE} in flavor '{name}'; its nodes advertise {have}")
 
 
 @validator("kubernetes.gpu_node_scheduling", E, "kubernetes",

@@ -6,6 +6,8 @@ from estate.check._common import (
 )
 from estate.check.findings import Severity
 from estate.check.registry import validator
+from estate.model.storage import (KUBERNETES, client_planes, cross_plane, grants, slurm_home,
+                                  squashes_root)
 
 E, W = Severity.ERROR, Severity.WARNING
 
@@ -132,3 +134,90 @@ def insecure_export(estate):
                           f"with {', '.join(unsafe)}: any user on a client in its segment can "
                           "send NFS requests as that client (and, with AUTH_SYS, as any uid)",
                           "remove the option unless a client truly cannot use a reserved port")
+
+
+@validator("storage.no_root_squash", W, "storage",
+           "an export lets root on its clients act as root on it, without a reason")
+def no_root_squash(estate):
+    for i, export in enumerate(estate.spec.storage.exports):
+        if not squashes_root(export) and not export.reason:
+            yield problem(("storage", "exports", i, "options"), f"'{export.name}' is exported "
+                          "with no_root_squash: root on any of its clients can create and "
+                          "change files as root there (another user's ~/.ssh, setuid files)",
+                          "drop no_root_squash (root_squash is the default), or say why it is "
+                          f"needed in storage.exports[{i}].reason")
+
+
+@validator("storage.unmounted_export", W, "storage", "an export no mount names")
+def unmounted_export(estate):
+    mounted = {m.export for m in estate.spec.storage.mounts}
+    for i, export in enumerate(estate.spec.storage.exports):
+        if export.name not in mounted:
+            yield problem(("storage", "exports", i, "name"), f"no mount names '{export.name}', "
+                          "and an export is served only to the clients its mounts name, so it "
+                          "is exported to no one", "add a mount of it, or remove it")
+
+
+# --- grants to Kubernetes tenants (kubernetes.tenants[].storage) ---------------------
+
+def _grant_loc(g, *rest) -> tuple:
+    return ("kubernetes", "tenants", g.index[0], "storage", g.index[1], *rest)
+
+
+@validator("storage.unknown_grant", E, "storage", "a tenant is granted an export that is "
+           "not defined")
+def unknown_grant(estate):
+    known = sorted(x.name for x in estate.spec.storage.exports)
+    for g in grants(estate):
+        if g.export is None:
+            yield problem(_grant_loc(g, "export"), f"tenant '{g.tenant}' is granted unknown "
+                          f"export '{g.grant.export}'",
+                          f"use one of: {', '.join(known) or '(none defined)'}")
+
+
+@validator("storage.duplicate_grant", E, "storage", "a tenant is granted one export twice")
+def duplicate_grant(estate):
+    by_tenant: dict[int, list] = {}
+    for g in grants(estate):
+        by_tenant.setdefault(g.index[0], []).append(g)
+    for same in by_tenant.values():
+        # a tenant's grants are in order, so an index into `same` is the grant's own
+        for _, g, first in duplicates(same, lambda x: x.grant.export):
+            yield problem(_grant_loc(g, "export"), f"tenant '{g.tenant}' is granted "
+                          f"'{g.grant.export}' twice (first at storage[{first}]); "
+                          "each grant is one claim of that name", "keep one grant")
+
+
+@validator("storage.grant_not_mounted", E, "storage",
+           "a granted export that no Kubernetes-plane node mounts")
+def grant_not_mounted(estate):
+    for g in grants(estate):
+        if g.export is not None and KUBERNETES not in client_planes(estate, g.export.name):
+            yield problem(_grant_loc(g, "export"), f"no Kubernetes-plane node mounts "
+                          f"'{g.export.name}', so it is not exported to any node that could "
+                          f"run tenant '{g.tenant}'s pods", "add the nodes that run the "
+                          "tenant's pods to a mount of it in storage.mounts")
+
+
+@validator("storage.no_root_squash_granted", E, "storage",
+           "an export granted to a Kubernetes tenant does not squash root")
+def no_root_squash_granted(estate):
+    for g in grants(estate):
+        if g.export is not None and not squashes_root(g.export):
+            yield problem(_grant_loc(g, "export"), f"'{g.export.name}' is exported with "
+                          f"no_root_squash: root in any pod of tenant '{g.tenant}' would be "
+                          "root on the export", "drop no_root_squash from the export's "
+                          "options, or do not grant it")
+
+
+@validator("storage.cross_plane_grant", E, "storage",
+           "a Kubernetes tenant is granted a Slurm-plane export without a reason")
+def cross_plane_grant(estate):
+    for g in grants(estate):
+        if g.export is None or g.grant.reason or not cross_plane(estate, g.export):
+            continue
+        what = ("holds the Slurm users' homes" if slurm_home(estate, g.export)
+                else "is mounted by Slurm-plane nodes")
+        yield problem(_grant_loc(g), f"'{g.export.name}' {what}: granting it {g.grant.access} "
+                      f"to tenant '{g.tenant}' lets its pods reach Slurm users' files",
+                      "say why the tenant needs it in the grant's reason, or remove the grant")

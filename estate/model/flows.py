@@ -15,6 +15,7 @@ from functools import lru_cache
 from ipaddress import IPv4Address, IPv4Network
 
 from estate.model.services import PORT_RANGES, PORTS, PROTOCOLS
+from estate.model.storage import export_clients
 from estate.spec.hostlist import Hostlist, HostlistError
 from estate.spec.resolved import Estate
 
@@ -210,16 +211,11 @@ def _bridge_nodes(estate: Estate) -> frozenset[str]:
 
 
 def _storage(estate: Estate) -> list[Flow]:
-    out = []
-    for i, export in enumerate(estate.spec.storage.exports):
-        clients: set[str] = set()
-        for m in estate.spec.storage.mounts:
-            if m.export == export.name:
-                clients |= _parse(estate, m.clients)
-        out.append(_flow("nfs", _hosts(estate, [export.server]), export.segment, clients,
-                         f"the mount clients of export {export.name}",
-                         ("storage", "exports", i)))
-    return out
+    clients = export_clients(estate)   # the mounts' clients: the same hosts the exports name
+    return [_flow("nfs", _hosts(estate, [export.server]), export.segment,
+                  clients.get(export.name, ()), f"the mount clients of export {export.name}",
+                  ("storage", "exports", i))
+            for i, export in enumerate(estate.spec.storage.exports)]
 
 
 def _kubernetes(estate: Estate) -> list[Flow]:

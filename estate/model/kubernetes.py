@@ -21,7 +21,11 @@ PLANE = "kubernetes"
 # --- names Kubernetes, NVIDIA and Kueue define ----------------------------------
 
 GPU_RESOURCE = "nvidia.com/gpu"
-GPU_TAINT = {"key": GPU_RESOURCE, "value": "present", "effect": "NoSchedule"}
+# Every GPU worker carries this taint with its pool (its flavor's name) as the value, so a
+# toleration names the pool it opens: Kueue adds it to the workloads it admits to that
+# flavor, and PodTolerationRestriction lets only the namespaces of the tenants granted the
+# pool carry it (TOLERATIONS_WHITELIST).
+GPU_TAINT = {"key": GPU_RESOURCE, "effect": "NoSchedule"}
 CONTROL_PLANE_TAINT = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
 GPU_PRESENT = "nvidia.com/gpu.present"
 GPU_PRODUCT = "nvidia.com/gpu.product"
@@ -37,6 +41,15 @@ TOPOLOGY_LABELS = {
     "block": "network.topology.nvidia.com/accelerator",
 }
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"   # set by the API server
+# PodTolerationRestriction: a namespace's pods may carry only tolerations this annotation
+# (a JSON list) covers. The plugin is enabled on the API server (ADMISSION_PLUGINS).
+TOLERATIONS_WHITELIST = "scheduler.alpha.kubernetes.io/tolerationsWhitelist"
+ADMISSION_PLUGINS = ("NodeRestriction", "PodTolerationRestriction")   # kubeadm's + ours
+# DefaultTolerationSeconds gives every pod these; a whitelist must cover them.
+DEFAULT_TOLERATIONS = ({"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+                        "effect": "NoExecute"},
+                       {"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+                        "effect": "NoExecute"})
 
 RUNTIME_HANDLER = "nvidia"                 # containerd runtime name == RuntimeClass handler
 NVIDIA_RUNTIME_BINARY = "/usr/bin/nvidia-container-runtime"
@@ -113,10 +126,25 @@ def sharing_for(estate: Estate, cls: NodeClass) -> tuple[str, GpuSharing]:
 def replicas(sharing: GpuSharing) -> int:
     """nvidia.com/gpu units the device plugin advertises per physical GPU.
 
-    Under MIG the count depends on the MIG layout, which the spec does not
-    describe; quotas then count whole GPUs (estate check warns about it).
+    Under MIG (single strategy) that is the MIG devices each GPU is split into, which
+    the spec gives as mig_devices; without it quotas count whole GPUs (estate check
+    warns about it).
     """
-    return sharing.replicas if sharing.mode == "time-slicing" else 1
+    if sharing.mode == "time-slicing":
+        return sharing.replicas
+    if sharing.mode == "mig" and sharing.mig_strategy == "single" and sharing.mig_devices:
+        return sharing.mig_devices
+    return 1
+
+
+def gpu_taint(pool: str) -> dict:
+    """The taint of a GPU worker in a pool (a Kueue flavor: the GPU model)."""
+    return {"key": GPU_TAINT["key"], "value": pool, "effect": GPU_TAINT["effect"]}
+
+
+def pool_toleration(pool: str) -> dict:
+    return {"key": GPU_TAINT["key"], "operator": "Equal", "value": pool,
+            "effect": GPU_TAINT["effect"]}
 
 
 @lru_cache(maxsize=8)
@@ -165,7 +193,7 @@ def node_labels(estate: Estate, name: str, facts: Group, control_plane: bool) ->
 def node_taints(facts: Group, control_plane: bool) -> tuple:
     if control_plane:
         return (CONTROL_PLANE_TAINT,)
-    return (GPU_TAINT,) if gpu_worker(facts, control_plane) else ()
+    return (gpu_taint(facts.gpu_model),) if gpu_worker(facts, control_plane) else ()
 
 
 @lru_cache(maxsize=8)
@@ -304,3 +332,10 @@ def borrowable_units(estate: Estate, tenant: Tenant) -> int:
 
 def priority_class(tenant: Tenant) -> str:
     return f"tenant-{tenant.name}"
+
+
+def tolerations_whitelist(estate: Estate, tenant: Tenant) -> list[dict]:
+    """The tolerations a tenant's pods may carry: the pools it holds quota in, and the two
+    every pod gets. Nothing else, so its pods cannot tolerate another pool's taint."""
+    pools = [q.flavor for q in tenant_quotas(estate)[tenant.name]]
+    return list(DEFAULT_TOLERATIONS) + [pool_toleration(p) for p in pools]

@@ -78,14 +78,17 @@ def _say(line: str, output: Output) -> None:
 
 
 def do_apply(estate, render_dir: Path, conn, limit: str | None, secrets: Path | None,
-             manifests: bool = True):
+             manifests: bool = True, only: list[str] | None = None):
+    from estate.catalogue import ORDER
     from estate.provision.apply import apply
     from estate.provision.inventory import pyinfra_hosts
+    if unknown := sorted(set(only or ()) - set(ORDER)):
+        _fail(f"--only: no deploy named {', '.join(unknown)}; deploys: {', '.join(ORDER)}")
     try:
         hosts = pyinfra_hosts(estate, render_dir, secrets, conn, limit, manifests)
     except (ValueError, FileNotFoundError) as exc:
         _fail(str(exc))
-    return apply(hosts, log=lambda m: err.print(f"[dim]{m}[/dim]"))
+    return apply(hosts, only=only, log=lambda m: err.print(f"[dim]{m}[/dim]"))
 
 
 def register(app: typer.Typer) -> None:
@@ -110,6 +113,8 @@ def register(app: typer.Typer) -> None:
                                              "the control plane. --no-manifests where another "
                                              "owner applies them (the Pulumi program's "
                                              "ConfigGroup): they get exactly one."),
+              only: str = typer.Option(None, "--only", help="Run only these deploys, e.g. "
+                                       "common,storage (the others are not run on any node)."),
               output: Output = output_option()):
         """Render SPEC and apply the roles to its nodes (or --limit). Exit 1 if a node failed."""
         import shutil
@@ -125,7 +130,8 @@ def register(app: typer.Typer) -> None:
             conn = _connection(lab, ssh_key, ssh_user, strict_host_keys)
             with secrets_from_env() as from_env:
                 chosen = secrets or from_env or (LAB_SECRETS if lab else None)
-                res = do_apply(result.estate, out, conn, limit, chosen, manifests)
+                res = do_apply(result.estate, out, conn, limit, chosen, manifests,
+                               only.split(",") if only else None)
         except ValueError as exc:
             _fail(str(exc))
         finally:

@@ -5,6 +5,7 @@ this module only turns it into resources.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Optional
 
 import pulumi
@@ -18,8 +19,9 @@ from estate.model.services import KEYS
 from estate.pipeline import Build, build
 from estate.pulumi import plan as planning
 
-NO_KUBECONFIG = ("skipped: no kubeconfig in the stack config; create the Kubernetes objects "
-                 "with `pulumi config set --secret kubeconfig < KUBECONFIG` and `pulumi up`")
+NO_KUBECONFIG = ("skipped: no kubeconfig in the stack config, and no control plane step "
+                 "outputs one ({why}); give one with `pulumi config set --secret kubeconfig "
+                 "< KUBECONFIG`")
 
 
 def build_or_fail(spec_path: str) -> Build:
@@ -41,12 +43,23 @@ class EstateDeployment(pulumi.ComponentResource):
 
     def __init__(self, name: str, result: Build, spec_path: str,
                  kubeconfig: Optional[pulumi.Input[str]] = None,
-                 opts: Optional[pulumi.ResourceOptions] = None):
+                 opts: Optional[pulumi.ResourceOptions] = None,
+                 config: Optional[planning.StackConfig] = None,
+                 project_dir: Optional[Path] = None):
         super().__init__("estate:index:Deployment", name, None, opts)
         estate, artifacts = result.estate, result.artifacts
-        self.plan = planning.plan(estate, artifacts, spec_path)
+        self.config = config or planning.StackConfig(spec_path)
+        # Every step runs here, whatever the engine's working directory (the spec path
+        # in the commands is relative to it).
+        self.dir = str((project_dir or Path.cwd()).resolve())
+        try:
+            self.plan = planning.plan(estate, artifacts, spec_path, self.config.accept,
+                                      lab=self.config.lab)
+        except ValueError as exc:
+            raise pulumi.RunError(f"stack config: {exc}") from None
         self.keys = self._secrets(self.plan.secrets)
         self.nodes = self._provision()
+        self.revoke = self._revoke()
         status = self._kubernetes(artifacts, kubeconfig)
         self.outputs = {
             "inventory": planning.inventory(estate, self.plan),
@@ -66,35 +79,75 @@ class EstateDeployment(pulumi.ComponentResource):
         return {k: random.RandomBytes(sizes[k][0], length=sizes[k][1], opts=self._child())
                 for k in needed}
 
-    def _environment(self, secrets: tuple[str, ...]) -> dict | None:
-        names = {k: key.env for k, key in KEYS.items()}
-        # Output.secret even though RandomBytes marks base64 secret: the command's
-        # environment must be secret whatever the key's provider does.
-        env = {names[k]: pulumi.Output.secret(self.keys[k].base64) for k in secrets}
-        return env or None
+    def _source_stdout(self, nodes) -> pulumi.Output[str]:
+        return nodes[self.plan.join_source].stdout
+
+    def _environment(self, step: planning.NodeStep, nodes) -> pulumi.Output | None:
+        """The keys and, on a joining node, the control plane's join material: one secret
+        value (Output.secret even though RandomBytes marks base64 secret: the command's
+        environment must be secret whatever a provider does)."""
+        parts = {KEYS[k].env: self.keys[k].base64 for k in step.secrets}
+        if step.join == "sink":
+            parts["join"] = self._source_stdout(nodes).apply(planning.join_environment)
+        if not parts:
+            return None
+        return pulumi.Output.secret(pulumi.Output.all(**parts).apply(_flatten))
 
     def _provision(self) -> dict[str, command.local.Command]:
         nodes: dict[str, command.local.Command] = {}
         for step in self.plan.steps:   # stage order: what a step waits for exists already
             deps = [nodes[n] for n in self.plan.after(step)] + \
                    [self.keys[k] for k in step.secrets]
+            # The control plane's stdout carries the join material and admin.conf: a
+            # secret output, and never logged (the provider logs stdout by default).
+            source = step.join == "source"
             nodes[step.node] = command.local.Command(
                 f"node-{step.node}",
                 create=step.command,
-                environment=self._environment(step.secrets),
-                triggers=[step.digest],
-                opts=self._child(depends_on=deps))
+                dir=self.dir,
+                environment=self._environment(step, nodes),
+                triggers=step.triggers,
+                logging=command.local.Logging.STDERR if source else None,
+                opts=self._child(depends_on=deps,
+                                 additional_secret_outputs=["stdout"] if source else None))
         return nodes
+
+    def _revoke(self) -> command.local.Command | None:
+        """Once every node has joined, the join token is deleted on the control plane."""
+        if self.plan.revoke is None:
+            return None
+        token = self._source_stdout(self.nodes).apply(
+            lambda out: {k: v for k, v in planning.join_environment(out).items()
+                         if k == planning.JOIN_ENV["token"]})
+        sinks = [self.nodes[s.node] for s in self.plan.steps if s.join == "sink"]
+        return command.local.Command(
+            "join-token-revoke", create=self.plan.revoke, dir=self.dir,
+            environment=pulumi.Output.secret(token),
+            opts=self._child(depends_on=[self.nodes[self.plan.join_source], *sinks]))
 
     def _stage(self, name: str) -> list[command.local.Command]:
         return [self.nodes[n] for n in self.plan.stages[name]]
 
-    def _kubernetes(self, artifacts, kubeconfig) -> str:
+    def _kubeconfig(self, given):
+        """The stack's kubeconfig, else the admin.conf the control plane's step outputs
+        (secret): the objects are created in the same `pulumi up`."""
+        if given is not None:
+            return given, None
+        source = self.plan.join_source
+        if source is None:
+            return None, "the spec has no first control plane"
+        if "k8s_control_plane" in self.config.accept:
+            return None, "the stack accepts k8s_control_plane as unsupported"
+        admin = self._source_stdout(self.nodes).apply(_admin_conf(source))
+        return pulumi.Output.secret(admin), None
+
+    def _kubernetes(self, artifacts, given) -> str:
         docs = planning.manifests(artifacts)
         if not docs:
             return "skipped: the spec renders no Kubernetes manifests"
+        kubeconfig, why = self._kubeconfig(given)
         if kubeconfig is None:
-            return NO_KUBECONFIG
+            return NO_KUBECONFIG.format(why=why)
         control = self._stage("k8s-control-plane")
         provider = kubernetes.Provider("kubernetes", kubeconfig=kubeconfig,
                                        opts=self._child(depends_on=control))
@@ -103,5 +156,25 @@ class EstateDeployment(pulumi.ComponentResource):
             yaml="\n---\n".join(c.decode() for _, c in docs),
             opts=self._child(provider=provider,
                              depends_on=control + self._stage("k8s-workers")))
-        return (f"managed: {len(docs)} manifest files ({planning.MANIFESTS}) "
-                "through the stack's kubeconfig")
+        origin = "the stack's kubeconfig" if given is not None else \
+            f"the admin.conf that {self.plan.join_source}'s step outputs"
+        return f"managed: {len(docs)} manifest files ({planning.MANIFESTS}) through {origin}"
+
+
+def _admin_conf(source: str):
+    def read(stdout: str) -> str:
+        conf = planning.admin_conf(stdout)
+        if not conf:
+            # An empty kubeconfig would make the provider fall back to ~/.kube/config:
+            # the objects would land on whatever cluster that names.
+            raise pulumi.RunError(f"{source}'s step printed no admin.conf: the control plane "
+                                  "is not initialised (see that step's output)")
+        return conf
+    return read
+
+
+def _flatten(parts: dict) -> dict:
+    """{VAR: value, "join": {VAR: value}} -> one environment."""
+    env = {k: v for k, v in parts.items() if k != "join"}
+    env.update(parts.get("join") or {})
+    return env

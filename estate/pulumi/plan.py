@@ -7,11 +7,18 @@ graph can be computed and shown (``estate plan``) without the Pulumi runtime.
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
+import os
 import shlex
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from estate.catalogue import ROLES, STAGES as CATALOGUE_STAGES
 from estate.model.services import MANIFESTS, PORTS, uses_jwt
+from estate.provision.inventory import targets
 from estate.render import kubernetes as k8s_render
 from estate.render import slurm as slurm_render
 from estate.render.artifacts import Artifacts
@@ -19,9 +26,21 @@ from estate.spec.hostlist import Hostlist
 from estate.spec.resolved import Estate
 
 # The provisioning command for one node; the one place its command line is spelled.
-# --no-manifests: the stack's ConfigGroup owns the Kubernetes manifests (it prunes what the
-# spec drops); the control-plane role applies them only under the CLI and the lab.
-APPLY = "estate apply {spec} --limit {node} --no-manifests"
+# `estate pulumi step` is `estate apply --limit NODE --no-manifests` (the stack's ConfigGroup
+# owns the Kubernetes manifests) that fails on an unsupported role the stack does not
+# accept, takes the join material from its environment and prints the node's outputs.
+STEP = "exec {cli} pulumi step {spec} {node}"
+CLI_ENV = "ESTATE_PULUMI_CLI"
+# The join material a Kubernetes control plane's step outputs (secret) and the steps that
+# join it take in their environment: never on a command line.
+JOIN_ENV = {"token": "ESTATE_KUBEADM_TOKEN", "ca_cert_hash": "ESTATE_KUBEADM_CA_CERT_HASH",
+            "certificate_key": "ESTATE_KUBEADM_CERTIFICATE_KEY"}
+INIT = "kubernetes/kubeadm/init.yaml"
+JOIN = "kubernetes/kubeadm/join/"
+# The role code a node's step runs: roles/<deploy>/ for each of its deploys, and the
+# library they share. A role's own tests are not code that runs on a node.
+ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
+SHARED_ROLE_CODE = ("_lib",)
 
 
 
@@ -44,8 +63,37 @@ class NodeStep:
     node: str
     stage: str
     command: str
-    digest: str                  # of the artifacts the node consumes: the trigger
+    digest: str                  # of the artifacts the node consumes (trigger)
     secrets: tuple[str, ...]     # "munge", "jwt"
+    code: str = ""               # of the role code it runs and Estate's version (trigger)
+    deploys: tuple[str, ...] = ()
+    join: str | None = None      # "source": outputs the join material; "sink": takes it
+    joiners: tuple[str, ...] = ()  # on the source: the nodes that join with its outputs
+
+    @property
+    def triggers(self) -> list[str]:
+        # A source re-runs when the set of joining nodes changes: a node added later gets
+        # a fresh token (the last one was revoked once the others had joined).
+        joined = [f"joined by {','.join(self.joiners)}"] if self.joiners else []
+        return [self.digest, self.code, *joined]
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """What a stack's config says beside its spec (stacks/Pulumi.<stack>.yaml)."""
+    spec: str
+    accept: tuple[str, ...] = ()   # estate:acceptUnsupported
+    lab: bool = False              # estate:lab: connect as the container lab does
+
+
+def read_stack_config(config: dict) -> StackConfig:
+    """From a stack file's `config:` mapping (keys "estate:spec", ...)."""
+    accept = config.get("estate:acceptUnsupported") or []
+    if isinstance(accept, str):
+        accept = json.loads(accept)   # `pulumi config` hands structured values as JSON
+    lab = config.get("estate:lab", False)
+    return StackConfig(str(config["estate:spec"]), tuple(accept),
+                       lab in (True, "true", "True"))
 
 
 @dataclass
@@ -53,19 +101,97 @@ class Plan:
     steps: list[NodeStep]        # in stage order
     stages: dict[str, list[str]]
     secrets: tuple[str, ...]     # the secrets any node needs
+    revoke: str | None = None    # the command that revokes the join token after the joins
 
     def after(self, step: NodeStep) -> list[str]:
-        """Nodes that must be provisioned before this one."""
+        """Nodes that must be provisioned before this one (a second control plane waits
+        for the first: it joins with the first one's outputs)."""
         stage = next(s for s in STAGES if s.name == step.stage)
-        return [n for s in stage.after for n in self.stages[s] if n != step.node]
+        before = [n for s in stage.after for n in self.stages[s] if n != step.node]
+        source = self.join_source
+        if step.join == "sink" and source and source not in before:
+            before.append(source)
+        return before
+
+    @property
+    def join_source(self) -> str | None:
+        return next((s.node for s in self.steps if s.join == "source"), None)
+
+    def step(self, node: str) -> NodeStep:
+        return next(s for s in self.steps if s.node == node)
 
 
 def stage_of(roles: list[str]) -> str | None:
     return next((s.name for s in STAGES if s.roles & set(roles)), None)
 
 
-def apply_command(spec_path: str, node: str) -> str:
-    return APPLY.format(spec=shlex.quote(spec_path), node=shlex.quote(node))
+def cli() -> list[str]:
+    """The installed CLI, by absolute path: the engine's PATH and directory are not ours.
+    $ESTATE_PULUMI_CLI (an absolute path) names another, e.g. Estate installed elsewhere."""
+    chosen = os.environ.get(CLI_ENV)
+    if chosen:
+        if not Path(chosen).is_absolute():
+            raise ValueError(f"{CLI_ENV}={chosen!r} is not an absolute path")
+        return [chosen]
+    exe = Path(sys.executable)
+    script = exe.with_name("estate")
+    return [str(script)] if script.is_file() else [str(exe), "-m", "estate.cli"]
+
+
+def step_command(spec_path: str, node: str, accept: tuple[str, ...] = (),
+                 lab: bool = False) -> str:
+    line = STEP.format(cli=shlex.join(cli()), spec=shlex.quote(spec_path),
+                       node=shlex.quote(node))
+    return line + "".join(f" --accept-unsupported {shlex.quote(r)}" for r in accept) + \
+        (" --lab" if lab else "")
+
+
+def join_environment(stdout: str) -> dict[str, str]:
+    """The join material in a control plane's step outputs, as the joining steps'
+    environment (empty where it handed out none, e.g. kubeadm unsupported there)."""
+    join = step_outputs(stdout).get("join") or {}
+    return {JOIN_ENV[k]: v for k, v in join.items() if k in JOIN_ENV and v}
+
+
+def admin_conf(stdout: str) -> str:
+    return step_outputs(stdout).get("admin_conf") or ""
+
+
+def step_outputs(stdout: str) -> dict:
+    """A step's outputs: the last JSON line of its stdout (`estate pulumi step` prints one)."""
+    lines = [line for line in (stdout or "").splitlines() if line.startswith("{")]
+    return json.loads(lines[-1]) if lines else {}
+
+
+def _files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.rglob("*") if p.is_file() and
+                  not {"tests", "__pycache__"} & set(p.relative_to(directory).parts))
+
+
+def code_digest(deploys: tuple[str, ...], roles_dir: Path | None = None) -> str:
+    """The role code a node runs (its deploys' directories and roles/_lib) and Estate's
+    version: editing a role re-triggers exactly the nodes that run it."""
+    roles_dir = roles_dir or ROLES_DIR
+    h = hashlib.sha256(f"estate {estate_version()}\0".encode())
+    for name in (*SHARED_ROLE_CODE, *sorted(deploys)):
+        for f in _files(roles_dir / name):
+            h.update(f"{name}/{f.relative_to(roles_dir / name).as_posix()}\0".encode())
+            h.update(hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def estate_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("estate")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def join_role(consumes: list[str]) -> str | None:
+    if INIT in consumes:
+        return "source"
+    return "sink" if any(p.startswith(JOIN) for p in consumes) else None
 
 
 def secret_hosts(estate: Estate, artifacts: Artifacts) -> dict[str, Hostlist]:
@@ -83,21 +209,42 @@ def secret_hosts(estate: Estate, artifacts: Artifacts) -> dict[str, Hostlist]:
     return out
 
 
-def plan(estate: Estate, artifacts: Artifacts, spec_path: str) -> Plan:
+def plan(estate: Estate, artifacts: Artifacts, spec_path: str,
+         accept: tuple[str, ...] = (), roles_dir: Path | None = None, lab: bool = False) -> Plan:
+    """accept: the roles whose "unsupported here" the stack accepts (estate:acceptUnsupported);
+    lab: the steps connect as the container lab does (estate:lab)."""
+    unknown = sorted(set(accept) - set(ROLES))
+    if unknown:
+        raise ValueError(f"acceptUnsupported names no role: {', '.join(unknown)} (roles: "
+                         f"{', '.join(ROLES)})")
     holders = secret_hosts(estate, artifacts)
     stages: dict[str, list[str]] = {s.name: [] for s in STAGES}
     steps: dict[str, list[NodeStep]] = {s.name: [] for s in STAGES}
+    runs = {t.name: t for t in targets(estate, artifacts.manifest())}
+    codes: dict[tuple[str, ...], str] = {}
     for group, hosts in zip(estate.spec.nodes, estate.group_hosts):
         stage = stage_of(group.roles)
         if stage is None:
             continue
         for node in hosts:
             secrets = tuple(k for k, hl in holders.items() if node in hl)
-            steps[stage].append(NodeStep(node, stage, apply_command(spec_path, node),
-                                         artifacts.digest_for_node(node), secrets))
+            deploys = tuple(runs[node].deploys)
+            if deploys not in codes:
+                codes[deploys] = code_digest(deploys, roles_dir)
+            steps[stage].append(NodeStep(
+                node, stage, step_command(spec_path, node, accept, lab),
+                artifacts.digest_for_node(node), secrets, codes[deploys], deploys,
+                join_role(runs[node].consumes)))
             stages[stage].append(node)
     used = tuple(k for k, hl in holders.items() if hl)
-    return Plan([st for s in STAGES for st in steps[s.name]], stages, used)
+    ordered = [st for s in STAGES for st in steps[s.name]]
+    sinks = tuple(st.node for st in ordered if st.join == "sink")
+    source = next((st for st in ordered if st.join == "source"), None)
+    if source is None or not sinks:
+        return Plan(ordered, stages, used)
+    ordered = [dataclasses.replace(st, joiners=sinks) if st is source else st for st in ordered]
+    revoke = step_command(spec_path, source.node, accept, lab) + " --revoke-join"
+    return Plan(ordered, stages, used, revoke)
 
 
 # --- stack outputs -------------------------------------------------------------------

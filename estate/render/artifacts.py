@@ -80,6 +80,21 @@ def write_tree(artifacts: Artifacts, out_dir: str | Path) -> None:
         raise
 
 
+def write_file(content: bytes, path: str | Path, mode: int = 0o644) -> None:
+    """Replace one file atomically: a temporary sibling, then a rename, so a reader never
+    sees half a file and a failure leaves the old one as it was."""
+    dest = Path(path).absolute()
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(content)
+        os.chmod(tmp, mode)
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def _swap(new: Path, out: Path) -> None:
     if not out.exists():
         os.rename(new, out)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from estate.model.services import IDENTITY
+from estate.model.storage import home_of
 from estate.render.artifacts import Artifact
 from estate.spec.hostlist import Hostlist
 from estate.spec.resolved import Estate
@@ -15,7 +16,7 @@ def render_identity(estate: Estate, source: str = "") -> list[Artifact]:
     doc = {
         "groups": [{"name": g.name, "gid": g.gid} for g in ident.groups],
         "users": [{"name": u.name, "uid": u.uid, "group": u.group, "gid": gids.get(u.group),
-                   "home": u.home or f"/home/{u.name}", "shell": u.shell, "system": u.system}
+                   "home": home_of(u), "shell": u.shell, "system": u.system}
                   for u in ident.users],
     }
     everyone = Hostlist([r for hl in estate.group_hosts for r in hl.ranges])

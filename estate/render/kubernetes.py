@@ -12,6 +12,7 @@ the plane.
 """
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 
 import yaml
@@ -20,13 +21,15 @@ from estate.model.kubernetes import (  # the facts this renderer lays out
     API_PORT, CA_HASH_PLACEHOLDER, CERT_KEY_PLACEHOLDER, CRI_SOCKET, DEFAULT_SHARING_CONFIG,
     DEVICE_PLUGIN_CONFIG_LABEL, DEVICE_PLUGIN_IMAGE, DEVICE_PLUGIN_NAME,
     DEVICE_PLUGIN_NAMESPACE, DNS_DOMAIN, FSTAB_ONLY_OPTIONS, GPU_PRESENT, GPU_RESOURCE,
-    GPU_TAINT, KIND_API, KIND_IMAGE, KNode, KUBEADM_API, KUEUE_API, NAMESPACE_NAME_LABEL,
+    ADMISSION_PLUGINS, KIND_API, KIND_IMAGE, KNode, KUBEADM_API, KUEUE_API,
+    NAMESPACE_NAME_LABEL, TOLERATIONS_WHITELIST, pool_toleration, tolerations_whitelist,
     NFS_NOMINAL_CAPACITY, NVIDIA_RUNTIME_BINARY, PAUSE_IMAGE, RUNTIME_HANDLER,
     TOKEN_PLACEHOLDER, api_endpoint, borrowable_units, control_planes, flavors, hostlist,
     PLANE, plane_nodes, priority_class, sharing_for, tenant_quotas,
 )
 from estate.model.services import MANIFESTS
 from estate.model.flows import matrix
+from estate.model.storage import grants
 from estate.render.artifacts import Artifact
 from estate.render.templates import RenderError, dumped, line_value, render_template
 from estate.spec.hostlist import Hostlist
@@ -88,6 +91,8 @@ def build_kubeadm(estate: Estate, source: str) -> list[Artifact]:
                    api_port=API_PORT, kubeadm_api=KUBEADM_API, dns_domain=DNS_DOMAIN,
                    cert_sans=[n.address for n in cps if n.address],
                    cert_key=CERT_KEY_PLACEHOLDER if len(cps) > 1 else None,
+                   api_server_args=[{"name": "enable-admission-plugins",
+                                     "value": ",".join(ADMISSION_PLUGINS)}],
                    version=f"v{estate.spec.kubernetes.version}")
     out = [Artifact("kubernetes/kubeadm/init.yaml", init, hostlist([first]), PLANE)]
     for node in plane_nodes(estate):
@@ -158,22 +163,19 @@ def build_device_plugin(estate: Estate, source: str) -> list[Artifact]:
     return [_manifest("20-device-plugin.yaml", text, estate)]
 
 
-def gpu_toleration() -> dict:
-    return {"key": GPU_TAINT["key"], "operator": "Equal", "value": GPU_TAINT["value"],
-            "effect": GPU_TAINT["effect"]}
-
-
 def build_cluster_objects(estate: Estate, source: str) -> list[Artifact]:
     """RuntimeClass nvidia, the tenants' PriorityClasses and Namespaces."""
     k8s = estate.spec.kubernetes
     out = []
     if any(n.is_gpu_worker for n in plane_nodes(estate)):
         text = _render("runtimeclass.yaml.j2", estate, source, handler=RUNTIME_HANDLER,
-                       node_selector={GPU_PRESENT: "true"}, tolerations=[gpu_toleration()])
+                       node_selector={GPU_PRESENT: "true"})
         out.append(_manifest("10-runtimeclass.yaml", text, estate))
     if k8s.tenants:
         text = _render("tenants-cluster.yaml.j2", estate, source, tenants=[
-            {"name": t.name, "priority_class": priority_class(t), "priority": t.priority}
+            {"name": t.name, "priority_class": priority_class(t), "priority": t.priority,
+             "annotations": {TOLERATIONS_WHITELIST: json.dumps(
+                 tolerations_whitelist(estate, t), separators=(",", ":"))}}
             for t in k8s.tenants])
         out.append(_manifest("00-tenants.yaml", text, estate))
     return out
@@ -232,7 +234,8 @@ def build_kueue(estate: Estate, source: str) -> list[Artifact]:
     queues = [{"name": t.name, "cohort": t.cohort, "namespace": t.name,
                "quotas": [q for q in quotas[t.name]]} for t in k8s.tenants]
     text = _render("kueue.yaml.j2", estate, source, api=KUEUE_API, flavors=flavors(estate),
-                   tolerations=[gpu_toleration()], queues=queues, gpu_resource=GPU_RESOURCE,
+                   tolerations={f.name: [pool_toleration(f.name)] for f in flavors(estate)},
+                   queues=queues, gpu_resource=GPU_RESOURCE,
                    ns_label=NAMESPACE_NAME_LABEL)
     return [_manifest("50-kueue.yaml", text, estate)]
 
@@ -265,14 +268,24 @@ def _nfs_volumes(estate: Estate) -> tuple[dict, ...]:
 
 
 def nfs_claims(estate: Estate) -> list[dict]:
-    """One PersistentVolume per (export, tenant), pre-bound to a claim in the tenant's namespace.
+    """One PersistentVolume per storage grant, pre-bound to a claim in the tenant's namespace.
 
-    A PersistentVolume binds one claim, so tenants sharing an export each get their own
-    volume on the same NFS path. Without tenants the volumes are left unbound.
+    Only what kubernetes.tenants[].storage grants: an export the plane's nodes mount is
+    not a tenant's for that alone (the Slurm users' homes least of all). A PersistentVolume
+    binds one claim, so tenants sharing an export each get their own volume on the same
+    NFS path; read-only unless the grant says rw.
     """
-    tenants = [t.name for t in estate.spec.kubernetes.tenants] or [None]
-    return [{**v, "pv": f"{v['export']}-{t}" if t else v["export"], "namespace": t,
-             "claim": v["export"]} for v in nfs_volumes(estate) for t in tenants]
+    volumes = {v["export"]: v for v in nfs_volumes(estate)}
+    out = []
+    for g in grants(estate):
+        v = volumes.get(g.grant.export)
+        if v is None:
+            continue  # storage.unknown_grant / storage.grant_not_mounted report it
+        read_only = g.grant.access != "rw"
+        out.append({**v, "pv": f"{v['export']}-{g.tenant}", "namespace": g.tenant,
+                    "claim": v["export"], "read_only": read_only,
+                    "access_mode": "ReadOnlyMany" if read_only else "ReadWriteMany"})
+    return out
 
 
 def build_storage(estate: Estate, source: str) -> list[Artifact]:

@@ -189,6 +189,20 @@ class GpuSharing(Strict):
     mode: Literal["none", "time-slicing", "mig"] = "none"
     replicas: int = Field(1, ge=1, le=64, description="Time-slicing replicas per GPU.")
     mig_strategy: Literal["single", "mixed"] = "single"
+    mig_devices: int | None = Field(None, ge=1, le=7, description="MIG devices each GPU is "
+                                    "split into (single strategy, e.g. 7 for all-1g.10gb); "
+                                    "Kueue quotas then count MIG devices.")
+
+
+class StorageGrant(Strict):
+    """One export a tenant's pods may mount, as a pre-bound PersistentVolume and claim."""
+    export: Name
+    access: Literal["ro", "rw"] = Field("ro", description="ro: a read-only PersistentVolume "
+                                        "(and the plane's nodes get the export read-only "
+                                        "unless some tenant is granted it rw); rw: both "
+                                        "read-write.")
+    reason: FreeText = Field("", description="Why the tenant needs it; required when the "
+                             "export is the Slurm plane's too (a cross-plane grant).")
 
 
 class Tenant(Strict):
@@ -201,6 +215,8 @@ class Tenant(Strict):
     slurmrestd: bool = Field(False, description="Granted the bridge to the batch plane: the "
                              "tenant's pods may call slurmrestd (a NetworkPolicy egress rule, "
                              "and the Kubernetes nodes in slurmrestd's firewall).")
+    storage: list[StorageGrant] = Field([], description="Exports granted to the tenant: it "
+                                        "gets a PersistentVolume for these only.")
 
 
 class Kubernetes(Strict):
@@ -224,7 +240,9 @@ class Export(Strict):
     server: Name
     path: StoragePath
     segment: Name
-    options: OptionList = "rw,sync,no_subtree_check,no_root_squash"
+    options: OptionList = "rw,sync,no_subtree_check,root_squash"
+    reason: FreeText = Field("", description="Why its options weaken it (no_root_squash); "
+                             "without one `estate check` warns.")
 
 
 class Mount(Strict):

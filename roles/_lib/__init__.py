@@ -8,6 +8,10 @@ Roles learn everything from host data set by the provisioner
   keys are uploaded, never read into op names, logs or output)
 - ``estate_node``: the node's name in the spec (defaults to the pyinfra host name)
 - ``estate_runtime``: facts read from the rendered files (see inventory.py)
+- under Pulumi (estate.pulumi.step) only: ``estate_join`` (the join material a
+  joining node's step was handed), ``estate_join_out`` (where the first control plane
+  writes the join material it hands out) and ``estate_revoke_join`` (the public id of
+  the join token the control plane deletes)
 
 A role installs what MANIFEST.json says this node consumes; it never decides
 on its own which files a node needs.

@@ -3,21 +3,46 @@
 An initialised node (/etc/kubernetes/admin.conf) is not initialised again; manifests
 are re-applied when their digest changes. Where kubeadm is missing (k8s_packages could
 not install it) the role is Unsupported, with the reason.
+
+Under Pulumi (`estate pulumi step`) the control plane also hands out what the other nodes
+join with: in the k8s_join phase it writes a fresh join token, the CA certificate hash,
+a certificate key and admin.conf to the local file named by host data
+``estate_join_out`` (0600), which the step prints as its secret output. A later step
+(host data ``estate_revoke_join``: the token's public id) deletes that token once the
+workers have joined.
 """
 from __future__ import annotations
 
+import json
+import os
+import re
 import shlex
 
 from pyinfra import host
 from pyinfra.api import OperationError, deploy
+from pyinfra.facts.server import Command
+from pyinfra.operations import server
 
 from estate.model.services import MANIFESTS
 from estate.provision.destinations import destination
 from roles._lib import probe, STAMPS, Unsupported, consumed, digest_of, install, run_when_changed, \
     runtime
+from roles._lib.facts import FileText
 
 ADMIN = "/etc/kubernetes/admin.conf"
 INIT = "/root/estate-kubeadm-init.yaml"
+# A join token lives long enough for one `pulumi up`; the run revokes it sooner.
+JOIN_TTL = "2h"
+TOKEN_ID = re.compile(r"^[a-z0-9]{6}$")
+# Fills ${KUBEADM_CERTIFICATE_KEY} from the environment (KEY): the key is never an
+# argument of any process, so `ps` cannot show it.
+FILL_KEY = ("awk 'BEGIN { k = ENVIRON[\"KEY\"]; p = \"${KUBEADM_CERTIFICATE_KEY}\" } "
+            "{ while ((i = index($0, p)) > 0) $0 = substr($0, 1, i - 1) k "
+            "substr($0, i + length(p)); print }'")
+# kubeadm init once, on a 0600 copy of the init config with a fresh certificate key.
+INIT_COMMAND = ("test -f {admin} || ( umask 077 && KEY=$(kubeadm certs certificate-key) && "
+                "KEY=$KEY {fill} {src} > {config} && kubeadm init --upload-certs --config "
+                "{config}; rc=$?; rm -f {config}; exit $rc )")
 
 
 def missing_tools(run) -> list[str]:
@@ -25,29 +50,35 @@ def missing_tools(run) -> list[str]:
             if (run(f"command -v {shlex.quote(t)}") or "").strip() == ""]
 
 
+def join_values(join_command: str) -> dict[str, str]:
+    """KUBEADM_TOKEN and KUBEADM_CA_CERT_HASH from `kubeadm token create --print-join-command`."""
+    token = re.search(r"--token (\S+)", join_command)
+    ca = re.search(r"--discovery-token-ca-cert-hash (\S+)", join_command)
+    if not token or not ca:
+        raise OperationError("the control plane printed no join command")
+    return {"KUBEADM_TOKEN": token.group(1), "KUBEADM_CA_CERT_HASH": ca.group(1)}
+
+
 @deploy("k8s_control_plane")
-def k8s_control_plane() -> None:
+def k8s_control_plane(join: bool = False) -> None:
     missing = missing_tools(probe)
     if missing:
         raise Unsupported(f"{', '.join(missing)} not installed (see k8s_packages on this node)")
+    revoke = host.data.get("estate_revoke_join")
+    if revoke:
+        revoke_token(revoke)
+        return
     init = consumed("kubernetes/kubeadm/init.yaml")
     if not init:
         raise OperationError(f"{host.name}: joining further control planes (kubeadm join "
                              "--control-plane with the uploaded certificate key) is not "
                              "implemented yet; only the first control plane is provisioned")
     install(init[0])
-    src = shlex.quote(destination(init[0]))
-    admin = shlex.quote(ADMIN)
-    config = shlex.quote(INIT)
-    # Several control planes: init.yaml carries ${KUBEADM_CERTIFICATE_KEY}; it is made on the
-    # node and substituted into a 0600 copy, never into the rendered or installed file.
     run_when_changed(name="kubeadm init", stamp=f"{STAMPS}/kubeadm-init",
                      digest="initialised",  # once: admin.conf marks an initialised node
-                     command=f"test -f {admin} || ( umask 077 && "
-                             f"key=$(kubeadm certs certificate-key) && "
-                             f"sed \"s/\\${{KUBEADM_CERTIFICATE_KEY}}/$key/\" {src} > {config} && "
-                             f"kubeadm init --upload-certs --config {config}; rc=$?; "
-                             f"rm -f {config}; exit $rc )")
+                     command=INIT_COMMAND.format(admin=shlex.quote(ADMIN), fill=FILL_KEY,
+                                                 src=shlex.quote(destination(init[0])),
+                                                 config=shlex.quote(INIT)))
     # One owner: under Pulumi its ConfigGroup applies them (estate apply --no-manifests).
     manifests = sorted(consumed(MANIFESTS + "*")) if runtime("apply_manifests", True) else []
     for p in manifests:
@@ -57,3 +88,40 @@ def k8s_control_plane() -> None:
         run_when_changed(name="kubectl apply the rendered manifests (name order)",
                          stamp=f"{STAMPS}/k8s-manifests", digest=digest_of(manifests),
                          command=f"kubectl --kubeconfig {shlex.quote(ADMIN)} apply {files}")
+    out = host.data.get("estate_join_out")
+    if join and out:
+        write_join_material(out)
+
+
+def join_material() -> dict[str, str]:
+    """A fresh join token, the CA hash, a certificate key and admin.conf, read from the
+    initialised node (facts: nothing of it is logged or named in an operation)."""
+    values = join_values(host.get_fact(
+        Command, f"kubeadm token create --ttl {JOIN_TTL} --description "
+                 "'estate: revoked once the workers have joined' --print-join-command"))
+    # upload-certs makes the key itself and prints it last: it is on no command line.
+    key = host.get_fact(Command, "kubeadm init phase upload-certs --upload-certs "
+                                 "2>/dev/null | tail -n 1")
+    return {"token": values["KUBEADM_TOKEN"], "ca_cert_hash": values["KUBEADM_CA_CERT_HASH"],
+            "certificate_key": (key or "").strip(),
+            "admin_conf": host.get_fact(FileText, path=ADMIN)}
+
+
+def write_join_material(path: str) -> None:
+    if not probe(f"test -f {shlex.quote(ADMIN)} && echo initialised"):
+        return   # not initialised yet: the k8s_control phase's init failed or has not run
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(join_material(), f)
+
+
+def revoke_token(token_id: str) -> None:
+    """Delete a join token by its public id (the secret half never leaves the step)."""
+    if not TOKEN_ID.match(token_id):
+        raise OperationError(f"{host.name}: {token_id!r} is not a bootstrap token id")
+    quoted = shlex.quote(token_id)
+    listed = probe(f"kubeadm token list 2>/dev/null | awk 'NR > 1 {{ print $1 }}' "
+                   f"| cut -d. -f1 | grep -x {quoted}")
+    if listed.strip() == token_id:
+        server.shell(name=f"Revoke the join token {token_id}",
+                     commands=[f"kubeadm token delete {quoted}"])

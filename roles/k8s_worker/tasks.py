@@ -1,13 +1,13 @@
 """kubeadm join with the rendered JoinConfiguration, its placeholders filled on the node
 with a token made on the first control plane (never written to the rendered tree).
 
-A joined node (/etc/kubernetes/kubelet.conf) is left alone. The control plane must be
-in the same pyinfra run (estate apply's k8s_join phase). Where kubeadm is missing the
-role is Unsupported, with the reason.
+A joined node (/etc/kubernetes/kubelet.conf) is left alone. The token comes from the
+control plane when it is in the same pyinfra run (estate apply's k8s_join phase), else
+from host data ``estate_join`` (under Pulumi: the control plane's step's secret outputs,
+handed to this node's step in its environment). Where kubeadm is missing the role is
+Unsupported, with the reason.
 """
 from __future__ import annotations
-
-import re
 
 from pyinfra import host, state
 from pyinfra.api import OperationError, deploy
@@ -17,29 +17,32 @@ from estate.provision.destinations import destination
 from estate.spec.hostlist import Hostlist
 from roles._lib import probe, Unsupported, artifact_info, consumed, install, put_text, render_dir, \
     run_when_changed
-from roles.k8s_control_plane.tasks import missing_tools
+from roles.k8s_control_plane.tasks import join_values, missing_tools  # noqa: F401
 
 KUBELET_CONF = "/etc/kubernetes/kubelet.conf"
 FILLED = "/etc/kubernetes/estate-join.yaml"
 
 
-def join_values(join_command: str) -> dict[str, str]:
-    """KUBEADM_TOKEN and KUBEADM_CA_CERT_HASH from `kubeadm token create --print-join-command`."""
-    token = re.search(r"--token (\S+)", join_command)
-    ca = re.search(r"--discovery-token-ca-cert-hash (\S+)", join_command)
-    if not token or not ca:
-        raise OperationError("the control plane printed no join command")
-    return {"KUBEADM_TOKEN": token.group(1), "KUBEADM_CA_CERT_HASH": ca.group(1)}
-
-
 def _control_plane():
-    """The host in this run that consumes init.yaml (the first control plane)."""
+    """The host in this run that consumes init.yaml (the first control plane), or None."""
     first = Hostlist.parse(artifact_info("kubernetes/kubeadm/init.yaml")["consumers"])
     for h in state.inventory:
         if (h.data.get("estate_node") or h.name) in first:
             return h
-    raise OperationError(f"{host.name}: the control plane {first} is not in this run; "
-                         "join through `estate apply`")
+    return None
+
+
+def _join_values() -> dict[str, str]:
+    given = host.data.get("estate_join") or {}
+    if given.get("token") and given.get("ca_cert_hash"):
+        return {"KUBEADM_TOKEN": given["token"], "KUBEADM_CA_CERT_HASH": given["ca_cert_hash"]}
+    cp = _control_plane()
+    if cp is None:
+        first = artifact_info("kubernetes/kubeadm/init.yaml")["consumers"]
+        raise OperationError(f"{host.name}: the control plane {first} is not in this run and "
+                             "no join token was given; join through `estate apply`, or under "
+                             "Pulumi from the control plane's step outputs")
+    return join_values(cp.get_fact(Command, "kubeadm token create --print-join-command"))
 
 
 @deploy("k8s_worker")
@@ -52,8 +55,7 @@ def k8s_worker() -> None:
         install(p)
     if not joins or probe(f"test -f {KUBELET_CONF} && echo joined"):
         return
-    cp = _control_plane()
-    values = join_values(cp.get_fact(Command, "kubeadm token create --print-join-command"))
+    values = _join_values()
     text = (render_dir() / joins[0]).read_text()
     for key, value in values.items():
         text = text.replace("${" + key + "}", value)

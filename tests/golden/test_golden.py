@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.golden.update import GOLDEN, STACKS, render_stack
+from tests.golden.update import GOLDEN, PICTURE, STACKS, draw_picture, render_stack
 
 
 def tree(root: Path) -> dict[str, bytes]:
@@ -30,3 +30,9 @@ def test_rendered_tree_matches_golden(stack: Path, tmp_path: Path):
         f"new={sorted(set(rendered) - set(want))} gone={sorted(set(want) - set(rendered))}")
     for path, content in rendered.items():
         assert want[path] == content, f"{stack.stem}/{path} changed; run `make golden`"
+
+
+def test_the_readme_picture_is_current():
+    assert PICTURE.read_text() == draw_picture(), (
+        f"{PICTURE.name} is not what `estate plan stacks/example-prod.yaml --svg` draws; "
+        "run `make golden`")

@@ -1,5 +1,7 @@
 """Rewrite the golden snapshots from the current renderer: `make golden`, then review the diff.
 
+It also redraws the README's picture of example-prod (docs/estate-example-prod.svg).
+
     python -m tests.golden.update
 """
 from __future__ import annotations
@@ -10,9 +12,11 @@ from pathlib import Path
 
 from estate.pipeline import build
 from estate.render import write_tree
+from estate.render.picture import render_svg
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent
+PICTURE = ROOT / "docs" / "estate-example-prod.svg"
 STACKS = sorted(p for p in (ROOT / "stacks").glob("*.yaml") if not p.name.startswith("Pulumi."))
 
 
@@ -25,12 +29,22 @@ def render_stack(stack: Path, out: Path) -> Path:
     return out
 
 
+def draw_picture() -> str:
+    """What `estate plan stacks/example-prod.yaml --svg FILE` writes."""
+    result = build(ROOT / "stacks" / "example-prod.yaml")
+    if not result.ok:
+        raise SystemExit(f"example-prod: {[f.as_dict() for f in result.findings]}")
+    return render_svg(result.estate)
+
+
 def main() -> int:
     for stack in STACKS:
         target = GOLDEN / stack.stem
         shutil.rmtree(target, ignore_errors=True)
         render_stack(stack, target)
         print(f"wrote {target.relative_to(ROOT)}")
+    PICTURE.write_text(draw_picture())
+    print(f"wrote {PICTURE.relative_to(ROOT)}")
     return 0
 
 

@@ -1,5 +1,7 @@
 """The lab for real: `estate lab up` from stacks/lab.yaml through Vagrant (docker
-provider), a second apply that changes nothing, `estate verify`, a spec change that
+provider), provisioned cold by the Pulumi program's graph run without the engine
+(`estate pulumi dry-run lab`: every node's step command in dependency order, the
+Kubernetes nodes too), a second run of that graph and a second apply that change nothing, `estate verify`, a spec change that
 reaches slurmctld, drift repaired, faults that heal (an apply killed half-way is finished
 by the next, a node that cannot be reached is named while the others converge), and
 `estate lab down` leaving nothing behind.
@@ -32,6 +34,11 @@ ESTATE = str(ROOT / ".venv" / "bin" / "estate")
 SPEC = "stacks/lab.yaml"
 OUT = "build/lab"
 NODES = "ctl1,login1,gpu[1-2],nfs1"
+# The Kubernetes nodes are not started by default (no kubeadm in any reachable registry);
+# the Pulumi graph runs on them too, where their roles end at "unsupported here".
+ALL_NODES = NODES + ",k8s[1-2]"
+STEPS = ["node-nfs1", "node-ctl1", "node-login1", "node-gpu1", "node-gpu2", "node-k8s1",
+         "node-k8s2", "join-token-revoke"]
 SSH = ["ssh", "-q", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
        "-o", "UserKnownHostsFile=/dev/null", "-i", str(ROOT / ".lab/ssh/id_ed25519")]
 
@@ -57,10 +64,67 @@ def lab(tmp_path_factory):
     missing = [t for t in ("dockerd", "docker", "vagrant", "debootstrap") if not shutil.which(t)]
     if missing:
         pytest.skip(f"the lab needs {', '.join(missing)}: run `make deps`")
-    report = tmp_path_factory.mktemp("lab") / "up.json"
-    estate("lab", "up", SPEC, "-o", OUT, "--no-verify", "--report", str(report))
-    yield json.loads(report.read_text())
+    tmp = tmp_path_factory.mktemp("lab")
+    # The machines only: the first provisioning is the Pulumi graph's, cold.
+    estate("lab", "up", SPEC, "-o", OUT, "--nodes", ALL_NODES, "--no-provision",
+           "--no-verify", "--report", str(tmp / "up.json"))
+    cold = dry_run(tmp / "cold.json")
+    yield {"dry_run": cold, "apply": apply_json(tmp)}
     estate("lab", "down", "-o", OUT)
+
+
+def dry_run(path: Path) -> dict:
+    """`pulumi up`'s graph without the engine; the report even when a step failed."""
+    proc = estate("pulumi", "dry-run", "lab", "--json", str(path), check=False)
+    if not path.is_file():
+        pytest.fail(f"estate pulumi dry-run lab wrote no report:\n{proc.stderr[-3000:]}")
+    return json.loads(path.read_text())
+
+
+def steps_of(report: dict) -> dict[str, dict]:
+    return {s["name"]: s for s in report["steps"]}
+
+
+def test_the_pulumi_graph_converges_the_lab_from_cold(lab):
+    report = lab["dry_run"]
+    steps = steps_of(report)
+    assert report["ok"], {n: s["summary"] for n, s in steps.items() if s["outcome"] != "ok"}
+    assert list(steps) == STEPS
+    for node in ("nfs1", "ctl1", "login1", "gpu1", "gpu2", "k8s1", "k8s2"):
+        out = steps[f"node-{node}"]["outputs"]
+        assert out["ok"] and out["changed"] > 0, out   # cold: every node had work to do
+    # Slurm converges; storage is the only thing a container cannot do there, and the lab
+    # stack accepts it (stacks/Pulumi.lab.yaml), so the steps succeed and say so.
+    assert steps["node-ctl1"]["outputs"]["status"] == "changed"
+    for node in ("nfs1", "login1", "gpu1", "gpu2"):
+        accepted = steps[f"node-{node}"]["outputs"]["accepted_unsupported"]
+        assert [a.split(": ")[1] for a in accepted] == ["storage"], accepted
+    # The Kubernetes nodes end at "unsupported here" with the reason: no kubeadm.
+    for node, role in (("k8s1", "k8s_control_plane"), ("k8s2", "k8s_worker")):
+        out = steps[f"node-{node}"]["outputs"]
+        assert out["status"] == "unsupported"
+        assert any(u.startswith(f"{role}: ") and "kubeadm" in u for u in out["unsupported"]), out
+    # No control plane handed out a token, so there is none to revoke.
+    assert steps["join-token-revoke"]["outputs"]["revoked"] is None
+
+
+def test_a_second_run_of_the_pulumi_graph_changes_nothing(lab, tmp_path):
+    report = dry_run(tmp_path / "again.json")
+    steps = steps_of(report)
+    assert report["ok"], {n: s["summary"] for n, s in steps.items() if s["outcome"] != "ok"}
+    assert {n: s["outputs"]["changed"] for n, s in steps.items()
+            if s["outputs"].get("changed")} == {}
+
+
+def test_an_unsupported_role_the_stack_does_not_accept_fails_its_step(lab):
+    """What `pulumi up` shows on a stack that accepts only storage: k8s2's step fails,
+    naming each unsupported role and why."""
+    proc = estate("pulumi", "step", SPEC, "k8s2", "--lab", "--accept-unsupported", "storage",
+                  check=False)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "unsupported here: k8s_worker: " in proc.stderr
+    assert "estate:acceptUnsupported: [k8s_worker]" in proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1])["ok"] is False
 
 
 def apply_json(tmp: Path, *extra) -> dict:
@@ -69,7 +133,7 @@ def apply_json(tmp: Path, *extra) -> dict:
     return json.loads(out.read_text())
 
 
-def test_every_node_is_provisioned(lab):
+def test_every_node_is_provisioned_and_apply_agrees(lab):
     hosts = lab["apply"]["hosts"]
     assert set(hosts) == {"ctl1", "login1", "gpu1", "gpu2", "nfs1"}
     assert not {h: r["failed"] for h, r in hosts.items() if r["failed"]}

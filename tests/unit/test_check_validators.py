@@ -223,6 +223,31 @@ CASES = [
      "storage.mounts[1].path"),
     ("storage.export_segment_purpose", W, "prod", {"storage.exports[0].segment": "management"},
      "storage.exports[0].segment"),
+    ("storage.no_root_squash", W, "prod",
+     {"storage.exports[0].options": "rw,sync,no_subtree_check,no_root_squash"},
+     "storage.exports[0].options"),
+    ("storage.unmounted_export", W, "lab", {"storage.mounts[1].export": "home"},
+     "storage.exports[1].name"),
+    # grants of exports to Kubernetes tenants
+    ("storage.unknown_grant", E, "lab", {"kubernetes.tenants[0].storage[0].export": "model"},
+     "kubernetes.tenants[0].storage[0].export"),
+    ("storage.duplicate_grant", E, "prod",
+     {"kubernetes.tenants[1].storage[1]": {"export": "datasets", "reason": "again"}},
+     "kubernetes.tenants[1].storage[1].export"),
+    ("storage.grant_not_mounted", E, "lab", {"storage.mounts[1].clients": "gpu[1-2]"},
+     "kubernetes.tenants[0].storage[0].export"),
+    # even with a reason: root in a pod would be root on the export
+    ("storage.no_root_squash_granted", E, "lab",
+     {"storage.exports[1].options": "rw,sync,no_subtree_check,no_root_squash",
+      "storage.exports[1].reason": "a reason"}, "kubernetes.tenants[0].storage[0].export"),
+    # an export the Slurm nodes mount ...
+    ("storage.cross_plane_grant", E, "lab", {"kubernetes.tenants[0].storage[0].reason": ""},
+     "kubernetes.tenants[0].storage[0]"),
+    # ... or the Slurm users' homes (alice's is /home/alice), even where only Kubernetes mounts it
+    ("storage.cross_plane_grant", E, "lab",
+     {"storage.mounts[0]": {"export": "home", "path": "/home", "clients": "k8s2"},
+      "kubernetes.tenants[0].storage[1]": {"export": "home", "access": "rw"}},
+     "kubernetes.tenants[0].storage[1]"),
     # identity
     ("identity.duplicate_name", E, "prod", {"identity.users[5].name": "alice"},
      "identity.users[5].name"),
@@ -269,3 +294,19 @@ def test_seeded_mistake_is_reported(vid, severity, base, edits, path):
     assert finding.severity is severity
     assert finding.hint, "every finding says how to fix it"
     assert finding.location.startswith("<test>:"), "every finding points into the file"
+
+
+def test_a_cross_plane_grant_says_which_plane_it_crosses():
+    data = spec_dict("lab")
+    put(data, "storage.mounts[0]", {"export": "home", "path": "/home", "clients": "k8s2"})
+    put(data, "kubernetes.tenants[0].storage[1]", {"export": "home", "access": "rw"})
+    put(data, "kubernetes.tenants[0].storage[0].reason", "")
+    found = keyed(findings_for(data))
+    assert "holds the Slurm users' homes" in \
+        found[("storage.cross_plane_grant", "kubernetes.tenants[0].storage[1]")].message
+    assert "is mounted by Slurm-plane nodes" in \
+        found[("storage.cross_plane_grant", "kubernetes.tenants[0].storage[0]")].message
+    # with reasons, the same grants pass
+    put(data, "kubernetes.tenants[0].storage[0].reason", "checkpoints")
+    put(data, "kubernetes.tenants[0].storage[1].reason", "notebooks")
+    assert not [f for f in findings_for(data) if f.id.startswith("storage.")]

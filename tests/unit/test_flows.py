@@ -54,9 +54,10 @@ def test_slurmrestd_only_from_the_bridge_and_admins(lab):
 
 def test_nfs_from_the_exports_mount_clients_on_its_segment(lab):
     est = lab.estate
-    nfs = _flow(est, "nfs")
-    assert nfs.to == {"nfs1"} and nfs.segment == "storage"
-    assert nfs.sources == {"login1", "gpu1", "gpu2", "k8s1", "k8s2"}   # not ctl1
+    home, models = [f for f in matrix(est).flows if f.name == "nfs"]
+    assert home.to == models.to == {"nfs1"} and home.segment == "storage"
+    assert home.sources == {"login1", "gpu1", "gpu2"}          # not ctl1, not Kubernetes
+    assert models.sources == {"gpu1", "gpu2", "k8s2"}          # the tenant's grant: k8s2
 
 
 def test_every_flow_has_a_reason(lab):
@@ -140,6 +141,7 @@ def test_reachability_plan_follows_the_matrix(lab):
     assert probes[("gpu1", "ctl1", "tcp", 22, "management")] is None   # admins only
     assert probes[("login1", "nfs1", "tcp", 2049, "storage")] == "nfs"
     assert probes[("ctl1", "nfs1", "tcp", 2049, "storage")] is None
+    assert probes[("gpu1", "nfs1", "tcp", 2049, "storage")] == "nfs"
     assert probes[("gpu1", "nfs1", "udp", 53, "storage")] is None
     assert not any(src == dst for src, dst, *_ in probes)
 

@@ -59,6 +59,13 @@ CASES = [
      "kubernetes.gpu_sharing_by_class.svc-small"),
     ("kubernetes.gpu_sharing", E, "lab", {"kubernetes.gpu_sharing": {"mode": "mig"}},
      "kubernetes.gpu_sharing"),
+    ("kubernetes.gpu_sharing", E, "lab",
+     {"kubernetes.gpu_sharing": {"mode": "time-slicing", "replicas": 4, "mig_devices": 7}},
+     "kubernetes.gpu_sharing.mig_devices"),
+    ("kubernetes.gpu_sharing", E, "lab",
+     {"node_classes[2].gpus.mig": True,
+      "kubernetes.gpu_sharing": {"mode": "mig", "mig_strategy": "mixed", "mig_devices": 7}},
+     "kubernetes.gpu_sharing.mig_devices"),
     ("kubernetes.mig_quota_units", W, "lab",
      {"node_classes[2].gpus.mig": True, "kubernetes.gpu_sharing": {"mode": "mig"}},
      "nodes[5].class"),
@@ -71,8 +78,9 @@ CASES = [
       "nodes[0].switch": "leaf1-", "nodes[1].switch": "leaf1-", "nodes[2].switch": "leaf1-"},
      "topology.switches[1].name"),
     ("kubernetes.export_name", E, "lab",
-     {"storage.exports[0].name": "Home_Dirs", "storage.mounts[0].export": "Home_Dirs"},
-     "storage.exports[0].name"),
+     {"storage.exports[1].name": "Model_Store", "storage.mounts[1].export": "Model_Store",
+      "kubernetes.tenants[0].storage[0].export": "Model_Store"},
+     "storage.exports[1].name"),
     ("kubernetes.yaml_word", E, "lab", {"kubernetes.tenants[0].cohort": "on"},
      "kubernetes.tenants[0].cohort"),
 ]
@@ -136,8 +144,7 @@ def test_clean_render_has_no_kubernetes_artifact_findings(lab):
 def test_pipeline_runs_the_artifact_checks():
     ids = {v.id for v in REGISTRY.values() if v.domain == "kubernetes" and v.stage == "artifacts"}
     assert ids == {"kubernetes.manifest_invalid", "kubernetes.config_invalid",
-                   "kubernetes.secret_rendered", "kubernetes.quota_exceeds_nodes",
-                   "kubernetes.gpu_node_scheduling"}
+                   "kubernetes.secret_rendered", "kubernetes.gpu_node_scheduling"}
     result = build(ROOT / "stacks" / "lab.yaml")
     assert result.ok and "kubernetes/manifests/50-kueue.yaml" in result.artifacts
 
@@ -190,14 +197,14 @@ TAMPER = [
     # quotas above what the nodes advertise
     ("kubernetes/manifests/50-kueue.yaml",
      _set([1, "spec", "resourceGroups", 0, "flavors", 0, "resources", 2, "nominalQuota"], 5),
-     "kubernetes.quota_exceeds_nodes", "advertise 4"),
+     "ownership.pool_overcommitted", "advertise 4 (time-slice replicas"),
     # a GPU node registered without its taint
     ("kubernetes/kubeadm/join/k8s2.yaml", _set([0, "nodeRegistration", "taints"], []),
      "kubernetes.gpu_node_scheduling", "without the nvidia.com/gpu taint"),
     # a flavor that selects no node
     ("kubernetes/manifests/50-kueue.yaml",
      _set([0, "spec", "nodeLabels"], {"nvidia.com/gpu.product": "NVIDIA-L4-SHARED"}),
-     "kubernetes.quota_exceeds_nodes", "matches no rendered node"),
+     "ownership.pool_overcommitted", "matches no rendered node"),
 ]
 
 

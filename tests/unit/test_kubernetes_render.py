@@ -287,7 +287,7 @@ def test_gpu_workers_are_labelled_and_tainted(stack):
             if name in estate.spec.kubernetes.control_plane:
                 assert node["taints"] == [k8s.CONTROL_PLANE_TAINT]
             elif cls.gpus:
-                assert node["taints"] == [k8s.GPU_TAINT]
+                assert node["taints"] == [k8s.gpu_taint(cls.gpus.model)]
                 assert node["labels"][k8s.GPU_PRODUCT] == cls.gpus.product
                 assert node["labels"][k8s.GPU_COUNT] == str(cls.gpus.count)
             for key, value in group.labels.items():
@@ -420,10 +420,10 @@ def test_queues_bind_tenant_namespaces_to_their_cluster_queues(stack):
         assert cq["spec"]["namespaceSelector"]["matchLabels"] == {k8s.NAMESPACE_NAME_LABEL: t.name}
         assert cq["spec"]["cohortName"] == t.cohort
         assert pcs[k8s.priority_class(t)] == t.priority
-    gpu_tol = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present",
-               "effect": "NoSchedule"}
-    for f in (d for d in objs if d["kind"] == "ResourceFlavor"):
-        assert f["spec"]["tolerations"] == [gpu_tol]
+    for f in (d for d in objs if d["kind"] == "ResourceFlavor"):   # its own pool's taint
+        assert f["spec"]["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Equal",
+                                             "value": f["metadata"]["name"],
+                                             "effect": "NoSchedule"}]
 
 
 def test_nfs_volumes_point_at_the_export_server_on_its_segment(stack):
@@ -435,10 +435,47 @@ def test_nfs_volumes_point_at_the_export_server_on_its_segment(stack):
         claim = pv["spec"]["claimRef"]
         export = exports[claim["name"]]
         assert pv["spec"]["nfs"] == {"server": str(estate.address(export.server, export.segment)),
-                                     "path": export.path}
+                                     "path": export.path, "readOnly": True}
         pvc = tenant_objects(arts, claim["namespace"])[("PersistentVolumeClaim", claim["name"])]
         assert pvc["spec"]["volumeName"] == pv["metadata"]["name"]
         assert "_netdev" not in pv["spec"].get("mountOptions", [])
+
+
+def _volumes(data: dict) -> dict[str, dict]:
+    """PersistentVolume name -> (PV, its claim) of a spec given as a dict."""
+    arts = rendered(estate_of(data))
+    out = {}
+    for pv in (d for d in manifests(arts) if d["kind"] == "PersistentVolume"):
+        ref = pv["spec"]["claimRef"]
+        out[pv["metadata"]["name"]] = (pv, tenant_objects(arts, ref["namespace"])[
+            ("PersistentVolumeClaim", ref["name"])])
+    return out
+
+
+def test_tenants_get_volumes_for_their_grants_only():
+    """The lab's Kubernetes nodes used to mount the Slurm users' share and every tenant got
+    it read-write; now a mount gives no tenant anything, and a grant is read-only."""
+    data = spec_dict("lab")
+    data["storage"]["mounts"][0]["clients"] += ",k8s[1-2]"    # home, on the plane's nodes too
+    data["kubernetes"]["tenants"].append({"name": "portal", "gpus": {"l4": 0}})
+    volumes = _volumes(data)
+    assert set(volumes) == {"models-inference"}
+    pv, pvc = volumes["models-inference"]
+    assert pv["spec"]["accessModes"] == pvc["spec"]["accessModes"] == ["ReadOnlyMany"]
+    assert pv["spec"]["nfs"]["readOnly"] is True
+
+
+def test_a_read_write_grant_is_a_read_write_volume():
+    data = spec_dict("lab")
+    data["storage"]["mounts"][0]["clients"] += ",k8s2"
+    data["kubernetes"]["tenants"][0]["storage"] = [
+        {"export": "models"}, {"export": "home", "access": "rw", "reason": "notebooks"}]
+    volumes = _volumes(data)
+    assert set(volumes) == {"models-inference", "home-inference"}
+    pv, pvc = volumes["home-inference"]
+    assert pv["spec"]["accessModes"] == pvc["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert pv["spec"]["nfs"]["readOnly"] is False
+    assert volumes["models-inference"][0]["spec"]["nfs"]["readOnly"] is True
 
 
 def test_kind_config_mirrors_the_plane(stack):
@@ -451,7 +488,9 @@ def test_kind_config_mirrors_the_plane(stack):
     assert cluster["networking"]["podSubnet"] == str(estate.spec.kubernetes.pod_cidr)
     for node in cluster["nodes"]:
         for patch in node.get("kubeadmConfigPatches", []):
-            assert yaml.safe_load(patch)["nodeRegistration"]["taints"] == [k8s.GPU_TAINT]
+            [model] = {c.gpus.model for c in estate.spec.node_classes
+                       if c.gpus and c.gpus.product == node["labels"][k8s.GPU_PRODUCT]}
+            assert yaml.safe_load(patch)["nodeRegistration"]["taints"] == [k8s.gpu_taint(model)]
         if node.get("labels", {}).get(k8s.GPU_PRESENT) == "true":
             assert node["kubeadmConfigPatches"]
     mounts = {m["containerPath"] for n in cluster["nodes"] for m in n.get("extraMounts", [])}
@@ -474,3 +513,22 @@ def test_no_kubernetes_section_renders_nothing():
     data["nodes"] = [g for g in data["nodes"] if g.get("plane") != "kubernetes"]
     data["storage"]["mounts"][0]["clients"] = "login1,gpu[1-2]"
     assert render_kubernetes(estate_of(data)) == []
+
+
+def test_a_tenant_without_gpu_quota_gets_a_valid_cluster_queue(tmp_path):
+    """A plane with no GPU nodes and a tenant with `gpus: {}` once rendered a ClusterQueue
+    with `flavors: null`, which the schema check reported as the renderer's fault."""
+    from estate.pipeline import build
+    data = spec_dict("lab")
+    data["nodes"] = [n for n in data["nodes"] if n["hosts"] != "k8s2"]
+    data["kubernetes"]["tenants"] = [{"name": "inference", "gpus": {}, "priority": 1000}]
+    data["storage"]["mounts"] = [m for m in data["storage"]["mounts"] if "k8s" not in m["clients"]]
+    path = tmp_path / "nogpu.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    result = build(path)
+    assert not [f for f in result.findings if f.severity.name == "ERROR"], \
+        [f.message for f in result.findings]
+    queues = [d for d in yaml.safe_load_all(
+        result.artifacts["kubernetes/manifests/50-kueue.yaml"].content)
+        if d and d["kind"] == "ClusterQueue"]
+    assert [q["spec"]["resourceGroups"] for q in queues] == [[]]

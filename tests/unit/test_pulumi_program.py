@@ -22,6 +22,7 @@ from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.settings import get_root_resource
 
 from estate.pipeline import build
+from estate.pulumi import plan as planning
 from estate.pulumi.component import build_or_fail
 from estate.model.services import JWT_KEY, MUNGE_KEY
 
@@ -32,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MAIN = ROOT / "__main__.py"
 LAB = ROOT / "stacks" / "lab.yaml"
 KUBECONFIG = "{apiVersion: v1, kind: Config, clusters: [], users: [{name: admin}]}"
+SOURCE = "node-k8s1"   # the first control plane: its step outputs the join material
 
 
 @dataclass
@@ -48,9 +50,11 @@ class Reg:
 class Mocks(pulumi.runtime.Mocks):
     """Random keys like the random provider's, remembered so tests can look for them."""
 
-    def __init__(self):
+    def __init__(self, admin_conf: bool = True):
+        self.admin_conf = admin_conf          # whether the control plane prints admin.conf
         self.generated: dict[str, str] = {}   # resource name -> base64 key
         self.plain: list[str] = []            # every form a key was handed out in
+        self.join: dict[str, str] = {}        # what the control plane's step printed
 
     def new_resource(self, args):
         state = dict(args.inputs)
@@ -59,6 +63,19 @@ class Mocks(pulumi.runtime.Mocks):
             state.update(base64=base64.b64encode(raw).decode(), hex=raw.hex())
             self.generated[args.name] = state["base64"]
             self.plain += [state["base64"], state["hex"]]
+        if args.typ == "command:local:Command":
+            state["stdout"] = json.dumps({"node": args.name, "status": "changed"})
+            if args.name == SOURCE:   # what `estate pulumi step` prints there
+                self.join = {"token": f"{secrets.token_hex(3)}.{secrets.token_hex(8)}",
+                             "ca_cert_hash": "sha256:" + secrets.token_hex(32),
+                             "certificate_key": secrets.token_hex(32),
+                             "admin_conf": f"apiVersion: v1 # {secrets.token_hex(16)}"}
+                material = {k: v for k, v in self.join.items() if k != "admin_conf"}
+                state["stdout"] = json.dumps({"node": "k8s1", "status": "changed",
+                                              "join": material,
+                                              "admin_conf": self.join["admin_conf"]
+                                              if self.admin_conf else ""})
+                self.plain += list(self.join.values())
         return f"{args.name}-id", state
 
     def call(self, args):
@@ -92,10 +109,12 @@ class Run:
     generated: dict[str, str] = field(repr=False)
     plain: list[str] = field(repr=False)
     logs: list[str] = field(repr=False)
+    join: dict[str, str] = field(repr=False)
 
     def commands(self) -> dict[str, Reg]:
+        """The node steps (not the token's revocation)."""
         return {n[len("node-"):]: r for n, r in self.regs.items()
-                if r.type == "command:local:Command"}
+                if r.type == "command:local:Command" and n.startswith("node-")}
 
     def triggers(self) -> dict[str, list]:
         return {n: r.inputs["triggers"] for n, r in self.commands().items()}
@@ -110,8 +129,11 @@ class _Collect(logging.Handler):
         self.messages.append(record.getMessage())
 
 
-def run_stack(spec: Path, kubeconfig: str | None = None) -> Run:
-    mocks, logs = Mocks(), _Collect()
+def run_stack(spec: Path, kubeconfig: str | None = None, mocks: Mocks | None = None,
+              **extra: str) -> Run:
+    """extra: further stack config, e.g. acceptUnsupported='["storage"]' (JSON, as the
+    engine hands structured values)."""
+    mocks, logs = mocks or Mocks(), _Collect()
     logger = logging.getLogger("pulumi-mocks")
     logger.addHandler(logs)
     monitor = Recorder(mocks)
@@ -120,6 +142,7 @@ def run_stack(spec: Path, kubeconfig: str | None = None) -> Run:
     config = {"estate:spec": str(spec)}
     if kubeconfig is not None:
         config["estate:kubeconfig"] = kubeconfig
+    config.update({f"estate:{k}": v for k, v in extra.items()})
     pulumi.runtime.set_all_config(config, ["estate:kubeconfig"])
     exports: dict = {}
 
@@ -134,7 +157,7 @@ def run_stack(spec: Path, kubeconfig: str | None = None) -> Run:
         program()
     finally:
         logger.removeHandler(logs)
-    return Run(monitor.regs, exports, mocks.generated, mocks.plain, logs.messages)
+    return Run(monitor.regs, exports, mocks.generated, mocks.plain, logs.messages, mocks.join)
 
 
 @pytest.fixture(scope="module")
@@ -176,6 +199,8 @@ LAB_DEPENDENCIES = {
     "node-k8s2": {"node-nfs1", "node-k8s1"},
     "kubernetes": {"node-k8s1"},
     "manifests": {"node-k8s1", "node-k8s2"},   # and the provider: see below
+    # the join token is deleted once every node that joins with it has run
+    "join-token-revoke": {"node-k8s1", "node-k8s2"},
     "munge-key": set(),
     "slurmrestd-jwt-key": set(),
 }
@@ -193,14 +218,49 @@ def test_resource_graph_and_its_dependencies(lab):
     assert group.provider == f"{lab.regs['kubernetes'].urn}::kubernetes-id"
 
 
-def test_each_node_runs_estate_apply_triggered_by_what_it_consumes(lab):
-    artifacts = build(LAB).artifacts
+def test_each_node_runs_its_step_triggered_by_what_it_consumes_and_runs(lab):
+    result = build(LAB)
+    deploys = {t.name: tuple(t.deploys)
+               for t in planning.targets(result.estate, result.artifacts.manifest())}
     commands = lab.commands()
     assert sorted(commands) == sorted(["nfs1", "ctl1", "login1", "gpu1", "gpu2", "k8s1", "k8s2"])
+    cli = planning.cli()
+    assert Path(cli[0]).is_absolute()   # not whatever `estate` the engine's PATH finds
     for node, reg in commands.items():
-        # the stack's ConfigGroup owns the manifests: the roles must not apply them too
-        assert reg.inputs["create"] == f"estate apply {LAB} --limit {node} --no-manifests"
-        assert reg.inputs["triggers"] == [artifacts.digest_for_node(node)]
+        # `estate pulumi step` applies with --no-manifests: the ConfigGroup owns them
+        assert reg.inputs["create"] == f"exec {' '.join(cli)} pulumi step {LAB} {node}"
+        assert reg.inputs["dir"] == str(ROOT)
+        joined = ["joined by k8s2"] if node == "k8s1" else []
+        assert reg.inputs["triggers"] == [result.artifacts.digest_for_node(node),
+                                          planning.code_digest(deploys[node]), *joined]
+
+
+def test_workers_join_with_the_control_planes_secret_outputs(lab):
+    """k8s2's step takes the join material that k8s1's step printed (its stdout, a secret
+    output) in its environment; the revocation takes the token the same way."""
+    assert lab.regs[SOURCE].secret_outputs == ["stdout"]
+    # the command provider logs stdout unless told not to: there, only stderr
+    assert lab.regs[SOURCE].inputs["logging"] == "stderr"
+    assert not [n for n, r in lab.commands().items() if "logging" in r.inputs and n != "k8s1"]
+    assert not [n for n, r in lab.commands().items() if r.secret_outputs and n != "k8s1"]
+    worker = lab.regs["node-k8s2"]
+    assert SOURCE in worker.deps
+    env = worker.inputs["environment"]
+    assert rpc.is_rpc_secret(env)
+    right = rpc.unwrap_rpc_secret(env) == {
+        "ESTATE_KUBEADM_TOKEN": lab.join["token"],
+        "ESTATE_KUBEADM_CA_CERT_HASH": lab.join["ca_cert_hash"],
+        "ESTATE_KUBEADM_CERTIFICATE_KEY": lab.join["certificate_key"]}
+    assert right, "k8s2's environment is not the control plane's join material"
+    revoke = lab.regs["join-token-revoke"]
+    assert revoke.inputs["create"] == \
+        f"exec {' '.join(planning.cli())} pulumi step {LAB} k8s1 --revoke-join"
+    assert rpc.is_rpc_secret(revoke.inputs["environment"])
+    assert rpc.unwrap_rpc_secret(revoke.inputs["environment"]) == \
+        {"ESTATE_KUBEADM_TOKEN": lab.join["token"]}
+    # the join material is never an argument: no command line carries it
+    lines = " ".join(r.inputs["create"] for r in lab.regs.values() if "create" in r.inputs)
+    assert not [v for v in lab.join.values() if v in lines]
 
 
 def test_manifests_are_the_rendered_ones_in_apply_order(lab):
@@ -259,7 +319,9 @@ def test_keys_reach_the_commands_only_as_secrets(lab):
     assert all(rpc.is_rpc_secret(e) for e in envs.values() if e is not None)
     envs = {n: rpc.unwrap_rpc_secret(e) for n, e in envs.items()}
     assert {n: sorted(e or {}) for n, e in envs.items()} == {
-        "nfs1": [], "k8s1": [], "k8s2": [],
+        "nfs1": [], "k8s1": [],
+        "k8s2": ["ESTATE_KUBEADM_CA_CERT_HASH", "ESTATE_KUBEADM_CERTIFICATE_KEY",
+                 "ESTATE_KUBEADM_TOKEN"],
         "ctl1": [JWT_KEY_ENV, MUNGE_KEY_ENV],
         "login1": [MUNGE_KEY_ENV], "gpu1": [MUNGE_KEY_ENV], "gpu2": [MUNGE_KEY_ENV]}
     munge, jwt = lab.generated["munge-key"], lab.generated["slurmrestd-jwt-key"]
@@ -271,7 +333,9 @@ def test_keys_reach_the_commands_only_as_secrets(lab):
 
 
 def test_no_secret_in_plain_text_anywhere_the_engine_or_a_user_sees(lab, tmp_path):
+    # the keys, the join token, CA hash, certificate key and admin.conf, the kubeconfig
     plain = lab.plain + [KUBECONFIG]
+    assert len(lab.join) == 4 and all(v in plain for v in lab.join.values())
     registered = json.dumps({n: _strip_secrets(r.inputs) for n, r in lab.regs.items()})
     exports = json.dumps(lab.exports)
     write_tree(build(LAB).artifacts, tmp_path / "tree")
@@ -283,7 +347,7 @@ def test_no_secret_in_plain_text_anywhere_the_engine_or_a_user_sees(lab, tmp_pat
     assert leaks == [], "a secret in plain text"
     # ...while the secret inputs do carry them: the search above could have found them.
     wrapped = json.dumps([r.inputs for r in lab.regs.values()])
-    assert all([v in wrapped for v in [*lab.generated.values(), KUBECONFIG]])
+    assert all([v in wrapped for v in [*lab.generated.values(), KUBECONFIG, lab.join["token"]]])
 
 
 # --- outputs and configuration -----------------------------------------------------------
@@ -305,11 +369,56 @@ def test_stack_outputs(lab):
     assert lab.exports["kubernetes"].startswith("managed: 6 manifest files")
 
 
-def test_without_kubeconfig_kubernetes_objects_are_skipped_and_said_so():
+def test_without_kubeconfig_the_control_planes_admin_conf_feeds_the_provider():
+    """One `pulumi up`: the provider takes admin.conf from k8s1's step, as a secret."""
     run = run_stack(LAB)
+    provider = run.regs["kubernetes"]
+    assert SOURCE in provider.deps
+    assert rpc.is_rpc_secret(provider.inputs["kubeconfig"])
+    right = rpc.unwrap_rpc_secret(provider.inputs["kubeconfig"]) == run.join["admin_conf"]
+    assert right, "the provider's kubeconfig is not k8s1's admin.conf"
+    assert run.exports["kubernetes"] == ("managed: 6 manifest files (kubernetes/manifests/) "
+                                         "through the admin.conf that k8s1's step outputs")
+
+
+def test_no_admin_conf_from_the_control_plane_fails_rather_than_use_another_cluster():
+    # an empty kubeconfig would send the provider to ~/.kube/config
+    with pytest.raises(Exception, match="k8s1's step printed no admin.conf"):
+        run_stack(LAB, mocks=Mocks(admin_conf=False))
+
+
+def test_a_stack_accepting_an_unsupported_control_plane_skips_the_objects_and_says_so():
+    run = run_stack(LAB, acceptUnsupported='["k8s_packages", "k8s_control_plane"]')
     assert not [r for r in run.regs.values() if r.type.startswith(("kubernetes:", "pulumi:prov"))]
     assert run.exports["kubernetes"].startswith("skipped: no kubeconfig")
-    assert len(run.commands()) == 7
+    assert "accepts k8s_control_plane as unsupported" in run.exports["kubernetes"]
+    for node, reg in run.commands().items():
+        assert reg.inputs["create"].endswith(
+            f"{node} --accept-unsupported k8s_packages --accept-unsupported k8s_control_plane")
+
+
+def test_accepting_an_unknown_role_stops_the_program():
+    with pytest.raises(pulumi.RunError, match="acceptUnsupported names no role: k8s_pakages"):
+        run_stack(LAB, acceptUnsupported='["k8s_pakages"]')
+
+
+def test_the_lab_stack_connects_as_the_lab_and_accepts_what_containers_cannot_run():
+    config = yaml.safe_load((ROOT / "stacks" / "Pulumi.lab.yaml").read_text())["config"]
+    stack = planning.read_stack_config(config)
+    assert stack.lab and set(stack.accept) == {"storage", "k8s_node", "k8s_packages", "gpu_node",
+                                               "k8s_control_plane", "k8s_worker"}
+    prod = yaml.safe_load((ROOT / "stacks" / "Pulumi.example-prod.yaml").read_text())["config"]
+    assert planning.read_stack_config(prod).accept == ()   # everything must converge
+
+
+def test_project_declares_the_config_it_reads():
+    project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["config"]
+    assert project["spec"]["type"] == "string"
+    assert project["kubeconfig"] == {**project["kubeconfig"], "type": "string", "secret": True}
+    assert project["acceptUnsupported"]["items"] == {"type": "string"}
+    assert project["lab"]["type"] == "boolean"
+    read = {m for m in __import__("re").findall(r'config\.\w+\("(\w+)"\)', MAIN.read_text())}
+    assert read == set(project)
 
 
 def test_spec_with_errors_stops_the_program_naming_each_finding(tmp_path):
@@ -323,3 +432,53 @@ def test_spec_with_errors_stops_the_program_naming_each_finding(tmp_path):
 def test_every_stack_names_a_spec_that_builds(stack):
     spec = yaml.safe_load((ROOT / "stacks" / stack).read_text())["config"]["estate:spec"]
     assert build((ROOT / spec)).ok
+
+
+# --- triggers: a change to role code re-runs exactly the nodes that run that role ------
+
+@pytest.fixture
+def roles_copy(tmp_path, monkeypatch):
+    """The program reads its role code from a copy, which a test then edits."""
+    import shutil
+    copy = tmp_path / "roles"
+    shutil.copytree(ROOT / "roles", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(planning, "ROLES_DIR", copy)
+    return copy
+
+
+def _retriggered(edit) -> set[str]:
+    before = run_stack(LAB).triggers()
+    edit()
+    after = run_stack(LAB).triggers()
+    return {n for n in before if before[n] != after[n]}
+
+
+def _append(path: Path):
+    return lambda: path.write_text(path.read_text() + "\n# edited\n")
+
+
+@pytest.mark.parametrize("role, nodes", [
+    ("slurm_worker", {"gpu1", "gpu2"}),
+    ("k8s_worker", {"k8s2"}),
+    ("gpu_node", {"k8s2"}),                               # k8s2's GPU, not the Slurm GPUs
+    ("storage", {"nfs1", "login1", "gpu1", "gpu2", "k8s2"}),   # servers and clients (k8s1 mounts nothing)
+    ("slurmdbd", {"ctl1"}),
+    ("_lib", {"nfs1", "ctl1", "login1", "gpu1", "gpu2", "k8s1", "k8s2"}),
+])
+def test_a_role_file_change_retriggers_exactly_the_nodes_that_run_it(roles_copy, role, nodes):
+    assert _retriggered(_append(roles_copy / role / "tasks.py" if role != "_lib"
+                                else roles_copy / "_lib" / "facts.py")) == nodes
+
+
+def test_a_role_test_change_or_a_new_file_elsewhere_retriggers_nothing_it_should_not(roles_copy):
+    assert _retriggered(_append(next((roles_copy / "slurm_worker" / "tests").glob("*.py")))) \
+        == set()
+    assert _retriggered(lambda: (roles_copy / "k8s_control_plane" / "notes.txt")
+                        .write_text("a new file is role code too\n")) == {"k8s1"}
+
+
+def test_a_new_estate_version_retriggers_every_node(monkeypatch):
+    before = run_stack(LAB).triggers()
+    monkeypatch.setattr(planning, "estate_version", lambda: "99.0.0")
+    after = run_stack(LAB).triggers()
+    assert {n for n in before if before[n] != after[n]} == set(before)

@@ -92,8 +92,17 @@ def test_storage_exports_and_mount_units_stay_on_the_storage_segment():
     arts = build(LAB).artifacts
     exports = arts["storage/exports/nfs1.exports"]
     assert str(exports.consumers) == "nfs1"
-    assert b"/export/home 10.63.0.0/24(rw,sync,no_subtree_check,no_root_squash)" in exports.content
+    assert b"10.63.0.0/24" not in exports.content, "exported to the whole segment"
     unit = arts["storage/mounts/00/home-shared.mount"]
-    assert str(unit.consumers) == "login1,gpu[1-2],k8s[1-2]"
+    assert str(unit.consumers) == "login1,gpu[1-2]"
     assert b"What=10.63.0.5:/export/home\nWhere=/home/shared\nType=nfs\n" in unit.content
     assert unit_name("/srv/data-2/x y") == "srv-data\\x2d2-x\\x20y.mount"
+
+
+def test_apply_only_names_real_deploys(tmp_path):
+    """`estate apply --only` (the VM tier runs common and storage alone on a Kubernetes
+    node) refuses a deploy name it does not know before it connects anywhere."""
+    result = CliRunner().invoke(app, ["apply", str(LAB), "-o", str(tmp_path / "out"),
+                                      "--only", "common,storge"])
+    assert result.exit_code == 1
+    assert "no deploy named storge" in result.output

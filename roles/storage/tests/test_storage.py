@@ -36,14 +36,16 @@ def _consuming(prefix: str):
 
 
 def _exports(ctx, consumes) -> list[tuple[str, str, set[str]]]:
-    """(path, clients, options) of each rendered export line."""
+    """(path, client, options) of each client of each rendered export line (an export
+    lists every address or CIDR of its clients, each with its options)."""
     out = []
     for p in consumes:
         if p.startswith("storage/exports/"):
             text = ctx.rendered(p).decode()
             for path, line in zip(exported_paths(text), _lines(text)):
-                clients, opts = re.fullmatch(r"(\S+)\((.*)\)", line.split()[-1]).groups()
-                out.append((path, clients, set(opts.split(","))))
+                for spec in line.split()[1:]:
+                    clients, opts = re.fullmatch(r"(\S+)\((.*)\)", spec).groups()
+                    out.append((path, clients, set(opts.split(","))))
     return out
 
 
