@@ -225,10 +225,13 @@ def _loads(roles: Iterable[str], rendered: dict) -> tuple[str, ...]:
 
 
 def _flows(estate, groups: Iterable[int]) -> list[tuple[str, int]]:
-    # The model's flows are the one list of which service listens where.
-    from estate.model.services import flows
-    return list(dict.fromkeys((svc, port) for gi in groups for svc, port, _ in
-                              flows(estate, gi)))
+    # The flow matrix is the one list of which service listens where.
+    from estate.model.flows import matrix
+    from estate.model.services import DAEMON_FLOWS
+    hosts = {h for gi in groups for h in estate.group_hosts[gi]}
+    return list(dict.fromkeys((f.name, port) for f in matrix(estate).into(hosts)
+                              if f.name in DAEMON_FLOWS
+                              for port in range(f.ports[0], f.ports[1] + 1)))
 
 
 def host_need(estate) -> Need:

@@ -69,6 +69,8 @@ def _segment_refs(spec):
         yield ("kubernetes", "api_segment"), spec.kubernetes.api_segment
     for i, export in enumerate(spec.storage.exports):
         yield ("storage", "exports", i, "segment"), export.segment
+    for i, flow in enumerate(spec.firewall.flows):
+        yield ("firewall", "flows", i, "segment"), flow.segment
 
 
 @validator("network.unknown_segment", E, "network", "a reference to a segment that is not defined")

@@ -75,6 +75,9 @@ def docker_up(spec: Path = typer.Argument(DEFAULT_SPEC),
                               outdir=Path(".lab/verify"), output=output)
         summary["steps"]["verify"] = round(time.monotonic() - t, 2)
         summary["verify"] = report_v.totals()
+        if report_v.reachability is not None:
+            summary["reachability"] = {k: len(v) if k == "violations" else v
+                                       for k, v in report_v.reachability.items()}
         ok = ok and report_v.ok
     summary["seconds"] = round(time.monotonic() - t0, 2)
     report.parent.mkdir(parents=True, exist_ok=True)

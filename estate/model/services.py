@@ -9,15 +9,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from estate.spec.model import Spec
-from estate.spec.resolved import Estate
 
 # Accounts the daemons run as; the spec's identity section must define them with fixed
 # ids across nodes (estate.check.identity).
 SLURM_USER = "slurm"
 MUNGE_USER = "munge"
 
-# Daemon ports: slurm.conf, the firewall rules, the endpoints and `estate doctor` read them.
-PORTS = {"slurmctld": 6817, "slurmd": 6818, "kube-apiserver": 6443, "nfs": 2049}
+# Ports of the estate's flows: slurm.conf, the flow matrix (estate.model.flows, hence the
+# firewall rules and the reachability probe), the endpoints and `estate doctor` read them.
+# slurmdbd's and slurmrestd's ports are the spec's; srun's range is firewall.srun_ports.
+PORTS = {"ssh": 22, "slurmctld": 6817, "slurmd": 6818, "kube-apiserver": 6443, "nfs": 2049,
+         "kubelet": 10250, "node-exporter": 9100,
+         # the pod network's VXLAN overlay (flannel's port; Calico's VXLAN mode can use it)
+         "cni-vxlan": 8472}
+PORT_RANGES = {"etcd": (2379, 2380)}        # client, peer
+PROTOCOLS = {"cni-vxlan": "udp"}            # the rest are TCP
+# Flows whose port a daemon of the estate listens on (not ssh, srun's ephemeral range or
+# an exporter Estate does not run): `estate doctor` checks those ports are free for it.
+DAEMON_FLOWS = ("slurmctld", "slurmd", "slurmdbd", "slurmrestd", "kube-apiserver", "nfs",
+                "kubelet", "etcd")
 
 # The slurmdbd database (MariaDB, reached over its unix socket as SLURM_USER).
 SLURMDBD_DATABASE = "slurm_acct_db"
@@ -70,24 +80,3 @@ def slurm_daemon_paths(spec: Spec) -> tuple[DaemonPath, ...]:
 def jwt_key_path(spec: Spec) -> str | None:
     """Where slurmctld reads the JWT key (AuthAltParameters=jwt_key=...)."""
     return f"{spec.slurm.state_dir}/{JWT_KEY.file}" if uses_jwt(spec) else None
-
-
-def flows(estate: Estate, gi: int) -> list[tuple[str, int, str]]:
-    """(service, port, source CIDR) that node group gi listens for: the firewall rules
-    and `estate doctor`'s port checks both read this one list."""
-    spec, group, hosts = estate.spec, estate.spec.nodes[gi], estate.group_hosts[gi]
-    slurm_seg, rest, acct = spec.slurm.address_segment, spec.slurm.slurmrestd, spec.slurm.accounting
-    found = []
-    if "slurm_controller" in group.roles:
-        found.append(("slurmctld", PORTS["slurmctld"], slurm_seg))
-    if "slurm_worker" in group.roles:
-        found.append(("slurmd", PORTS["slurmd"], slurm_seg))
-    if "slurmrestd" in group.roles and rest:
-        found.append(("slurmrestd", rest.port, rest.segment))
-    if acct and acct.host in hosts:
-        found.append(("slurmdbd", acct.port, slurm_seg))
-    if "k8s_control_plane" in group.roles and spec.kubernetes:
-        found.append(("kube-apiserver", PORTS["kube-apiserver"], spec.kubernetes.api_segment))
-    found += [("nfs", PORTS["nfs"], e.segment) for e in spec.storage.exports if e.server in hosts]
-    cidr = {s.name: str(s.cidr) for s in spec.segments}
-    return [(svc, port, cidr[seg]) for svc, port, seg in found if seg in cidr]

@@ -28,6 +28,7 @@ from estate.model.kubernetes import (  # the facts this renderer lays out
     PLANE, plane_nodes, priority_class, sharing_for, tenant_quotas,
 )
 from estate.model.services import MANIFESTS
+from estate.model.flows import matrix
 from estate.model.storage import grants
 from estate.render.artifacts import Artifact
 from estate.render.templates import RenderError, dumped, line_value, render_template
@@ -188,6 +189,18 @@ def network_policy_peers(estate: Estate, tenant: Tenant) -> tuple[list[str], lis
     return ingress, egress
 
 
+def bridge_egress(estate: Estate) -> dict | None:
+    """Where a tenant granted the bridge may go: the slurmrestd flow of the flow matrix
+    (its nodes' addresses and port), or None where the spec has no slurmrestd."""
+    flow = next((f for f in matrix(estate).flows if f.name == "slurmrestd"), None)
+    if flow is None:
+        return None
+    addrs = sorted(str(a) for a in (estate.address(n, flow.segment) for n in flow.to) if a)
+    return {"cidrs": [f"{a}/32" for a in addrs], "protocol": flow.proto.upper(),
+            "port": flow.ports[0], "end_port": flow.ports[1] if flow.ports[1] != flow.ports[0]
+            else None}
+
+
 def tenant_context(estate: Estate, tenant: Tenant) -> dict:
     quotas = tenant_quotas(estate)[tenant.name]
     by_flavor = {f.name: f for f in flavors(estate)}
@@ -198,6 +211,7 @@ def tenant_context(estate: Estate, tenant: Tenant) -> dict:
         "gpu_max_per_container": max((by_flavor[q.flavor].max_units_per_node for q in quotas),
                                      default=0),
         "ingress_from": ingress, "egress_to": egress,
+        "slurmrestd": bridge_egress(estate) if tenant.slurmrestd else None,
         "claims": [c for c in nfs_claims(estate) if c["namespace"] == tenant.name],
     }
 

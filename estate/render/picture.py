@@ -23,7 +23,7 @@ from typing import NamedTuple
 from estate.capacity import Budget, gpu_budget
 from estate.model import Model, model
 from estate.model.nodes import Group
-from estate.model.services import flows
+from estate.model.flows import matrix
 from estate.spec.hostlist import Hostlist, HostlistError
 from estate.spec.model import Switch
 from estate.spec.resolved import Estate
@@ -69,33 +69,32 @@ text { font-family: 'DejaVu Sans', Helvetica, Arial, sans-serif; fill: #111827; 
 
 class Flow(NamedTuple):
     """One allowed flow: who may open a connection to whom, on which port and why."""
-    source: str          # a role; a segment while the flow model is per segment
-    destination: str     # the role that listens
-    port: int
+    source: str          # a role, or addresses outside the nodes (admin, monitoring hosts)
+    destination: str     # the role (or kind of node) that listens
+    port: int | str      # a port, or a range "lo-hi"
     protocol: str
     reason: str
 
 
-# The role that runs each service estate.model.services.flows names.
+# Who listens for each flow of the matrix (estate.model.flows), as the picture names it.
 SERVICE_ROLE = {"slurmctld": "slurm_controller", "slurmd": "slurm_worker",
                 "slurmrestd": "slurmrestd", "slurmdbd": "slurmdbd",
-                "kube-apiserver": "k8s_control_plane", "nfs": "storage"}
+                "kube-apiserver": "k8s_control_plane", "nfs": "storage",
+                "etcd": "k8s_control_plane", "kubelet": "Kubernetes nodes",
+                "cni-vxlan": "Kubernetes nodes", "srun": "Slurm nodes",
+                "ssh": "every node", "node-exporter": "every node"}
 
 
 def flow_edges(estate: Estate) -> list[Flow]:
-    """The one adapter between the flow model and the matrix.
-
-    Today's ``flows(estate, group)`` says which service a node group listens on, for which
-    source segment's CIDR, so the matrix's rows are segments. When the flow model names
-    source roles, only this function changes."""
-    segment: dict[str, str] = {}
-    for s in estate.spec.segments:
-        segment.setdefault(str(s.cidr), s.name)
+    """The one adapter between the flow matrix and the picture: rows are the source nodes'
+    spec roles (and the outside addresses a flow admits), columns who listens."""
     out: dict[Flow, None] = {}
-    for gi in range(len(estate.spec.nodes)):
-        for service, port, cidr in flows(estate, gi):
-            source = f"{segment[cidr]} segment" if cidr in segment else cidr
-            out[Flow(source, SERVICE_ROLE.get(service, service), port, "tcp", service)] = None
+    for f in matrix(estate).flows:
+        dest = SERVICE_ROLE.get(f.name, f.name)
+        roles = sorted({r for n in f.sources for r in estate.group_of(n).roles})
+        port = f.ports[0] if f.ports[0] == f.ports[1] else f.port_text
+        for source in roles + list(f.cidrs):
+            out[Flow(source, dest, port, f.proto, f.name)] = None
     return list(out)
 
 

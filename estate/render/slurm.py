@@ -10,6 +10,7 @@ import json
 
 from estate.model import model
 from estate.model.slurm import def_mem_per_cpu, node_lines
+from estate.model.flows import srun_ports
 from estate.model.services import (GPU_DEVICES, PORTS, SLURM_USER, SLURMDBD_DATABASE,
                                    jwt_key_path, slurm_daemon_paths, uses_jwt)
 from estate.render.artifacts import Artifact
@@ -102,6 +103,7 @@ def _context(estate: Estate, source: str) -> dict:
         "slurmdbd_database": SLURMDBD_DATABASE,
         "plugins": plugin_settings(estate),
         "ports": PORTS,
+        "srun_ports": srun_ports(estate),
         "slurm_user": SLURM_USER,
     }
 

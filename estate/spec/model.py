@@ -212,6 +212,9 @@ class Tenant(Strict):
     priority: K8sPriority = Field(0, description="PriorityClass value for the tenant's workloads.")
     allow_from: list[Name] = Field([], description="Tenants whose pods may reach this "
                                    "tenant's pods.")
+    slurmrestd: bool = Field(False, description="Granted the bridge to the batch plane: the "
+                             "tenant's pods may call slurmrestd (a NetworkPolicy egress rule, "
+                             "and the Kubernetes nodes in slurmrestd's firewall).")
     storage: list[StorageGrant] = Field([], description="Exports granted to the tenant: it "
                                         "gets a PersistentVolume for these only.")
 
@@ -273,6 +276,38 @@ class Identity(Strict):
     users: list[User] = []
 
 
+# --- firewall ----------------------------------------------------------------
+
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+class Flow(Strict):
+    """A flow the defaults (derived from roles, estate.model.flows) do not have, or one that
+    replaces the default of the same name."""
+    name: Name
+    to: HostlistExpr = Field(description="Nodes that accept the flow.")
+    segment: Name = Field(description="Segment it travels on: the nodes' addresses there.")
+    proto: Literal["tcp", "udp"] = "tcp"
+    port: Port
+    port_end: Port | None = Field(None, description="Last port of a range starting at port.")
+    from_roles: list[Role] = Field([], description="Nodes with these roles may connect.")
+    from_hosts: HostlistExpr | None = Field(None, description="These nodes may connect.")
+    from_cidrs: list[IPv4Cidr] = Field([], description="Addresses outside the estate's nodes.")
+    reason: FreeText = Field(min_length=1, description="Why the estate needs this flow.")
+
+
+class Firewall(Strict):
+    admin: list[IPv4Cidr] | None = Field(None, description="Admin hosts and the provisioner: "
+                                         "ssh, kube-apiserver and slurmrestd from here. Default: "
+                                         "the management segment's reserved block.")
+    monitoring: list[IPv4Cidr] = Field([], description="Hosts that scrape the nodes' "
+                                       "exporters.")
+    srun_ports: tuple[Port, Port] = Field((60001, 63000), description="SrunPortRange: the "
+                                          "ports srun listens on, opened between Slurm nodes.")
+    flows: list[Flow] = Field([], description="Extra flows; one named like a default flow "
+                              "replaces it (estate check refuses one that cuts a required flow).")
+
+
 # --- the whole estate --------------------------------------------------------
 
 class Spec(Strict):
@@ -286,3 +321,4 @@ class Spec(Strict):
     kubernetes: Kubernetes | None = None
     storage: Storage = Storage()
     identity: Identity = Identity()
+    firewall: Firewall = Firewall()

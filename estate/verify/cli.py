@@ -21,6 +21,10 @@ def register(app: typer.Typer) -> None:
                strict_host_keys: bool = typer.Option(True, "--strict-host-keys/--no-strict-host-keys"),
                report_dir: Path = typer.Option(Path("build/verify"), "--report-dir",
                                                help="Where verify.json and junit.xml go."),
+               reachability: bool = typer.Option(None, "--reachability/--no-reachability",
+                                                 help="Probe every pair of nodes against "
+                                                 "the flow matrix (listeners on the nodes); "
+                                                 "default: with --lab only."),
                output: Output = output_option()):
         """Check the nodes against what was rendered: table, JSON and JUnit XML."""
         from estate.verify.run import run_verify
@@ -28,7 +32,8 @@ def register(app: typer.Typer) -> None:
         result = _render(spec, out)
         report_v = run_verify(result.estate, out, lab=lab, limit=limit, outdir=report_dir,
                               ssh_key=ssh_key, ssh_user=ssh_user,
-                              strict_host_keys=strict_host_keys, output=output)
+                              strict_host_keys=strict_host_keys, output=output,
+                              reachability=reachability)
         if output is Output.json:
             typer.echo(report_v.json.read_text(), nl=False)
         raise typer.Exit(0 if report_v.ok else 1)

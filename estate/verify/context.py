@@ -29,7 +29,11 @@ class VerifyContext:
     secrets_dir: Path | None = None
     transport: str = "ssh"                  # or "docker": containers[node] by name
     containers: dict[str, str] = field(default_factory=dict)
+    # Try every pair of nodes against the flow matrix (estate.verify.reachability): the
+    # labs do; on a real estate it starts listeners on the nodes, so it is asked for.
+    reachability_probe: bool = False
     _hosts: dict = field(default_factory=dict)
+    _reachability: list | Exception | None = None
 
     @cached_property
     def manifest(self) -> dict:
@@ -101,6 +105,18 @@ class VerifyContext:
                 self._hosts[name] = testinfra.get_host(f"ssh://{name}",
                                                        ssh_config=str(self.ssh_config))
         return self._hosts[name]
+
+    def reachability(self) -> list:
+        """The reachability matrix's outcomes, probed once for every node checked."""
+        if self._reachability is None:
+            from estate.verify import reachability
+            try:
+                self._reachability = reachability.probe_all(self, list(self.nodes))
+            except RuntimeError as exc:   # each node's test reports it, none tries again
+                self._reachability = exc
+        if isinstance(self._reachability, Exception):
+            raise self._reachability
+        return self._reachability
 
     # --- who does what in cluster checks (from the spec, limited to the nodes checked) ---
 

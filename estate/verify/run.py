@@ -38,6 +38,7 @@ class Report:
     exit_code: int
     junit: Path
     json: Path
+    reachability: dict | None = None    # reachability.summary(), where it was probed
 
     @property
     def ok(self) -> bool:
@@ -76,6 +77,7 @@ def print_report(report: Report, nodes: list[str], console: Console,
         rows = [[role, *(Text.from_markup(report.cell(n, role)) for n in nodes)] for role in roles]
         print_rows("estate verify: checks x nodes", ["checks", *nodes], rows, output, console)
     _print_problems(report, console, output)
+    _print_reachability(report, console, output)
     t = report.totals()
     _line(", ".join(f"{v} {k}" for k, v in sorted(t.items())) +
           f"; JSON {report.json}, JUnit {report.junit}", console, output)
@@ -92,6 +94,20 @@ def _print_problems(report: Report, console: Console, output: Output) -> None:
                             f" {r.node} {r.role}/{r.check}: {r.detail}"), console, output)
 
 
+def _print_reachability(report: Report, console: Console, output: Output) -> None:
+    r = report.reachability
+    if r is None:
+        return
+    _line(f"reachability: {r['probes']} probes, {r['designed_ok']} designed ok, "
+          f"{r['denied_ok']} denied ok, {len(r['violations'])} violations", console, output)
+    for v in r["violations"]:
+        _line(Text.assemble(("VIOLATION", "red"), f" {v['source']} -> {v['destination']} "
+                            f"{v['address']} {v['proto']}/{v['port']} ({v['segment']}): "
+                            f"expected {v['expected']}"
+                            + (f" ({v['designed']})" if v["designed"] else "")
+                            + f", got {v['got']}"), console, output)
+
+
 def _line(text, console: Console, output: Output) -> None:
     if output.lines:
         typer.echo(str(text))
@@ -103,13 +119,20 @@ def run_verify(estate, render_dir: Path, lab: bool = False, limit: str | None = 
                outdir: Path = Path("build/verify"), ssh_key: str | None = None,
                ssh_user: str = "root", suites: list[str] | None = None,
                console: Console | None = None, strict_host_keys: bool = True,
-               output: Output = Output.auto) -> Report:
+               output: Output = Output.auto, reachability: bool | None = None) -> Report:
     from estate.provision.inventory import connection
     from estate.provision.secrets import LAB_SECRETS
     ctx = VerifyContext(estate, Path(render_dir), connection(lab, ssh_key, ssh_user,
                                                                 strict_host_keys and not lab),
-                        Path(outdir), limit, LAB_SECRETS if lab else None)
+                        Path(outdir), limit, LAB_SECRETS if lab else None,
+                        reachability_probe=lab if reachability is None else reachability)
     return run_suites(ctx, suites or suite_paths(), console, output)
+
+
+def _reachability(ctx: VerifyContext) -> dict | None:
+    from estate.verify.reachability import summary
+    outcomes = ctx._reachability
+    return summary(outcomes) if isinstance(outcomes, list) else None
 
 
 def run_suites(ctx: VerifyContext, suites: list[str], console: Console | None = None,
@@ -131,9 +154,11 @@ def run_suites(ctx: VerifyContext, suites: list[str], console: Console | None = 
     quiet = output is Output.json
     with contextlib.redirect_stdout(sys.stderr) if quiet else contextlib.nullcontext():
         code = pytest.main(args, plugins=[plugin])
-    report = Report(plugin.results, int(code), junit, outdir / "verify.json")
+    report = Report(plugin.results, int(code), junit, outdir / "verify.json",
+                    _reachability(ctx))
     report.json.write_text(json.dumps({"ok": report.ok, "totals": report.totals(),
-                                       "results": [asdict(r) for r in report.results]},
+                                       "results": [asdict(r) for r in report.results],
+                                       "reachability": report.reachability},
                                       indent=2) + "\n")
     if not quiet:
         print_report(report, list(ctx.nodes), console, output)

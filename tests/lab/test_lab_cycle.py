@@ -183,8 +183,18 @@ def test_verify_passes_and_names_what_is_unsupported(lab, tmp_path):
     checks = {(r["role"], r["check"]) for r in report["results"] if r["outcome"] == "passed"}
     for want in [("cluster", "slurm_view_matches_spec"), ("cluster", "gpu_job"),
                  ("cluster", "job_across_two_workers"), ("cluster", "rest_api_takes_a_jwt"),
-                 ("munge", "key_is_the_estates"), ("slurmrestd", "listens_only_on_its_segment")]:
+                 ("munge", "key_is_the_estates"), ("slurmrestd", "listens_only_on_its_segment"),
+                 ("firewall", "input_denies_by_default"),
+                 ("cluster", "rest_api_reach_follows_the_flows")]:
         assert want in checks
+    # the reachability matrix with the firewall on: every designed flow between the nodes
+    # succeeds, every undesigned one fails (each node's probes are a check of its own)
+    reach = report["reachability"]
+    assert reach["violations"] == [], reach["violations"][:20]
+    assert reach["designed_ok"] > 0 and reach["denied_ok"] > 0
+    assert {r["node"] for r in report["results"] if r["check"] == "reachability"
+            and r["outcome"] == "passed"} == set(nodes)
+    assert "designed ok" in proc.stdout and "0 violations" in proc.stdout
     suite = ET.parse(tmp_path / "junit.xml").getroot()
     assert int(suite.find("testsuite").get("tests")) == len(report["results"])
 

@@ -33,6 +33,10 @@ def put(data: dict, path: str, value) -> None:
 
 
 LEAF05 = {"name": "leaf05"}
+CTLD_LOGIN_ONLY = {"name": "slurmctld", "to": "ctl1", "segment": "management", "port": 6817,
+                   "from_roles": ["slurm_login"], "reason": "clients only"}
+NFS_GPU1 = {"name": "nfs", "to": "nfs1", "segment": "storage", "port": 2049,
+            "reason": "one client"}
 
 # (validator id, severity, base spec, edits {path: value}, expected finding path)
 CASES = [
@@ -255,7 +259,24 @@ CASES = [
      "identity.users[4].group"),
     ("identity.reserved_id", E, "prod", {"identity.users[5].uid": 0}, "identity.users[5].uid"),
     ("identity.uid_range", W, "prod", {"identity.users[2].uid": 500}, "identity.users[2].uid"),
+    # flows
+    ("network.unknown_segment", E, "prod", {"firewall.flows[0].segment": "servce"},
+     "firewall.flows[0].segment"),
+    ("flows.unknown_node", E, "prod", {"firewall.flows[0].to": "login[1-3]"},
+     "firewall.flows[0].to"),
+    ("flows.unknown_node", E, "prod", {"firewall.flows[0].from_cidrs": []}, "firewall.flows[0]"),
+    ("flows.unknown_node", E, "prod", {"firewall.flows[0].port_end": 80},
+     "firewall.flows[0].port_end"),
+    # the jupyter flow from the GPU nodes, which have no service address
+    ("flows.source_off_segment", W, "prod", {"firewall.flows[0].from_roles": ["slurm_worker"]},
+     "firewall.flows[0]"),
+    # slurmctld from the login nodes only: the workers' slurmd could not register
+    ("flows.required_cut", E, "lab", {"firewall.flows": [CTLD_LOGIN_ONLY]}, "firewall.flows[0]"),
+    # NFS from gpu1 only: the export's other mount clients are cut
+    ("flows.required_cut", E, "lab", {"firewall.flows": [{**NFS_GPU1, "from_hosts": "gpu1"}]},
+     "firewall.flows[0]"),
 ]
+
 
 
 def _case_id(case) -> str:

@@ -103,11 +103,15 @@ def test_segments_are_listed_with_their_cidrs():
         assert s.name in table and str(s.cidr) in table
 
 
-def test_the_flow_adapter_reads_the_current_flows():
+def test_the_flow_adapter_reads_the_flow_matrix():
     edges = flow_edges(estate("lab"))
-    assert Flow("management segment", "slurm_controller", 6817, "tcp", "slurmctld") in edges
-    assert Flow("service segment", "k8s_control_plane", 6443, "tcp", "kube-apiserver") in edges
-    assert Flow("storage segment", "storage", 2049, "tcp", "nfs") in edges
+    assert Flow("slurm_worker", "slurm_controller", 6817, "tcp", "slurmctld") in edges
+    assert Flow("k8s_worker", "k8s_control_plane", 6443, "tcp", "kube-apiserver") in edges
+    assert Flow("slurm_worker", "storage", 2049, "tcp", "nfs") in edges
+    assert Flow("10.60.0.1/32", "every node", 22, "tcp", "ssh") in edges
+    assert Flow("slurm_login", "Slurm nodes", "60001-63000", "tcp", "srun") in edges
+    # roles, not segments: the storage node reaches no Slurm daemon
+    assert not [e for e in edges if e.source == "storage" and e.reason.startswith("slurm")]
     assert len(edges) == len(set(edges))
 
 

@@ -80,3 +80,65 @@ def test_rest_api_takes_a_jwt(host, node, ctx):
     good, bad, ping = out.stdout.split()
     assert (good, ping) == ("200", "UP"), f"with a JWT: HTTP {good}, ping {ping}"
     assert bad != "200", "slurmrestd accepted a made-up token"
+
+
+REACH = """\
+import sys, urllib.request, urllib.error
+ASK = {"X-SLURM-USER-NAME": "nobody", "X-SLURM-USER-TOKEN": "not-a-token"}
+try:
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    direct.open(urllib.request.Request(sys.argv[1], headers=ASK), timeout=float(sys.argv[2]))
+    print("answered")
+except urllib.error.HTTPError:
+    print("answered")   # an error status for the made-up token: slurmrestd answered
+except Exception as e:
+    print("timeout" if "timed out" in str(e) else "error:" + type(e).__name__)
+"""
+REACH_TIMEOUT = 5
+# A made-up token: slurmrestd answers it with an error status, which is all we ask.
+REACH_ASK = {"X-SLURM-USER-NAME": "nobody", "X-SLURM-USER-TOKEN": "not-a-token"}
+
+
+def _reach_here(url: str) -> str:
+    """REACH's answer, from this process."""
+    import urllib.error
+    import urllib.request
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no proxy
+    try:
+        direct.open(urllib.request.Request(url, headers=REACH_ASK), timeout=REACH_TIMEOUT)
+        return "answered"
+    except urllib.error.HTTPError:
+        return "answered"
+    except Exception as exc:  # noqa: BLE001 - reported as the answer
+        return "timeout" if "timed out" in str(exc) else f"error:{type(exc).__name__}"
+
+
+def _reach_argv(url: str) -> list[str]:
+    return ["python3", "-c", REACH, url, str(REACH_TIMEOUT)]
+
+
+@on_nodes(lambda ctx: ctx.with_deploy("slurmrestd") if ctx.reachability_probe else [])
+def test_rest_api_reach_follows_the_flows(node, ctx):
+    """slurmrestd answers where the flow matrix allows (from here: in the lab an admin
+    host) and times out from a node it does not allow."""
+    import socket
+    from estate.model.flows import matrix
+    listen = ctx.rest_listen(node)
+    addr, port = listen.rsplit(":", 1)
+    url = f"http://{listen}/slurm/v0.0.38/ping"
+    m = matrix(ctx.estate)
+    flow = next(f for f in m.flows if f.name == "slurmrestd")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:   # sends nothing
+        s.connect((addr, int(port)))
+        here = int.from_bytes(socket.inet_aton(s.getsockname()[0]), "big")
+    allowed_here = any(lo <= here <= hi for lo, hi in m.source_ranges(flow))
+    got = _reach_here(url)
+    assert got == ("answered" if allowed_here else "timeout"), \
+        f"from this host ({socket.inet_ntoa(here.to_bytes(4, 'big'))}): {got}"
+    forbidden = [n for n in ctx.nodes if n != node and
+                 m.allows(n, node, "tcp", int(port), flow.segment) is None and
+                 ctx.estate.address(n, flow.segment) is not None]
+    if not forbidden:
+        pytest.skip("every node checked may reach slurmrestd")
+    got = ctx.host(forbidden[0]).run(shlex.join(_reach_argv(url))).stdout.strip()
+    assert got == "timeout", f"from {forbidden[0]}, which the flows forbid: {got}"

@@ -1,0 +1,296 @@
+"""The flow matrix: who may reach whom, on which ports, and why. One derivation, read by
+the nftables renderer, the tenants' NetworkPolicies, slurm.conf (SrunPortRange),
+`estate doctor`, `estate check` (flows.required_cut) and the lab's reachability probe.
+
+The defaults follow from the spec's roles, so a spec rarely names a flow: `firewall.admin`
+and `firewall.monitoring` say where operators and scrapers sit, and `firewall.flows` adds a
+flow or replaces a default of the same name. Sources are node addresses on the flow's
+segment (consecutive addresses merged into ranges), never whole segments, except for the
+admin and monitoring hosts, which are not nodes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from ipaddress import IPv4Address, IPv4Network
+
+from estate.model.services import PORT_RANGES, PORTS, PROTOCOLS
+from estate.model.storage import export_clients
+from estate.spec.hostlist import Hostlist, HostlistError
+from estate.spec.resolved import Estate
+
+# ICMP the input chains accept from anywhere: path MTU discovery needs "fragmentation
+# needed" (destination-unreachable) to reach the sender even when conntrack has no entry.
+ICMP_TYPES = ("destination-unreachable", "time-exceeded", "parameter-problem")
+ICMPV6_TYPES = ("destination-unreachable", "packet-too-big", "time-exceeded",
+                "parameter-problem", "nd-neighbor-solicit", "nd-neighbor-advert",
+                "nd-router-advert")
+# Outbound flows: the output chains accept (replies come back as established), so these
+# are named in the rendered files and the matrix, not enforced per destination.
+EGRESS = (("dns", "udp", 53, "name resolution"),
+          ("ntp", "udp", 123, "time sync (chrony)"),
+          ("package-mirror", "tcp", 443, "the Debian package mirror (and 80)"))
+
+
+@dataclass(frozen=True)
+class Flow:
+    name: str
+    proto: str                      # tcp | udp
+    ports: tuple[int, int]          # inclusive
+    to: frozenset[str]              # nodes that accept it
+    segment: str                    # where: the nodes' addresses on it
+    sources: frozenset[str]         # estate nodes that may connect
+    cidrs: tuple[str, ...]          # other sources (admin, monitoring hosts)
+    reason: str
+    path: tuple                     # the spec location that asks for it
+
+    @property
+    def port_text(self) -> str:
+        lo, hi = self.ports
+        return str(lo) if lo == hi else f"{lo}-{hi}"
+
+    def has_port(self, proto: str, port: int) -> bool:
+        return proto == self.proto and self.ports[0] <= port <= self.ports[1]
+
+
+class Matrix:
+    def __init__(self, estate: Estate, flows: list[Flow]):
+        self.estate, self.flows = estate, flows
+
+    def into(self, names) -> list[Flow]:
+        """Flows some of these nodes accept."""
+        names = set(names)
+        return [f for f in self.flows if f.to & names]
+
+    def source_ranges(self, flow: Flow) -> list[tuple[int, int]]:
+        return _source_ranges(self.estate, flow)
+
+    def allows(self, src: str, dst: str, proto: str, port: int, segment: str) -> Flow | None:
+        """The flow that lets node src reach node dst's address on segment, if any, by
+        address as the rendered rules match."""
+        addr = self.estate.address(src, segment)
+        if addr is None:
+            return None
+        a = int(addr)
+        for f in self.flows:
+            if f.segment == segment and dst in f.to and f.has_port(proto, port) and \
+                    any(lo <= a <= hi for lo, hi in self.source_ranges(f)):
+                return f
+        return None
+
+    def ports(self) -> list[tuple[str, int, str]]:
+        """(proto, port, segment) to probe: each flow's ports (a range by its ends and
+        middle), so every designed port is tried between every pair of nodes."""
+        out = {}
+        for f in self.flows:
+            lo, hi = f.ports
+            for p in dict.fromkeys((lo, (lo + hi) // 2, hi)):
+                out[(f.proto, p, f.segment)] = None
+        return list(out)
+
+
+# The names of the default flows: a spec flow with one of them replaces that default.
+DEFAULT_NAMES = frozenset(("ssh", "node-exporter", "slurmctld", "slurmd", "srun", "slurmdbd",
+                           "slurmrestd", "nfs", "kube-apiserver", "kubelet", "etcd",
+                           "cni-vxlan"))
+
+
+@lru_cache(maxsize=8)
+def matrix(estate: Estate) -> Matrix:
+    defaults = default_flows(estate)
+    extra = [_spec_flow(estate, i, f) for i, f in enumerate(estate.spec.firewall.flows)]
+    names = {f.name for f in extra}
+    return Matrix(estate, [f for f in defaults if f.name not in names] + extra)
+
+
+def srun_ports(estate: Estate) -> tuple[int, int]:
+    """slurm.conf's SrunPortRange: exactly the range the matrix opens for srun."""
+    flow = next((f for f in matrix(estate).flows if f.name == "srun"), None)
+    return flow.ports if flow else tuple(estate.spec.firewall.srun_ports)
+
+
+# --- the defaults, from roles ---------------------------------------------------------------
+
+def _hosts(estate: Estate, names) -> frozenset[str]:
+    return frozenset(n for n in names if n in estate.nodes)
+
+
+@lru_cache(maxsize=64)   # several flows ask for the same nodes; each set is built once
+def _role(estate: Estate, *roles: str) -> frozenset[str]:
+    return frozenset(estate.hosts_where(lambda g: any(r in g.roles for r in roles)))
+
+
+@lru_cache(maxsize=64)
+def _plane(estate: Estate, plane: str) -> frozenset[str]:
+    return frozenset(estate.plane_hosts(plane))
+
+
+def management(estate: Estate) -> str:
+    for seg in estate.spec.segments:
+        if seg.purpose == "management":
+            return seg.name
+    return estate.spec.slurm.address_segment
+
+
+def admin_cidrs(estate: Estate) -> tuple[str, ...]:
+    """firewall.admin, or the management segment's reserved block (gateways and admin
+    hosts; the lab's provisioner is the bridge's first address)."""
+    given = estate.spec.firewall.admin
+    if given is not None:
+        return tuple(str(c) for c in given)
+    seg = next((s for s in estate.spec.segments if s.name == management(estate)), None)
+    if seg is None or not seg.reserved:
+        return ()
+    first = int(seg.cidr.network_address) + 1
+    return (f"{IPv4Address(first)}-{IPv4Address(first + seg.reserved - 1)}",)
+
+
+def default_flows(estate: Estate) -> list[Flow]:
+    out = _access(estate) + _slurm(estate) + _storage(estate) + _kubernetes(estate)
+    return [f for f in out if f.to and (f.sources or f.cidrs)]
+
+
+def _flow(name, to, segment, sources, reason, path, port=None, proto="tcp", cidrs=()):
+    if port is None:
+        port = PORT_RANGES[name] if name in PORT_RANGES else (PORTS[name],) * 2
+    lo, hi = port
+    return Flow(name, PROTOCOLS.get(name, proto), (lo, hi), frozenset(to), segment,
+                frozenset(sources), tuple(cidrs), reason, path)
+
+
+def _access(estate: Estate) -> list[Flow]:
+    every, mgmt = frozenset(estate.nodes), management(estate)
+    fw = estate.spec.firewall
+    out = [_flow("ssh", every, mgmt, (), "admin hosts and the provisioner log in and "
+                 "provision over ssh", ("firewall", "admin"), cidrs=admin_cidrs(estate))]
+    if fw.monitoring:
+        out.append(_flow("node-exporter", every, mgmt, (), "the monitoring hosts scrape "
+                         "every node's exporter", ("firewall", "monitoring"),
+                         cidrs=[str(c) for c in fw.monitoring]))
+    return out
+
+
+def _slurm(estate: Estate) -> list[Flow]:
+    slurm = estate.spec.slurm
+    seg, nodes = slurm.address_segment, _plane(estate, "slurm")
+    ctl = _hosts(estate, slurm.controllers)
+    workers = _role(estate, "slurm_worker")
+    rest_hosts = _role(estate, "slurmrestd")
+    out = [
+        _flow("slurmctld", ctl, seg, nodes, "Slurm nodes reach their controller: slurmd "
+              "registers, clients and slurmrestd submit, the backup takes over",
+              ("slurm", "controllers")),
+        _flow("slurmd", workers, seg, nodes, "slurmctld drives slurmd; srun launches steps "
+              "on it, and slurmd forwards messages to slurmd along the tree",
+              ("nodes",)),
+        _flow("srun", nodes, seg, nodes, "srun listens in SrunPortRange for slurmstepd's I/O "
+              "and slurmctld's messages, on any Slurm node that runs it",
+              ("firewall", "srun_ports"), port=estate.spec.firewall.srun_ports),
+    ]
+    if slurm.accounting:
+        out.append(_flow("slurmdbd", _hosts(estate, [slurm.accounting.host]), seg,
+                         ctl | _role(estate, "slurm_login") | rest_hosts,
+                         "slurmctld records jobs; sacct and sacctmgr on login nodes and "
+                         "slurmrestd query it", ("slurm", "accounting"),
+                         port=(slurm.accounting.port,) * 2))
+    rest = slurm.slurmrestd
+    if rest:
+        out.append(_flow("slurmrestd", rest_hosts, rest.segment, _bridge_nodes(estate),
+                         "the bridge: Kubernetes nodes of tenants granted slurmrestd (pods "
+                         "leave masqueraded as their node), and the admin hosts",
+                         ("slurm", "slurmrestd"), port=(rest.port,) * 2,
+                         cidrs=admin_cidrs(estate)))
+    return out
+
+
+def _bridge_nodes(estate: Estate) -> frozenset[str]:
+    k8s = estate.spec.kubernetes
+    if not k8s or not any(t.slurmrestd for t in k8s.tenants):
+        return frozenset()
+    return _plane(estate, "kubernetes")
+
+
+def _storage(estate: Estate) -> list[Flow]:
+    clients = export_clients(estate)   # the mounts' clients: the same hosts the exports name
+    return [_flow("nfs", _hosts(estate, [export.server]), export.segment,
+                  clients.get(export.name, ()), f"the mount clients of export {export.name}",
+                  ("storage", "exports", i))
+            for i, export in enumerate(estate.spec.storage.exports)]
+
+
+def _kubernetes(estate: Estate) -> list[Flow]:
+    k8s = estate.spec.kubernetes
+    if not k8s:
+        return []
+    seg, nodes = k8s.api_segment, _plane(estate, "kubernetes")
+    cp = _hosts(estate, k8s.control_plane)
+    path = ("kubernetes", "control_plane")
+    return [
+        _flow("kube-apiserver", cp, seg, nodes, "kubelets and the admins reach the API",
+              path, cidrs=admin_cidrs(estate)),
+        _flow("kubelet", nodes, seg, cp, "the API server reaches kubelets (logs, exec, "
+              "metrics)", path),
+        _flow("etcd", cp, seg, cp, "etcd's clients and peers are the control planes", path),
+        _flow("cni-vxlan", nodes, seg, nodes, "the pod network's VXLAN overlay between "
+              "Kubernetes nodes", ("kubernetes", "pod_cidr")),
+    ]
+
+
+def _parse(estate: Estate, expr: str | None) -> set[str]:
+    try:
+        return set(_hosts(estate, Hostlist.parse(expr or "")))
+    except HostlistError:
+        return set()   # nodes.bad_hostlist reports it
+
+
+def _spec_flow(estate: Estate, i: int, f) -> Flow:
+    sources = _parse(estate, f.from_hosts) | _role(estate, *f.from_roles)
+    return Flow(f.name, f.proto, (f.port, f.port_end or f.port), frozenset(_parse(estate, f.to)),
+                f.segment, frozenset(sources), tuple(str(c) for c in f.from_cidrs), f.reason,
+                ("firewall", "flows", i))
+
+
+# --- addresses ------------------------------------------------------------------------------
+
+@lru_cache(maxsize=4096)
+def _source_ranges(estate: Estate, flow: Flow) -> list[tuple[int, int]]:
+    """The flow's sources as merged address ranges (consecutive node addresses become one
+    range: a 10,000-node group is one), plus its CIDRs. Nodes without an address on the
+    flow's segment have none to allow (flows.required_cut reports a needed one)."""
+    first = {gi: b.first for (gi, seg), b in estate._block_index.items() if seg == flow.segment}
+    nodes = estate.nodes
+    addrs = sorted(first[n.group] + n.index for n in map(nodes.__getitem__, flow.sources)
+                   if n.group in first)
+    spans = []   # consecutive addresses into ranges, in one pass (sorting ints is cheap)
+    for a in addrs:
+        if spans and a <= spans[-1][1] + 1:
+            spans[-1][1] = a
+        else:
+            spans.append([a, a])
+    return _merge([(lo, hi) for lo, hi in spans] + [_cidr_span(c) for c in flow.cidrs])
+
+
+def _cidr_span(text: str) -> tuple[int, int]:
+    if "-" in text:
+        lo, hi = text.split("-")
+        return int(IPv4Address(lo)), int(IPv4Address(hi))
+    net = IPv4Network(text)
+    return int(net.network_address), int(net.broadcast_address)
+
+
+def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for lo, hi in sorted(spans):
+        if out and lo <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return [(lo, hi) for lo, hi in out]
+
+
+def dotted(n: int) -> str:
+    return f"{n >> 24}.{(n >> 16) & 255}.{(n >> 8) & 255}.{n & 255}"
+
+
+def range_text(lo: int, hi: int) -> str:
+    return dotted(lo) if lo == hi else f"{dotted(lo)}-{dotted(hi)}"
