@@ -17,8 +17,8 @@ from estate.spec.bounds import (IPv4, BlockSize, CoresPerSocket, Fairshare, GpuM
                                  MAX_CORES_PER_SOCKET, SLURM_UINT32_MAX, Reserved,
                                  SlurmMemoryMB, SlurmPriority, SlurmWeight, Sockets)
 from estate.spec.types import (AbsolutePath, AptSource, DevicePrefix, FreeText, LabelKey,
-                               LabelValue, OptionList, OwnedDirectory, SlurmTime, StoragePath,
-                               Version)
+                               LabelValue, OptionList, OwnedDirectory, SlurmConfValue,
+                               SlurmTime, StoragePath, Version)
 
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$", max_length=63)]
 HostlistExpr = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.,\[\]-]+$")]
@@ -235,10 +235,8 @@ SelectParameter = Literal["CR_CPU", "CR_CPU_Memory", "CR_Core", "CR_Core_Memory"
                           "CR_CORE_DEFAULT_DIST_BLOCK", "CR_LLN", "CR_Pack_Nodes"]
 ResourceLimit = Literal["ALL", "NONE", "AS", "CORE", "CPU", "DATA", "FSIZE", "MEMLOCK",
                         "NOFILE", "NPROC", "RSS", "STACK"]
-# slurm.conf keys are words; a value is one token without whitespace or '#' (a comment)
+# slurm.conf keys are words (values: types.SlurmConfValue)
 ConfKey = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9]*$", max_length=64)]
-ConfValue = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.,:/=@+%*()\[\]-]+$",
-                                             max_length=1024)]
 SchedulerOption = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$", max_length=64)]
 
 
@@ -284,7 +282,7 @@ class Slurm(Strict):
     timeouts: Timeouts = Timeouts()
     priority: Priority = Priority()
     preemption: Preemption | None = None
-    extra: dict[ConfKey, ConfValue | int] = Field(
+    extra: dict[ConfKey, SlurmConfValue] = Field(
         {}, description="Other slurm.conf settings, key -> value; the key must be one "
         "Slurm's parser knows (slurm_conf/keys/) and not one Estate renders itself.")
     partitions: list[Partition] = []
