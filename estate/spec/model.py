@@ -17,8 +17,8 @@ from estate.spec.bounds import (IPv4, BlockSize, CoresPerSocket, Fairshare, GpuM
                                  MAX_CORES_PER_SOCKET, SLURM_UINT32_MAX, Reserved,
                                  SlurmMemoryMB, SlurmPriority, SlurmWeight, Sockets)
 from estate.spec.types import (AbsolutePath, AptSource, DevicePrefix, FreeText, LabelKey,
-                               LabelValue, OptionList, OwnedDirectory, SlurmConfValue,
-                               SlurmTime, StoragePath, Version)
+                               LabelValue, OptionList, OwnedDirectory, SchedulerValue,
+                               SlurmConfValue, SlurmTime, StoragePath, Version)
 
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$", max_length=63)]
 HostlistExpr = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.,\[\]-]+$")]
@@ -269,7 +269,7 @@ class Slurm(Strict):
     select_type_parameters: list[SelectParameter] = Field(
         ["CR_Core_Memory"], description="SelectTypeParameters: one CR_* resource type, then "
         "options; a *_Memory type makes memory a consumable resource.")
-    scheduler_parameters: dict[SchedulerOption, int | Literal[True]] = Field(
+    scheduler_parameters: dict[SchedulerOption, SchedulerValue] = Field(
         {}, description="SchedulerParameters: option -> true (a flag) or a number, e.g. "
         "{bf_continue: true, bf_window: 4320}.")
     mpi_default: Literal["none", "pmi2", "pmix", "pmix_v4", "cray_shasta"] = "none"

@@ -19,7 +19,7 @@ import re
 from typing import Annotated
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BeforeValidator, WithJsonSchema
+from pydantic import AfterValidator, BeforeValidator, PlainValidator, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 # C0 and C1 controls, DEL, and the Unicode line and paragraph separators (YAML and some
@@ -324,6 +324,19 @@ SlurmConfValue = Annotated[str, BeforeValidator(_conf_number), AfterValidator(_c
                                    "One slurm.conf value (or a number).",
                                    type=["string", "number"])]
 """A slurm.extra value: one token that cannot start a new setting, word or comment."""
+
+
+def _scheduler_value(value):
+    if value is True or (type(value) is int and 0 <= value <= 2**32 - 2):
+        return value
+    raise _error("scheduler_value", f"{value!r} is neither true (an option without a value) "
+                 "nor a whole number from 0; write e.g. bf_continue: true or bf_window: 4320")
+
+
+SchedulerValue = Annotated[int | bool, PlainValidator(_scheduler_value), WithJsonSchema(
+    {"oneOf": [{"const": True}, {"type": "integer", "minimum": 0}],
+     "description": "true (a flag) or a number."})]
+"""A SchedulerParameters option's value: true for a flag, else a number."""
 
 
 # --- Kubernetes labels (apimachinery's own rules) ------------------------------------------

@@ -144,3 +144,15 @@ def test_the_key_list_names_its_source_and_holds_what_slurm_parses():
     assert keys["maxjobcount"] == "MaxJobCount"
     assert {"bf_continue", "bf_window", "default_queue_depth"} <= scheduler_options()
     assert closest("SlurmctldTimout", keys.values()) == "SlurmctldTimeout"
+
+
+def test_scheduler_parameters_are_flags_or_numbers():
+    data = spec_dict("prod")
+    data["slurm"]["scheduler_parameters"] = {"bf_continue": True, "bf_window": 4320}
+    assert "SchedulerParameters=bf_continue,bf_window=4320" in \
+        render(data)["slurm/slurm.conf"].splitlines()
+    for bad in (False, -1, "4320 x", 2.5):
+        data["slurm"]["scheduler_parameters"] = {"bf_window": bad}
+        assert [f.id for f in findings_for(data)
+                if f.path == "slurm.scheduler_parameters.bf_window"] == \
+            ["schema.scheduler_value"], bad
