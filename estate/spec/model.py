@@ -154,7 +154,8 @@ class Partition(Strict):
     hidden: bool = False
     priority_tier: int = Field(1, ge=0, le=65533)
     oversubscribe: OverSubscribe | None = Field(None, description="OverSubscribe: NO, "
-                                                "EXCLUSIVE, YES[:N] or FORCE[:N] (Slurm's default: NO).")
+                                                "EXCLUSIVE, YES[:N] or FORCE[:N] (Slurm's "
+                                                "default: NO).")
     preempt_mode: PreemptMode | None = Field(None, description="PreemptMode of the jobs in this "
                                              "partition when a higher tier preempts them; "
                                              "default: slurm.preemption.mode.")

@@ -121,7 +121,7 @@ def test_a_user_in_two_accounts_has_one_default(lab):
                                               "format=User,DefaultAccount"]).stdout.splitlines()
     defaults = dict(r.split("|") for r in rows)
     members = account_members(lab)
-    assert len({a for a, u in members if u == "alice"}) == 2, "the lab spec lost alice's 2nd account"
+    assert len({a for a, u in members if u == "alice"}) == 2, "lab.yaml lost alice's 2nd account"
     for account, user in members:
         assert defaults[user] == next(a for a, u in members if u == user), rows
 
