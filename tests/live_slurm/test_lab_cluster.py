@@ -139,7 +139,8 @@ def test_cluster_settings_reach_slurmctld(lab):
             "PropagateResourceLimitsExcept": "MEMLOCK",
             "SchedulerParameters": "bf_continue,bf_interval=10",
             "PreemptType": "preempt/partition_prio", "PreemptMode": "REQUEUE",
-            "PriorityWeightTRES": "GRES/gpu=2000", "MpiDefault": slurm.mpi_default,
+            "PriorityWeightTRES": "GRES/gpu=2000", "PriorityFlags": "MAX_TRES",
+            "MpiDefault": slurm.mpi_default,
             "SelectTypeParameters": "CR_CORE_MEMORY",
             **{k: str(v) for k, v in slurm.extra.items()}}
     assert {k: config.get(k) for k in want} == want
