@@ -292,6 +292,13 @@ def _strings(value, loc: tuple = ()):
             yield from _strings(item, loc + (i,))
 
 
+def _slurm_only(loc: tuple) -> bool:
+    """Slurm settings that only slurm.conf prints (OverSubscribe=NO, PreemptMode=OFF,
+    slurm.extra's values), never a Kubernetes file."""
+    return loc[:1] == ("slurm",) and (loc[1:2] == ("extra",)
+                                      or loc[-1] in ("oversubscribe", "preempt_mode"))
+
+
 @validator("kubernetes.yaml_word", E, "kubernetes",
            "a name YAML reads as a boolean or null (yes, no, on, off, true, null, ...)")
 def yaml_word(estate):
@@ -299,7 +306,7 @@ def yaml_word(estate):
         return
     data = estate.spec.model_dump(by_alias=True, mode="json", exclude_defaults=True)
     for loc, text in _strings(data):
-        if YAML_WORD.fullmatch(text):
+        if YAML_WORD.fullmatch(text) and not _slurm_only(loc):
             yield problem(loc, f"'{text}' reads as a boolean or null in the Kubernetes "
                           "manifests and configs (YAML 1.1), not as a name",
                           "rename it, e.g. with a letter or digit added")

@@ -16,6 +16,8 @@ from estate.check.findings import Severity
 from estate.check.registry import validator
 from estate.model import model
 from estate.model.nodes import slurm_compute
+from estate.model.slurm import default_time, def_per_gpu, node_lines, partition_lines, time_seconds
+from estate.model.slurm_keys import OWNED, closest, conf_keys, scheduler_options
 
 E, W = Severity.ERROR, Severity.WARNING
 
@@ -144,6 +146,8 @@ def _qos_refs(slurm):
     for i, part in enumerate(slurm.partitions):
         if part.qos:
             yield ("slurm", "partitions", i, "qos"), part.qos
+        for j, name in enumerate(part.allow_qos):
+            yield ("slurm", "partitions", i, "allow_qos", j), name
     for i, acct in enumerate(slurm.accounts):
         for j, name in enumerate(acct.qos):
             yield ("slurm", "accounts", i, "qos", j), name
@@ -160,8 +164,9 @@ def unknown_qos(estate):
 
 def _account_refs(slurm):
     for i, part in enumerate(slurm.partitions):
-        for j, name in enumerate(part.allow_accounts):
-            yield ("slurm", "partitions", i, "allow_accounts", j), name
+        for key in ("allow_accounts", "deny_accounts"):
+            for j, name in enumerate(getattr(part, key)):
+                yield ("slurm", "partitions", i, key, j), name
     for i, acct in enumerate(slurm.accounts):
         if acct.parent != "root":
             yield ("slurm", "accounts", i, "parent"), acct.parent
@@ -206,8 +211,12 @@ def time_format(estate):
     slurm = estate.spec.slurm
     limits = [(("slurm", "partitions", i, "max_time"), p.max_time)
               for i, p in enumerate(slurm.partitions)]
+    limits += [(("slurm", "partitions", i, "default_time"), p.default_time)
+               for i, p in enumerate(slurm.partitions) if p.default_time is not None]
     limits += [(("slurm", "qos", i, "max_wall"), q.max_wall)
                for i, q in enumerate(slurm.qos) if q.max_wall is not None]
+    limits += [(("slurm", "priority", key), getattr(slurm.priority, key))
+               for key in ("decay_half_life", "max_age")]
     for loc, value in limits:
         if value.lower() not in _UNLIMITED and not _TIME.fullmatch(value):
             yield problem(loc, f"'{value}' is not a Slurm time", "use minutes, HH:MM:SS, "
@@ -306,3 +315,141 @@ def slurmrestd_host(estate):
     if not estate.spec.slurm.slurmrestd and hosts:
         yield problem(("slurm",), f"{short(hosts)} have the slurmrestd role but "
                       "slurm.slurmrestd is null", "configure slurm.slurmrestd or drop the role")
+
+
+# --- settings and partition policy ------------------------------------------------------
+
+@validator("slurm.unknown_setting", E, "slurm",
+           "a slurm.extra key that the Slurm version's slurm.conf parser does not know")
+def unknown_setting(estate):
+    known = conf_keys()
+    for key in estate.spec.slurm.extra:
+        if key.lower() not in known:
+            near = closest(key, known.values())
+            yield problem(("slurm", "extra", key), f"slurm.conf has no key '{key}' (Slurm "
+                          "22.05's parser, slurm_conf/keys/22.05.json); every Slurm daemon "
+                          "and command would refuse the file (unrecognized key)",
+                          f"did you mean '{near}'?" if near else
+                          "remove it, or check the spelling in slurm.conf(5)")
+
+
+@validator("slurm.owned_setting", E, "slurm",
+           "a slurm.extra key that Estate writes itself from a typed field")
+def owned_setting(estate):
+    for key in estate.spec.slurm.extra:
+        if key.lower() in OWNED:
+            yield problem(("slurm", "extra", key), f"'{key}' is written by Estate from the "
+                          "spec; a second line would silently override it",
+                          "set it through its typed field (estate schema lists them), "
+                          "or drop it from slurm.extra")
+
+
+@validator("slurm.unknown_scheduler_parameter", E, "slurm",
+           "a SchedulerParameters option that the Slurm version does not document")
+def unknown_scheduler_parameter(estate):
+    known = scheduler_options()
+    for key in estate.spec.slurm.scheduler_parameters:
+        if key not in known:
+            near = closest(key, known)
+            yield problem(("slurm", "scheduler_parameters", key), f"'{key}' is not a "
+                          "SchedulerParameters option of Slurm 22.05 (slurm.conf(5)), "
+                          "so it does not do what it seems to",
+                          f"did you mean '{near}'?" if near else "remove it")
+
+
+_CR_TYPES = {"CR_CPU", "CR_CPU_Memory", "CR_Core", "CR_Core_Memory", "CR_Socket",
+             "CR_Socket_Memory", "CR_Memory"}
+
+
+@validator("slurm.select_type_parameters", E, "slurm",
+           "SelectTypeParameters without exactly one CR_* resource type")
+def select_type_parameters(estate):
+    params = estate.spec.slurm.select_type_parameters
+    types = [p for p in params if p in _CR_TYPES]
+    if len(types) != 1:
+        yield problem(("slurm", "select_type_parameters"), f"{len(types)} resource types "
+                      f"({', '.join(types) or 'none'}); select/cons_tres needs exactly one",
+                      "keep one of CR_Core_Memory, CR_CPU_Memory, CR_Socket_Memory, ...")
+
+
+@validator("slurm.default_time_exceeds", E, "slurm", "a DefaultTime above the MaxTime")
+def default_time_exceeds(estate):
+    for i, part in enumerate(estate.spec.slurm.partitions):
+        limit, default = time_seconds(part.max_time), time_seconds(default_time(part))
+        if limit is not None and (default is None or default > limit):
+            yield problem(("slurm", "partitions", i, "default_time"), f"default_time "
+                          f"{default_time(part)} exceeds max_time {part.max_time}: a job "
+                          "without --time would be refused", f"set it at most {part.max_time}")
+
+
+@validator("slurm.allow_and_deny_accounts", W, "slurm",
+           "a partition with both allow_accounts and deny_accounts")
+def allow_and_deny_accounts(estate):
+    for i, part in enumerate(estate.spec.slurm.partitions):
+        if part.allow_accounts and part.deny_accounts:
+            yield problem(("slurm", "partitions", i, "deny_accounts"), f"partition "
+                          f"'{part.name}' has allow_accounts, so Slurm ignores deny_accounts",
+                          "keep one of the two lists")
+
+
+@validator("slurm.unknown_group", W, "slurm", "allow_groups names a group missing from identity")
+def unknown_group(estate):
+    known = {g.name for g in estate.spec.identity.groups}
+    for i, part in enumerate(estate.spec.slurm.partitions):
+        for j, name in enumerate(part.allow_groups):
+            if name not in known:
+                yield problem(("slurm", "partitions", i, "allow_groups", j), f"group "
+                              f"'{name}' has no entry under identity.groups, so no node "
+                              "may know it and the partition refuses everyone",
+                              "add it to identity.groups (or manage it in your directory)")
+
+
+@validator("slurm.preempt_mode_unused", W, "slurm",
+           "a partition preempt_mode without slurm.preemption")
+def preempt_mode_unused(estate):
+    for i, part in enumerate(estate.spec.slurm.partitions):
+        if part.preempt_mode and not estate.spec.slurm.preemption:
+            yield problem(("slurm", "partitions", i, "preempt_mode"), f"partition "
+                          f"'{part.name}' sets preempt_mode but slurm.preemption is not set "
+                          "(PreemptType=preempt/none), so nothing is ever preempted",
+                          "add slurm.preemption: {type: partition_prio, mode: requeue}")
+
+
+@validator("slurm.gpu_defaults_exceed_node", E, "slurm",
+           "DefCpuPerGPU or DefMemPerGPU times a node's GPUs exceeds the node")
+def gpu_defaults_exceed_node(estate):
+    lines = node_lines(estate)
+    per_gpu, members = def_per_gpu(estate, lines), partition_lines(estate, lines)
+    for i, part in enumerate(estate.spec.slurm.partitions):
+        cpu, mem = per_gpu.get(part.name, (None, None))
+        for line in members.get(part.name, []):
+            for key, want, have in (("def_cpu_per_gpu", cpu, line.cpus),
+                                    ("def_mem_per_gpu_mb", mem, line.real_memory)):
+                if want and line.gres_count and want * line.gres_count > have:
+                    yield problem(("slurm", "partitions", i, key), f"{key} {want} times the "
+                                  f"{line.gres_count} GPUs of {line.hostlist} is more than "
+                                  f"their {have}: a job asking for all their GPUs never runs",
+                                  f"set it at most {have // line.gres_count}")
+                    break
+
+
+def _tres_refs(slurm):
+    for i, part in enumerate(slurm.partitions):
+        for key in part.tres_billing_weights:
+            yield ("slurm", "partitions", i, "tres_billing_weights", key), key
+    for key in slurm.priority.tres:
+        yield ("slurm", "priority", "tres", key), key
+
+
+@validator("slurm.unknown_tres", E, "slurm", "a TRES weight naming a GRES or GPU type "
+           "the estate does not have")
+def unknown_tres(estate):
+    models = {g.gpu_model for g in model(estate).groups if g.gpu_model}
+    for loc, key in _tres_refs(estate.spec.slurm):
+        kind, _, rest = key.partition("/")
+        name, _, gpu_type = rest.partition(":")
+        if kind.upper() == "LICENSE" or (kind.upper() == "GRES" and (
+                name != "gpu" or (gpu_type and gpu_type not in models))):
+            yield problem(loc, f"'{key}' is no TRES of this estate (GresTypes=gpu, GPU "
+                          f"types: {', '.join(sorted(models)) or 'none'}), so the "
+                          "weight counts nothing", "use CPU, Mem, Node or GRES/gpu[:TYPE]")

@@ -1,5 +1,6 @@
 """Slurm's view of the nodes: NodeName lines (nodes grouped by identical hardware, with
-their NodeAddr ranges) and each partition's default memory per CPU.
+their NodeAddr ranges), each partition's job defaults (memory per CPU, CPUs and memory
+per GPU, time limit) and the cluster settings derived from the hardware.
 
 slurm.conf is written from these, and verify compares what slurmctld reports with them.
 """
@@ -11,6 +12,7 @@ from ipaddress import IPv4Address
 from estate.model import model
 from estate.spec.hostlist import Hostlist, Range
 from estate.spec.hostset import HostSet
+from estate.spec.model import Partition as PartitionSpec
 from estate.spec.resolved import Estate
 
 
@@ -87,3 +89,86 @@ def def_mem_per_cpu(estate: Estate, lines: list[NodeLine]) -> dict[str, int]:
         if per_cpu:
             out[part.name] = min(per_cpu)
     return out
+
+
+def partition_lines(estate: Estate, lines: list[NodeLine]) -> dict[str, list[NodeLine]]:
+    """Partition -> the NodeName lines with a node in it."""
+    sets = [(HostSet.of(line.names), line) for line in lines]
+    return {p.name: [line for hosts, line in sets if hosts & p.members]
+            for p in model(estate).partitions}
+
+
+def def_per_gpu(estate: Estate, lines: list[NodeLine]) -> dict[str, tuple[int, int]]:
+    """Partition -> (DefCpuPerGPU, DefMemPerGPU): the CPUs and RealMemory of its nodes
+    divided by their GPUs, where every node of the partition has the same shape.
+
+    Without them a `--gres=gpu:1` job gets one CPU and DefMemPerCPU of memory (on a
+    224-CPU, 8-GPU node: 1 CPU where 28 are its share). Partitions mixing shapes get
+    none (no one share fits all); the spec's def_cpu_per_gpu/def_mem_per_gpu_mb win."""
+    out = {}
+    for part, plines in partition_lines(estate, lines).items():
+        shapes = {(ln.cpus, ln.real_memory, ln.gres_count) for ln in plines}
+        if len(shapes) == 1:
+            cpus, mem, gpus = next(iter(shapes))
+            if gpus:
+                out[part] = (cpus // gpus, mem // gpus)
+    for p in estate.spec.slurm.partitions:
+        derived = out.get(p.name, (None, None))
+        cpu = p.def_cpu_per_gpu or derived[0]
+        mem = p.def_mem_per_gpu_mb or derived[1]
+        if cpu or mem:
+            out[p.name] = (cpu, mem)
+    return out
+
+
+DEFAULT_TIME_CAP = 3600  # seconds: a job that names no limit gets at most 1 hour
+
+
+def default_time(part: PartitionSpec) -> str:
+    """DefaultTime: the spec's, else max_time capped at one hour."""
+    if part.default_time:
+        return part.default_time
+    limit = time_seconds(part.max_time)
+    return part.max_time if limit is not None and limit <= DEFAULT_TIME_CAP else "01:00:00"
+
+
+def time_seconds(text: str) -> int | None:
+    """A Slurm time limit in seconds (None: unlimited, or not a time). Formats as sbatch
+    --time reads them: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S."""
+    text = text.strip().upper()
+    if text in ("UNLIMITED", "INFINITE", "-1"):
+        return None
+    days, _, rest = text.rpartition("-")
+    try:
+        parts = [int(p) for p in rest.split(":")]
+        if days:
+            h, m, s = (parts + [0, 0])[:3]
+            return ((int(days) * 24 + h) * 60 + m) * 60 + s
+    except ValueError:
+        return None
+    if len(parts) == 3:
+        return (parts[0] * 60 + parts[1]) * 60 + parts[2]
+    return parts[0] * 60 + (parts[1] if len(parts) > 1 else 0)
+
+
+def infiniband(estate: Estate) -> bool:
+    """True when a Slurm compute node has an InfiniBand NIC."""
+    return any(g.cls and g.slurm_compute and any(n.kind == "infiniband" for n in g.cls.nics)
+               for g in model(estate).groups)
+
+
+def propagate_except(estate: Estate) -> list[str]:
+    """PropagateResourceLimitsExcept: the spec's, else MEMLOCK on an InfiniBand fabric.
+
+    slurmd propagates the submitting shell's limits to the job; a login shell's
+    RLIMIT_MEMLOCK (often 64 KiB) makes RDMA memory registration fail in every job,
+    so on InfiniBand the job keeps the compute node's own (unlimited) limit."""
+    own = estate.spec.slurm.propagate_resource_limits_except
+    if own is not None:
+        return list(own)
+    return ["MEMLOCK"] if infiniband(estate) else []
+
+
+def weights(table: dict[str, float]) -> str:
+    """TRESBillingWeights/PriorityWeightTRES text, CPU=1,GRES/gpu=2 (%g: no float noise)."""
+    return ",".join(f"{k}={v:g}" for k, v in table.items())

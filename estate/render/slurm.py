@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 
 from estate.model import model
-from estate.model.slurm import def_mem_per_cpu, node_lines
 from estate.model.flows import srun_ports
+from estate.model.slurm import (def_mem_per_cpu, def_per_gpu, default_time, node_lines,
+                                propagate_except, weights)
+from estate.model.slurm_keys import conf_keys
 from estate.model.services import (GPU_DEVICES, PORTS, SLURM_USER, SLURMDBD_DATABASE,
                                    jwt_key_path, slurm_daemon_paths, uses_jwt)
 from estate.render.artifacts import Artifact
@@ -50,9 +52,12 @@ def plugin_settings(estate: Estate) -> dict[str, dict[str, str]]:
         "PriorityType": "priority/multifactor",
         "AccountingStorageType": ("accounting_storage/slurmdbd" if slurm.accounting
                                   else "accounting_storage/none"),
-        "JobAcctGatherType": "jobacct_gather/linux" if slurm.accounting else "jobacct_gather/none",
+        "JobAcctGatherType": f"jobacct_gather/{job_acct_gather(slurm)}",
         "GresTypes": "gpu",
+        "MpiDefault": slurm.mpi_default,
     }
+    if slurm.preemption:
+        conf["PreemptType"] = f"preempt/{slurm.preemption.type}"
     out = {"slurm.conf": conf, "cgroup.conf": {"CgroupPlugin": "autodetect"}}
     if slurm.accounting:
         out["slurmdbd.conf"] = {"AuthType": "auth/munge",
@@ -62,8 +67,12 @@ def plugin_settings(estate: Estate) -> dict[str, dict[str, str]]:
     return out
 
 
+def job_acct_gather(slurm) -> str:
+    return slurm.job_acct_gather or ("linux" if slurm.accounting else "none")
+
+
 # Keywords whose values are not "type/name" plugins but imply one.
-_IMPLIED = {"GresTypes": "gres/{}"}
+_IMPLIED = {"GresTypes": "gres/{}", "MpiDefault": "mpi/{}"}
 
 
 def slurm_plugins(estate: Estate) -> dict[str, list[str]]:
@@ -84,6 +93,85 @@ def slurm_plugins(estate: Estate) -> dict[str, list[str]]:
     return out
 
 
+def partition_settings(estate: Estate, lines) -> dict[str, list[tuple[str, str]]]:
+    """Partition -> its PartitionName line's settings after Nodes, in order."""
+    slurm = estate.spec.slurm
+    mem_per_cpu, per_gpu = def_mem_per_cpu(estate, lines), def_per_gpu(estate, lines)
+    out = {}
+    for p in slurm.partitions:
+        s = [("Default", "YES" if p.default else "NO"), ("MaxTime", p.max_time),
+             ("DefaultTime", default_time(p)), ("PriorityTier", str(p.priority_tier))]
+        if p.name in mem_per_cpu:
+            s.append(("DefMemPerCPU", str(mem_per_cpu[p.name])))
+        cpu, mem = per_gpu.get(p.name, (None, None))
+        s += [(k, str(v)) for k, v in (("DefCpuPerGPU", cpu), ("DefMemPerGPU", mem),
+                                       ("MaxMemPerNode", p.max_mem_per_node_mb),
+                                       ("GraceTime", p.grace_time_s)) if v is not None]
+        if p.qos and slurm.accounting:
+            s.append(("QOS", p.qos))
+        s += [(k, ",".join(v)) for k, v in (("AllowAccounts", p.allow_accounts),
+                                            ("DenyAccounts", p.deny_accounts),
+                                            ("AllowQos", p.allow_qos),
+                                            ("AllowGroups", p.allow_groups)) if v]
+        if p.hidden:
+            s.append(("Hidden", "YES"))
+        if p.oversubscribe:
+            s.append(("OverSubscribe", p.oversubscribe))
+        if p.preempt_mode:
+            s.append(("PreemptMode", p.preempt_mode.upper()))
+        if p.tres_billing_weights:
+            s.append(("TRESBillingWeights", weights(p.tres_billing_weights)))
+        out[p.name] = s + [("State", "UP")]
+    return out
+
+
+def scheduler_parameters(params: dict) -> str:
+    return ",".join(k if v is True else f"{k}={v}" for k, v in params.items())
+
+
+def preempt_mode(slurm) -> str | None:
+    """The cluster's PreemptMode; SUSPEND needs GANG to resume what it suspended."""
+    if not slurm.preemption:
+        return None
+    mode = slurm.preemption.mode.upper()
+    return "SUSPEND,GANG" if mode == "SUSPEND" else mode
+
+
+def extra_settings(slurm) -> list[tuple[str, str]]:
+    """slurm.extra in Slurm's spelling of each key (the validators refused unknown ones)."""
+    known = conf_keys()
+    return [(known.get(k.lower(), k), str(v)) for k, v in slurm.extra.items()]
+
+
+def account_tree(slurm) -> list[tuple[str, list]]:
+    """(parent, its child accounts) from root down: sacctmgr's load file needs a parent
+    account before its children, whatever order the spec lists them in."""
+    children: dict[str, list] = {}
+    for a in slurm.accounts:
+        children.setdefault(a.parent, []).append(a)
+    out, queue, seen = [], ["root"], set()
+    while queue:
+        parent = queue.pop(0)
+        if parent in seen or parent not in children:
+            continue
+        seen.add(parent)
+        out.append((parent, children[parent]))
+        queue += [a.name for a in children[parent]]
+    return out
+
+
+def account_users(slurm) -> list[tuple[str, list[tuple[str, bool]]]]:
+    """(account, [(user, is it the user's default account)]) in spec order. A user's
+    DefaultAccount is the first account listing them; sacctmgr keeps one per user, so it
+    is written on that account's line only (and that line comes first)."""
+    default: dict[str, str] = {}
+    for a in slurm.accounts:
+        for u in a.users:
+            default.setdefault(u, a.name)
+    return [(a.name, [(u, default[u] == a.name) for u in a.users])
+            for a in slurm.accounts if a.users]
+
+
 def _context(estate: Estate, source: str) -> dict:
     spec = estate.spec
     lines = node_lines(estate)
@@ -91,7 +179,14 @@ def _context(estate: Estate, source: str) -> dict:
         "spec": spec, "slurm": spec.slurm, "source": source,
         "controllers": controllers(estate),
         "node_lines": lines,
-        "def_mem_per_cpu": def_mem_per_cpu(estate, lines),
+        "partition_settings": partition_settings(estate, lines),
+        "propagate_except": ",".join(propagate_except(estate)),
+        "scheduler_parameters": scheduler_parameters(spec.slurm.scheduler_parameters),
+        "priority_tres": weights(spec.slurm.priority.tres),
+        "preempt_mode": preempt_mode(spec.slurm),
+        "extra": extra_settings(spec.slurm),
+        "account_tree": account_tree(spec.slurm),
+        "account_users": account_users(spec.slurm),
         "accounting_addr": (estate.address(spec.slurm.accounting.host,
                                            spec.slurm.address_segment)
                             if spec.slurm.accounting else None),

@@ -14,10 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from estate.catalogue import SPEC_ROLES
 from estate.spec.bounds import (IPv4, BlockSize, CoresPerSocket, Fairshare, GpuMemoryGB,
                                  GpuQuota, GresCount, IPv4Cidr, K8sPriority, LinkGbps, MemoryMB,
-                                 Reserved, SlurmMemoryMB, SlurmPriority, SlurmWeight, Sockets)
+                                 MAX_CORES_PER_SOCKET, SLURM_UINT32_MAX, Reserved,
+                                 SlurmMemoryMB, SlurmPriority, SlurmWeight, Sockets)
 from estate.spec.types import (AbsolutePath, AptSource, DevicePrefix, FreeText, LabelKey,
-                               LabelValue, OptionList, OwnedDirectory, SlurmTime, StoragePath,
-                               Version)
+                               LabelValue, OptionList, OwnedDirectory, SchedulerValue,
+                               SlurmConfValue, SlurmTime, StoragePath, Version)
 
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$", max_length=63)]
 HostlistExpr = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.,\[\]-]+$")]
@@ -126,14 +127,47 @@ class Topology(Strict):
 
 # --- slurm -------------------------------------------------------------------
 
+OverSubscribe = Annotated[str, StringConstraints(
+    pattern=r"^(NO|EXCLUSIVE|(YES|FORCE)(:[1-9][0-9]{0,3})?)$")]
+# A TRES as TRESBillingWeights and PriorityWeightTRES name it: CPU, Mem, GRES/gpu, GRES/gpu:h100
+TresName = Annotated[str, StringConstraints(
+    pattern=r"^(CPU|Mem|Node|Energy|FS/Disk|VMem|Pages|(GRES|License)/[A-Za-z][A-Za-z0-9_.-]*"
+            r"(:[A-Za-z0-9_.-]+)?)$", max_length=80)]
+TresWeight = Annotated[float, Field(ge=0, le=1_000_000)]
+PreemptMode = Literal["off", "cancel", "requeue", "suspend"]
+
+
 class Partition(Strict):
     name: Name
     nodes: HostlistExpr
     default: bool = False
     max_time: SlurmTime = "INFINITE"
+    default_time: SlurmTime | None = Field(None, description="DefaultTime: the limit of a job "
+                                           "that asks for none. Default: max_time, capped at "
+                                           "1 hour (00:30:00 partitions keep 30 minutes), so a "
+                                           "job without --time never holds nodes for MaxTime.")
     qos: Name | None = None
     allow_accounts: list[Name] = []
+    deny_accounts: list[Name] = []
+    allow_qos: list[Name] = []
+    allow_groups: list[Name] = []
+    hidden: bool = False
     priority_tier: int = Field(1, ge=0, le=65533)
+    oversubscribe: OverSubscribe | None = Field(None, description="OverSubscribe: NO, "
+                                                "EXCLUSIVE, YES[:N] or FORCE[:N] (Slurm's "
+                                                "default: NO).")
+    preempt_mode: PreemptMode | None = Field(None, description="PreemptMode of the jobs in this "
+                                             "partition when a higher tier preempts them; "
+                                             "default: slurm.preemption.mode.")
+    grace_time_s: int | None = Field(None, ge=0, le=7 * 86400, description="GraceTime: seconds "
+                                     "a preempted job gets after SIGTERM.")
+    max_mem_per_node_mb: SlurmMemoryMB | None = None
+    def_cpu_per_gpu: int | None = Field(None, ge=1, le=MAX_CORES_PER_SOCKET * 16 * 8,
+                                        description="DefCpuPerGPU. Default: the CPUs of the "
+                                        "partition's node class divided by its GPUs.")
+    def_mem_per_gpu_mb: SlurmMemoryMB | None = Field(None, description="DefMemPerGPU. Default: "
+                                                     "RealMemory divided by the GPUs.")
+    tres_billing_weights: dict[TresName, TresWeight] = {}
 
 
 class QOS(Strict):
@@ -149,6 +183,62 @@ class Account(Strict):
     fairshare: Fairshare
     users: list[Name] = []
     qos: list[Name] = []
+
+
+class Preemption(Strict):
+    """PreemptType and the cluster's PreemptMode (partitions may override the mode)."""
+    type: Literal["partition_prio", "qos"] = Field("partition_prio", description="preempt/"
+                                                   "partition_prio: a higher priority_tier "
+                                                   "partition preempts a lower one; preempt/qos: "
+                                                   "QOS preempt lists.")
+    mode: Literal["cancel", "requeue", "suspend"] = Field("requeue", description="suspend "
+                                                          "renders SUSPEND,GANG (Slurm needs gang "
+                                                          "scheduling to resume suspended jobs).")
+
+
+class Timeouts(Strict):
+    """Daemon timeouts in seconds; the defaults are Slurm's own."""
+    slurmctld: int = Field(120, ge=1, le=65533, description="SlurmctldTimeout: how long the "
+                           "backup waits for the primary before taking over.")
+    slurmd: int = Field(300, ge=1, le=65533, description="SlurmdTimeout: a silent slurmd is "
+                        "set DOWN after this.")
+    message: int = Field(10, ge=1, le=100, description="MessageTimeout (Slurm warns above 100).")
+    unkillable_step: int = Field(60, ge=1, le=65533, description="UnkillableStepTimeout: a step "
+                                 "still alive this long after SIGKILL drains its node.")
+    kill_wait: int = Field(30, ge=0, le=65533, description="KillWait: SIGTERM to SIGKILL.")
+    batch_start: int = Field(10, ge=1, le=65533, description="BatchStartTimeout.")
+    inactive_limit: int = Field(0, ge=0, le=65533, description="InactiveLimit (0: none).")
+
+
+PriorityFlag = Literal["ACCRUE_ALWAYS", "CALCULATE_RUNNING", "DEPTH_OBLIVIOUS", "NO_FAIR_TREE",
+                       "INCR_ONLY", "MAX_TRES", "NO_NORMAL_ALL", "NO_NORMAL_ASSOC",
+                       "NO_NORMAL_PART", "NO_NORMAL_QOS", "NO_NORMAL_TRES",
+                       "SMALL_RELATIVE_TO_TIME"]
+PriorityWeight = Annotated[int, Field(ge=0, le=SLURM_UINT32_MAX)]
+
+
+class Priority(Strict):
+    """priority/multifactor's weights (PriorityWeight*) and PriorityFlags."""
+    age: PriorityWeight = 1000
+    fairshare: PriorityWeight = 10000
+    job_size: PriorityWeight = 0
+    partition: PriorityWeight = 1000
+    qos: PriorityWeight = 5000
+    assoc: PriorityWeight = 0
+    tres: dict[TresName, TresWeight] = Field({}, description="PriorityWeightTRES.")
+    flags: list[PriorityFlag] = []
+    decay_half_life: SlurmTime = "7-0"
+    max_age: SlurmTime = "7-0"
+
+
+SelectParameter = Literal["CR_CPU", "CR_CPU_Memory", "CR_Core", "CR_Core_Memory", "CR_Socket",
+                          "CR_Socket_Memory", "CR_Memory", "CR_ONE_TASK_PER_CORE",
+                          "CR_CORE_DEFAULT_DIST_BLOCK", "CR_LLN", "CR_Pack_Nodes"]
+ResourceLimit = Literal["ALL", "NONE", "AS", "CORE", "CPU", "DATA", "FSIZE", "MEMLOCK",
+                        "NOFILE", "NPROC", "RSS", "STACK"]
+# slurm.conf keys are words (values: types.SlurmConfValue)
+ConfKey = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9]*$", max_length=64)]
+SchedulerOption = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$", max_length=64)]
 
 
 class Slurmrestd(Strict):
@@ -177,6 +267,25 @@ class Slurm(Strict):
                                    "for labs whose nodes emulate bigger hardware.")
     accounting: Accounting | None = Field(None, description="slurmdbd accounting; needed "
                                           "for fair share, QOS and account limits.")
+    select_type_parameters: list[SelectParameter] = Field(
+        ["CR_Core_Memory"], description="SelectTypeParameters: one CR_* resource type, then "
+        "options; a *_Memory type makes memory a consumable resource.")
+    scheduler_parameters: dict[SchedulerOption, SchedulerValue] = Field(
+        {}, description="SchedulerParameters: option -> true (a flag) or a number, e.g. "
+        "{bf_continue: true, bf_window: 4320}.")
+    mpi_default: Literal["none", "pmi2", "pmix", "pmix_v4", "cray_shasta"] = "none"
+    job_acct_gather: Literal["linux", "cgroup", "none"] | None = Field(
+        None, description="JobAcctGatherType; default: linux with accounting, none without.")
+    propagate_resource_limits_except: list[ResourceLimit] | None = Field(
+        None, description="PropagateResourceLimitsExcept. Default: [MEMLOCK] when a Slurm "
+        "node has an InfiniBand NIC (RDMA needs the locked-memory limit slurmd gives, not "
+        "the login shell's), else not set.")
+    timeouts: Timeouts = Timeouts()
+    priority: Priority = Priority()
+    preemption: Preemption | None = None
+    extra: dict[ConfKey, SlurmConfValue] = Field(
+        {}, description="Other slurm.conf settings, key -> value; the key must be one "
+        "Slurm's parser knows (slurm_conf/keys/) and not one Estate renders itself.")
     partitions: list[Partition] = []
     qos: list[QOS] = []
     accounts: list[Account] = []

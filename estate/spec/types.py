@@ -19,7 +19,7 @@ import re
 from typing import Annotated
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, WithJsonSchema
+from pydantic import AfterValidator, BeforeValidator, PlainValidator, WithJsonSchema
 from pydantic_core import PydanticCustomError
 
 # C0 and C1 controls, DEL, and the Unicode line and paragraph separators (YAML and some
@@ -295,6 +295,48 @@ SlurmTime = Annotated[str, AfterValidator(_token(
     "time_syntax", "A-Za-z0-9:-", "a Slurm time", "2-00:00:00 or INFINITE", 32)),
     _schema("^[A-Za-z0-9:-]+$", "A Slurm time: minutes, HH:MM:SS, D-HH:MM:SS or INFINITE.")]
 """A Slurm time token (slurm.time_format checks Slurm's grammar)."""
+
+
+def _conf_number(value):
+    """slurm.conf values are text; a YAML number is written as Slurm reads it. A YAML
+    boolean is refused: Slurm's keys spell theirs differently (YES/NO, 1/0)."""
+    if isinstance(value, bool):
+        raise _error("conf_value_boolean", f"{value!r} is a YAML boolean; write the value "
+                     "as slurm.conf(5) spells it, quoted, e.g. 'YES' or '1'")
+    return str(value) if isinstance(value, (int, float)) else value
+
+
+SLURM_CONF_VALUE = "A-Za-z0-9_.,:/=@+%*()\\[\\]-"
+_conf_token = _token("conf_value", SLURM_CONF_VALUE, "one slurm.conf value (no whitespace, "
+                     "quotes or '#')", "100000 or bf_continue,bf_window=4320", 1024)
+
+
+def _conf_value(value: str) -> str:
+    _conf_token(value)
+    if ".." in value:
+        raise _error("path_traversal", f"{value!r} contains '..'; a slurm.conf value that "
+                     "names a path names it from the root, without '..'")
+    return value
+
+
+SlurmConfValue = Annotated[str, BeforeValidator(_conf_number), AfterValidator(_conf_value),
+                           _schema("^[A-Za-z0-9_.,:/=@+%*()\\[\\]-]+$",
+                                   "One slurm.conf value (or a number).",
+                                   type=["string", "number"])]
+"""A slurm.extra value: one token that cannot start a new setting, word or comment."""
+
+
+def _scheduler_value(value):
+    if value is True or (type(value) is int and 0 <= value <= 2**32 - 2):
+        return value
+    raise _error("scheduler_value", f"{value!r} is neither true (an option without a value) "
+                 "nor a whole number from 0; write e.g. bf_continue: true or bf_window: 4320")
+
+
+SchedulerValue = Annotated[int | bool, PlainValidator(_scheduler_value), WithJsonSchema(
+    {"oneOf": [{"const": True}, {"type": "integer", "minimum": 0}],
+     "description": "true (a flag) or a number."})]
+"""A SchedulerParameters option's value: true for a flag, else a number."""
 
 
 # --- Kubernetes labels (apimachinery's own rules) ------------------------------------------

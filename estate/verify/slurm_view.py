@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from estate.model import model
-from estate.model.slurm import node_lines
+from estate.model.slurm import def_per_gpu, default_time, node_lines, time_seconds, weights
 from estate.spec.hostlist import Hostlist, HostlistError
 from estate.spec.resolved import Estate
 
@@ -179,16 +179,40 @@ def state_fix(name: str, state: str) -> str:
 
 def expected_partitions(estate: Estate) -> dict[str, dict[str, str]]:
     slurm = estate.spec.slurm
+    per_gpu = def_per_gpu(estate, node_lines(estate))
     out = {}
     for p in slurm.partitions:
-        out[p.name] = {
+        exp = out[p.name] = {
             "Nodes": p.nodes, "Default": "YES" if p.default else "NO",
-            "MaxTime": p.max_time, "PriorityTier": str(p.priority_tier), "State": "UP",
+            "MaxTime": p.max_time, "DefaultTime": default_time(p),
+            "PriorityTier": str(p.priority_tier), "State": "UP",
             # A partition QOS needs accounting; slurm.conf omits it otherwise.
             "QoS": p.qos if p.qos and slurm.accounting else "N/A",
-            "AllowAccounts": ",".join(p.allow_accounts) or "ALL",
+            "AllowQos": ",".join(p.allow_qos) or "ALL",
+            "AllowGroups": ",".join(p.allow_groups) or "ALL",
+            "Hidden": "YES" if p.hidden else "NO", "GraceTime": str(p.grace_time_s or 0),
+            "MaxMemPerNode": str(p.max_mem_per_node_mb or "UNLIMITED"),
         }
+        # scontrol shows DenyAccounts instead of AllowAccounts when a partition has it
+        if p.deny_accounts:
+            exp["DenyAccounts"] = ",".join(p.deny_accounts)
+        else:
+            exp["AllowAccounts"] = ",".join(p.allow_accounts) or "ALL"
+        if p.oversubscribe:
+            exp["OverSubscribe"] = _oversubscribe(p.oversubscribe)
+        if p.preempt_mode:
+            exp["PreemptMode"] = p.preempt_mode.upper()
+        if p.tres_billing_weights:
+            exp["TRESBillingWeights"] = weights(p.tres_billing_weights)
+        cpu, mem = per_gpu.get(p.name, (None, None))
+        defaults = [f"{k}={v}" for k, v in (("DefCpuPerGPU", cpu), ("DefMemPerGPU", mem)) if v]
+        exp["JobDefaults"] = ",".join(defaults) or "(null)"
     return out
+
+
+def _oversubscribe(value: str) -> str:
+    """YES and FORCE without a count share each resource 4 ways, and scontrol says so."""
+    return f"{value}:4" if value in ("YES", "FORCE") else value
 
 
 def _compare_partitions(estate: Estate, view: SlurmView) -> list[Mismatch]:
@@ -212,27 +236,11 @@ def _compare_partitions(estate: Estate, view: SlurmView) -> list[Mismatch]:
 def _same(key: str, want: str, have: str) -> bool:
     if key == "Nodes":
         return _names(want) == _names(have)
-    if key == "AllowAccounts":
+    if key in ("AllowAccounts", "DenyAccounts", "AllowQos", "AllowGroups"):
         return set(want.split(",")) == set(have.split(","))
-    if key == "MaxTime":
+    if key in ("MaxTime", "DefaultTime"):
         return time_seconds(want) == time_seconds(have)
     return want == have
-
-
-def time_seconds(text: str) -> int | None:
-    """A Slurm time limit in seconds (None: unlimited). Formats as sbatch --time reads them:
-    M, M:S, H:M:S, D-H, D-H:M, D-H:M:S."""
-    text = text.strip().upper()
-    if text in ("UNLIMITED", "INFINITE", "-1"):
-        return None
-    days, _, rest = text.rpartition("-")
-    parts = [int(p) for p in rest.split(":")]
-    if days:
-        h, m, s = (parts + [0, 0])[:3]
-        return ((int(days) * 24 + h) * 60 + m) * 60 + s
-    if len(parts) == 3:
-        return (parts[0] * 60 + parts[1]) * 60 + parts[2]
-    return parts[0] * 60 + (parts[1] if len(parts) > 1 else 0)
 
 
 # --- topology -----------------------------------------------------------------

@@ -41,8 +41,11 @@ def test_the_comparison_sees_a_spec_that_differs(lab, tmp_path):
     other.write_text(text)
     mismatches = slurm_view.compare(Estate(load(other).spec), lab.view())
     got = {(m.subject, m.field, m.actual) for m in mismatches}
+    # DefMemPerGPU derives from RealMemory: the partitions' job defaults differ too
     assert got == {(f"node {n}", f, v) for n in ("gpu1", "gpu2")
-                   for f, v in (("RealMemory", "7680"), ("AvailableFeatures", "a100,ib"))}
+                   for f, v in (("RealMemory", "7680"), ("AvailableFeatures", "a100,ib"))} | {
+        (f"partition {p}", "JobDefaults", "DefCpuPerGPU=2,DefMemPerGPU=3840")
+        for p in ("gpu", "urgent")}
 
 
 @pytest.mark.parametrize("gpus", [1, 2])
@@ -92,11 +95,103 @@ def test_associations_and_qos_come_from_the_spec(lab):
         assert f"{acct.name}||{acct.parent}|{acct.fairshare}" in assoc, assoc
         for user in acct.users:
             assert any(line.startswith(f"{acct.name}|{user}|") for line in assoc), assoc
+    assert any(a.parent != "root" and a.qos for a in lab.slurm.accounts), \
+        "the lab spec must keep a child account with its own QOS (the accounts.cfg bug)"
     qos = lab.run(ctl, ["sacctmgr", "-n", "-P", "show", "qos",
                         "format=Name,Priority,MaxTRESPU"]).stdout.splitlines()
     for q in lab.slurm.qos:
         limit = "" if q.max_gpus_per_user is None else f"gres/gpu={q.max_gpus_per_user}"
         assert f"{q.name}|{q.priority}|{limit}" in qos, qos
+
+
+def test_every_account_has_its_qos(lab):
+    """Each account's association, and its users', carry exactly the spec's QOS: a
+    child account's too (accounts.cfg once dropped them)."""
+    rows = lab.run(lab.slurm.controllers[0], ["sacctmgr", "-n", "-P", "show", "assoc",
+                                              "format=Account,User,QOS"]).stdout.splitlines()
+    qos = {(a, u): set(filter(None, q.split(","))) for a, u, q in (r.split("|") for r in rows)}
+    for acct in lab.slurm.accounts:
+        for user in ["", *acct.users]:
+            assert qos.get((acct.name, user)) == set(acct.qos), (acct.name, user, rows)
+
+
+def test_a_user_in_two_accounts_has_one_default(lab):
+    """DefaultAccount is the first account that lists the user, once."""
+    rows = lab.run(lab.slurm.controllers[0], ["sacctmgr", "-n", "-P", "show", "user",
+                                              "format=User,DefaultAccount"]).stdout.splitlines()
+    defaults = dict(r.split("|") for r in rows)
+    members = account_members(lab)
+    assert len({a for a, u in members if u == "alice"}) == 2, "lab.yaml lost alice's 2nd account"
+    for account, user in members:
+        assert defaults[user] == next(a for a, u in members if u == user), rows
+
+
+def test_cluster_settings_reach_slurmctld(lab):
+    """The typed settings, the InfiniBand MEMLOCK default and slurm.extra, as the running
+    slurmctld reports them (`scontrol show config`)."""
+    out = lab.run(lab.client(), ["scontrol", "show", "config"]).stdout
+    config = {k.strip(): v.strip() for k, _sep, v in
+              (line.partition("=") for line in out.splitlines()) if v}
+    slurm, t = lab.slurm, lab.slurm.timeouts
+    want = {"SlurmctldTimeout": f"{t.slurmctld} sec", "SlurmdTimeout": f"{t.slurmd} sec",
+            "MessageTimeout": f"{t.message} sec", "KillWait": f"{t.kill_wait} sec",
+            "UnkillableStepTimeout": f"{t.unkillable_step} sec",
+            "PropagateResourceLimitsExcept": "MEMLOCK",
+            "SchedulerParameters": "bf_continue,bf_interval=10",
+            "PreemptType": "preempt/partition_prio", "PreemptMode": "REQUEUE",
+            "PriorityWeightTRES": "GRES/gpu=2000", "PriorityFlags": "MAX_TRES",
+            "MpiDefault": slurm.mpi_default,
+            "SelectTypeParameters": "CR_CORE_MEMORY",
+            **{k: str(v) for k, v in slurm.extra.items()}}
+    assert {k: config.get(k) for k in want} == want
+
+
+def test_partition_policy_reaches_slurmctld(lab):
+    """DefaultTime (derived: 1 hour under a 1-day MaxTime), the per-GPU job defaults
+    derived from the node class, and the policy fields, as `scontrol show partition` says."""
+    parts = lab.view().partitions
+    gpu, urgent = parts["gpu"], parts["urgent"]
+    assert gpu["DefaultTime"] == "01:00:00" and gpu["MaxTime"] == "1-00:00:00", gpu
+    assert gpu["JobDefaults"] == "DefCpuPerGPU=2,DefMemPerGPU=3840", gpu
+    assert (gpu["OverSubscribe"], gpu["PreemptMode"]) == ("NO", "REQUEUE"), gpu
+    assert {k: urgent[k] for k in ("DefaultTime", "Hidden", "PreemptMode", "GraceTime",
+                                   "MaxMemPerNode", "DenyAccounts", "AllowQos",
+                                   "TRESBillingWeights")} == {
+        "DefaultTime": "00:20:00", "Hidden": "YES", "PreemptMode": "OFF", "GraceTime": "30",
+        "MaxMemPerNode": "7680", "DenyAccounts": "vision", "AllowQos": "normal,debug",
+        "TRESBillingWeights": "CPU=1,GRES/gpu=4"}, urgent
+
+
+def test_a_gpu_job_gets_the_gpus_share_of_the_node(lab):
+    """--gres=gpu:1 on a 4-CPU, 2-GPU node with 7680 MB: 2 CPUs and 3840 MB (not 1 CPU),
+    and the partition's DefaultTime rather than its MaxTime."""
+    out = lab.srun("--gres=gpu:1", "sh", "-c", "scontrol show job -o $SLURM_JOB_ID")
+    job = slurm_view.parse_record(out.strip())
+    assert job["NumCPUs"] == "2", job
+    assert "mem=3840M" in job["TRES"].split(","), job
+    assert job["TimeLimit"] == "01:00:00", job
+
+
+def test_an_urgent_job_requeues_a_gpu_job(lab):
+    """PreemptType=preempt/partition_prio: a job in urgent (tier 2) that needs the GPUs a
+    gpu-partition job (tier 1, PreemptMode=REQUEUE) holds starts at once, and the other
+    job goes back to the queue (Restarts=1)."""
+    node = lab.workers()[0]
+    gpus = max(line.gres_count for line in node_lines(lab.estate))
+    low = lab.sbatch("-p", "gpu", "-w", node, f"--gres=gpu:{gpus}", "--wrap", "sleep 300")
+    high = None
+    try:
+        assert lab.wait_jobs([low], "RUNNING", timeout=15)[low].startswith("RUNNING")
+        high = lab.sbatch("-p", "urgent", "-w", node, f"--gres=gpu:{gpus}", "--wrap",
+                          "sleep 300")
+        states = lab.wait_jobs([high], "RUNNING", timeout=30)
+        assert states[high].startswith("RUNNING"), (states, lab.job_states([low]))
+        job = slurm_view.parse_record(lab.run(lab.client(), [
+            "scontrol", "show", "job", "-o", low]).stdout.strip())
+        assert job["JobState"] in ("PENDING", "REQUEUED"), job
+        assert job["Restarts"] == "1", job
+    finally:
+        lab.run(lab.client(), ["scancel", low, *([high] if high else [])], check=False)
 
 
 def test_workers_run_configless(lab):
@@ -113,8 +208,13 @@ def account_members(lab) -> list[tuple[str, str]]:
 
 
 def test_jobs_are_charged_to_the_users_account(lab):
-    for account, user in account_members(lab):
-        proc = lab.as_user(user, ["srun", "--chdir=/tmp", "sh", "-c",
+    """Without -A a job goes to the user's default account (the first listing them);
+    with -A to any other account they are in."""
+    members = account_members(lab)
+    for account, user in members:
+        default = next(a for a, u in members if u == user)
+        choose = [] if account == default else [f"--account={account}"]
+        proc = lab.as_user(user, ["srun", "--chdir=/tmp", *choose, "sh", "-c",
                                   'echo "$(id -un) $SLURM_JOB_ACCOUNT"'])
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.split() == [user, account]
@@ -122,7 +222,8 @@ def test_jobs_are_charged_to_the_users_account(lab):
 
 def test_a_user_cannot_charge_an_account_they_are_not_in(lab):
     members = account_members(lab)
-    account, user = next((a, u) for a, _ in members for b, u in members if a != b)
+    account, user = next((a, u) for a, _ in members for _, u in members
+                         if (a, u) not in members)
     proc = lab.as_user(user, ["srun", "--chdir=/tmp", "-A", account, "true"])
     assert proc.returncode != 0
     assert "Invalid account" in proc.stderr, proc.stderr

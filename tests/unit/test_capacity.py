@@ -40,7 +40,8 @@ def test_lab_budget():
             "inference-1x": {"model": "l4", "nodes": 1, "gpus": 1,
                              "by_plane": {"kubernetes": 1}, "hosts": "k8s2"},
         },
-        "partitions": {"gpu": {"gpus": 4, "by_model": {"a100": 4}}},
+        "partitions": {"gpu": {"gpus": 4, "by_model": {"a100": 4}},
+                       "urgent": {"gpus": 4, "by_model": {"a100": 4}}},
         "tenants": {"inference": {"gpus": 1, "by_model": {"l4": 1}}},
         "kubernetes_unassigned": {"l4": 0},
     }

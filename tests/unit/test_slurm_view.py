@@ -18,16 +18,27 @@ NODE = ("NodeName={n} Arch=x86_64 CoresPerSocket=4  CPUAlloc=0 CPUEfctv=4 CPUTot
         "NodeAddr={addr} NodeHostName={n} Version=22.05.8 OS=Linux 6.18.44-fc-v782 #1 SMP "
         "PREEMPT_DYNAMIC @0  RealMemory=7680 AllocMem=0 FreeMem=22131 Sockets=1 Boards=1 "
         "State={state} ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A "
-        "Partitions=gpu  BootTime=2026-11-30T15:03:30 SlurmdStartTime=2026-11-30T15:12:16 "
+        "Partitions=gpu,urgent  BootTime=2026-11-30T15:03:30 SlurmdStartTime=2026-11-30T15:12:16 "
         "CfgTRES=cpu=4,mem=7.50G,billing=4,gres/gpu=2 AllocTRES= CapWatts=n/a")
-PARTITION = ("PartitionName=gpu AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL AllocNodes=ALL "
-             "Default=YES QoS=normal DefaultTime=NONE DisableRootJobs=NO MaxNodes=UNLIMITED "
-             "MaxTime=1-00:00:00 MinNodes=0 LLN=NO Nodes=gpu[1-2] PriorityJobFactor=1 "
-             "PriorityTier=1 RootOnly=NO State=UP TotalCPUs=8 TotalNodes=2 "
-             "TRES=cpu=8,mem=15G,node=2,billing=8,gres/gpu=4")
+PARTITION = (
+    "PartitionName=gpu AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL AllocNodes=ALL Default=YES "
+    "QoS=normal DefaultTime=01:00:00 DisableRootJobs=NO ExclusiveUser=NO GraceTime=0 Hidden=NO "
+    "MaxNodes=UNLIMITED MaxTime=1-00:00:00 MinNodes=0 LLN=NO MaxCPUsPerNode=UNLIMITED "
+    "Nodes=gpu[1-2] PriorityJobFactor=1 PriorityTier=1 RootOnly=NO ReqResv=NO OverSubscribe=NO "
+    "OverTimeLimit=NONE PreemptMode=REQUEUE State=UP TotalCPUs=8 TotalNodes=2 "
+    "SelectTypeParameters=NONE JobDefaults=DefCpuPerGPU=2,DefMemPerGPU=3840 DefMemPerCPU=1920 "
+    "MaxMemPerNode=UNLIMITED TRES=cpu=8,mem=15G,node=2,billing=8,gres/gpu=4\n"
+    "PartitionName=urgent AllowGroups=ALL DenyAccounts=vision AllowQos=normal,debug "
+    "AllocNodes=ALL Default=NO QoS=N/A DefaultTime=00:20:00 DisableRootJobs=NO ExclusiveUser=NO "
+    "GraceTime=30 Hidden=YES MaxNodes=UNLIMITED MaxTime=02:00:00 MinNodes=0 LLN=NO "
+    "MaxCPUsPerNode=UNLIMITED Nodes=gpu[1-2] PriorityJobFactor=1 PriorityTier=2 RootOnly=NO "
+    "ReqResv=NO OverSubscribe=NO OverTimeLimit=NONE PreemptMode=OFF State=UP TotalCPUs=8 "
+    "TotalNodes=2 SelectTypeParameters=NONE JobDefaults=DefCpuPerGPU=2,DefMemPerGPU=3840 "
+    "DefMemPerCPU=1920 MaxMemPerNode=7680 TRES=cpu=8,mem=15G,node=2,billing=24,gres/gpu=4 "
+    "TRESBillingWeights=CPU=1,GRES/gpu=4")
 TOPOLOGY = ("SwitchName=spine1 Level=1 LinkSpeed=1 Nodes=gpu[1-2] Switches=leaf1\n"
             "SwitchName=leaf1 Level=0 LinkSpeed=1 Nodes=gpu[1-2]\n")
-SINFO = "gpu1|gpu*|idle\ngpu2|gpu*|idle\n"
+SINFO = "gpu1|gpu*|idle\ngpu1|urgent|idle\ngpu2|gpu*|idle\ngpu2|urgent|idle\n"
 
 
 def nodes(state1="IDLE", state2="IDLE"):
@@ -54,12 +65,23 @@ def test_the_recorded_lab_matches_its_spec(estate):
 def test_every_kind_of_difference_is_reported(estate):
     view = SlurmView.parse(
         nodes(state2="IDLE+DRAIN").replace("RealMemory=7680", "RealMemory=4096", 1),
-        PARTITION.replace("Default=YES", "Default=NO").replace("1-00:00:00", "12:00:00"),
+        PARTITION.replace("Default=YES", "Default=NO").replace("1-00:00:00", "12:00:00")
+        .replace("DefaultTime=00:20:00", "DefaultTime=02:00:00")
+        .replace("GraceTime=30 Hidden=YES", "GraceTime=30 Hidden=NO")
+        .replace("PreemptMode=REQUEUE", "PreemptMode=CANCEL")
+        .replace("DefCpuPerGPU=2,DefMemPerGPU=3840 DefMemPerCPU=1920 MaxMemPerNode=7680",
+                 "DefCpuPerGPU=1 DefMemPerCPU=1920 MaxMemPerNode=UNLIMITED")
+        .replace("AllowQos=normal,debug", "AllowQos=ALL")
+        .replace("DenyAccounts=vision", "AllowAccounts=ALL"),
         TOPOLOGY.replace("Level=0 LinkSpeed=1 Nodes=gpu[1-2]", "Level=0 LinkSpeed=1 Nodes=gpu1"),
         SINFO.replace("gpu2|gpu*", "gpu2|gpu") + "gpu9|gpu*|idle\n")
     got = {(m.subject, m.field) for m in compare(estate, view)}
     assert got == {("node gpu1", "RealMemory"), ("node gpu2", "State"),
                    ("partition gpu", "Default"), ("partition gpu", "MaxTime"),
+                   ("partition gpu", "PreemptMode"), ("partition urgent", "DefaultTime"),
+                   ("partition urgent", "Hidden"), ("partition urgent", "JobDefaults"),
+                   ("partition urgent", "MaxMemPerNode"), ("partition urgent", "AllowQos"),
+                   ("partition urgent", "DenyAccounts"),
                    ("switch leaf1", "Nodes"), ("node gpu2", "sinfo partition"),
                    ("node gpu9", "sinfo partition")}
 

@@ -6,4 +6,6 @@ DIR=$(dirname "$0")
 sacctmgr -i add cluster lab >/dev/null 2>&1 || true
 sacctmgr -i add qos normal >/dev/null 2>&1 || true
 sacctmgr -i modify qos where name=normal set Priority=10 MaxTRESPerUser=gres/gpu=4 >/dev/null
+sacctmgr -i add qos debug >/dev/null 2>&1 || true
+sacctmgr -i modify qos where name=debug set Priority=100 MaxWall=00:30:00 >/dev/null
 sacctmgr -i load file="$DIR/accounts.cfg"

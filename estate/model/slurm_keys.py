@@ -1,0 +1,66 @@
+"""The slurm.conf keys a Slurm version knows, read from slurm_conf/keys/<version>.json.
+
+That file is written by scripts/slurm-conf-keys.py from the installed Slurm (its parser
+table in libslurmfull.so, and slurm.conf(5) for SchedulerParameters), and names its
+source. ``slurm.extra`` may set any key listed there except those Estate writes itself.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+from functools import lru_cache
+from pathlib import Path
+
+KEYS_DIR = Path(__file__).resolve().parents[2] / "slurm_conf" / "keys"
+# The Slurm the spec targets until the spec names a version (Debian 12's).
+DEFAULT_VERSION = "22.05"
+
+# Keys slurm.conf.j2 writes from typed fields or derives, and the line keywords that give
+# slurm.conf its structure: slurm.extra must not set them (a second value would silently
+# win or lose). tests/unit/test_slurm_settings.py checks every key the template writes is here.
+OWNED = frozenset(k.lower() for k in (
+    "ClusterName", "SlurmctldHost", "SlurmUser", "SlurmdUser", "SlurmctldPort", "SlurmdPort",
+    "AuthType", "AuthAltTypes", "AuthAltParameters", "StateSaveLocation", "SlurmdSpoolDir",
+    "SlurmctldPidFile", "SlurmdPidFile", "SlurmctldLogFile", "SlurmdLogFile",
+    "SlurmctldParameters", "SlurmdParameters", "ReturnToService", "MpiDefault",
+    "ProctrackType", "TaskPlugin", "SelectType", "SelectTypeParameters", "GresTypes",
+    "TopologyPlugin", "SchedulerType", "SchedulerParameters", "PriorityType",
+    "PriorityWeightFairshare", "PriorityWeightAge", "PriorityWeightQOS",
+    "PriorityWeightPartition", "PriorityWeightJobSize", "PriorityWeightAssoc",
+    "PriorityWeightTRES", "PriorityFlags", "PriorityDecayHalfLife", "PriorityMaxAge",
+    "AccountingStorageType", "AccountingStorageHost", "AccountingStoragePort",
+    "AccountingStorageEnforce", "AccountingStorageTRES", "JobAcctGatherType",
+    "PropagateResourceLimitsExcept", "PropagateResourceLimits", "SlurmctldTimeout",
+    "SlurmdTimeout", "MessageTimeout", "UnkillableStepTimeout", "KillWait",
+    "BatchStartTimeout", "InactiveLimit", "PreemptType", "PreemptMode", "SrunPortRange",
+    "NodeName", "PartitionName", "NodeSet", "FrontendName", "DownNodes", "Include",
+    "ControlMachine", "ControlAddr", "BackupController", "BackupAddr"))
+
+
+@lru_cache(maxsize=None)
+def _load(version: str) -> dict:
+    return json.loads((KEYS_DIR / f"{version}.json").read_text())
+
+
+def versions() -> list[str]:
+    return sorted(p.stem for p in KEYS_DIR.glob("*.json"))
+
+
+def conf_keys(version: str = DEFAULT_VERSION) -> dict[str, str]:
+    """lowercase key -> Slurm's spelling (slurm.conf keys are case-insensitive)."""
+    return {k.lower(): k for k in _load(version)["slurm.conf"]}
+
+
+def scheduler_options(version: str = DEFAULT_VERSION) -> frozenset[str]:
+    return frozenset(_load(version)["SchedulerParameters"])
+
+
+def source(version: str = DEFAULT_VERSION) -> dict[str, str]:
+    return _load(version)["source"]
+
+
+def closest(word: str, known) -> str | None:
+    """The known name nearest to word (case-insensitively), if any is near."""
+    lower = {k.lower(): k for k in known}
+    match = difflib.get_close_matches(word.lower(), list(lower), n=1, cutoff=0.6)
+    return lower[match[0]] if match else None

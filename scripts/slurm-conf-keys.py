@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Write slurm_conf/keys/<version>.json: the slurm.conf keys the installed Slurm parses and
+the SchedulerParameters options its manual documents.
+
+The keys come from Slurm itself, not from a hand-kept list: slurm.conf is parsed with a
+table of s_p_options_t entries (src/common/read_config.c, slurm_conf_options), each
+starting with a pointer to the key's name. In libslurmfull.so those pointers are
+R_X86_64_RELATIVE relocations; the table is the run of 40-byte entries (key, type,
+handler, destroy, line options) around the entry naming SlurmctldTimeout. SchedulerParameters
+options are parsed with string searches, so they come from slurm.conf(5) as installed.
+
+    python3 scripts/slurm-conf-keys.py [LIBSLURMFULL] [MANPAGE] > slurm_conf/keys/22.05.json
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import re
+import struct
+import subprocess
+import sys
+
+LIB = "/usr/lib/x86_64-linux-gnu/slurm-wlm/libslurmfull.so"
+MAN = "/usr/share/man/man5/slurm.conf.5.gz"
+ENTRY = 40          # sizeof(s_p_options_t) on x86_64 in Slurm 22.05
+ANCHOR = "SlurmctldTimeout"
+
+
+class Elf:
+    def __init__(self, data: bytes):
+        self.b = data
+        shoff, = struct.unpack_from("<Q", data, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3a)
+        phoff, = struct.unpack_from("<Q", data, 0x20)
+        phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+        self.loads = []
+        for i in range(phnum):
+            kind, _, off, vaddr, _, filesz, _, _ = struct.unpack_from("<IIQQQQQQ", data,
+                                                                      phoff + i * phentsize)
+            if kind == 1:  # PT_LOAD
+                self.loads.append((vaddr, off, filesz))
+        sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize)
+                    for i in range(shnum)]
+        names = sections[shstrndx][4]
+        self.sections = {self._cstr(names + s[0]): s for s in sections}
+
+    def _cstr(self, off: int) -> str | None:
+        end = self.b.find(b"\0", off, off + 256)
+        try:
+            return self.b[off:end].decode("ascii") if end > off else None
+        except UnicodeDecodeError:
+            return None
+
+    def string_at(self, vaddr: int) -> str | None:
+        for start, off, size in self.loads:
+            if start <= vaddr < start + size:
+                return self._cstr(vaddr - start + off)
+        return None
+
+    def relative_relocations(self) -> dict[int, int]:
+        """Address of each relocated pointer -> the address it points to."""
+        _, _, _, _, off, size, *_ = self.sections[".rela.dyn"]
+        out = {}
+        for i in range(size // 24):
+            where, info, addend = struct.unpack_from("<QQq", self.b, off + i * 24)
+            if info & 0xFFFFFFFF == 8:  # R_X86_64_RELATIVE
+                out[where] = addend
+        return out
+
+
+def conf_keys(path: str) -> list[str]:
+    elf = Elf(open(path, "rb").read())
+    rel = elf.relative_relocations()
+
+    def key(at: int) -> str | None:
+        name = elf.string_at(rel[at]) if at in rel else None
+        return name if name and re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name) else None
+
+    [anchor] = [at for at, to in rel.items() if elf.string_at(to) == ANCHOR
+                and key(at + ENTRY) and key(at - ENTRY)]
+    first = anchor
+    while key(first - ENTRY):
+        first -= ENTRY
+    out, at = [], first
+    while (name := key(at)):
+        out.append(name)
+        at += ENTRY
+    for needed in ("ClusterName", "NodeName", "PartitionName", "SlurmctldHost"):
+        assert needed in out, f"{needed} not in the table read from {path}: layout changed?"
+    return out
+
+
+def scheduler_parameters(path: str) -> list[str]:
+    lines = gzip.open(path, "rt").read().splitlines()
+    start = lines.index(r"\fBSchedulerParameters\fR")
+    end = next(i for i in range(start + 1, len(lines))
+               if re.fullmatch(r"\\fB[A-Z][A-Za-z]+\\fR", lines[i]) and lines[i - 1] == ".TP"
+               and not lines[i].startswith(r"\fBSchedulerParameters"))
+    names = {m.group(1) for i in range(start, end) if lines[i - 1] == ".TP"
+             for m in [re.match(r"\\fB([a-z][a-z0-9_]*)", lines[i])] if m}
+    return sorted(names)
+
+
+def package_version(path: str) -> str:
+    owner = subprocess.run(["dpkg", "-S", path], capture_output=True, text=True).stdout
+    pkg = owner.split(":")[0].strip()
+    version = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", pkg],
+                             capture_output=True, text=True).stdout
+    return f"{pkg} {version}".strip()
+
+
+def main(lib: str = LIB, man: str = MAN) -> None:
+    keys = conf_keys(lib)
+    doc = {
+        "source": {
+            "slurm.conf": f"{lib} ({package_version(lib)}, sha256 "
+                          f"{hashlib.sha256(open(lib, 'rb').read()).hexdigest()}): the "
+                          "slurm_conf_options parser table, read by scripts/slurm-conf-keys.py",
+            "SchedulerParameters": f"{man} ({package_version(man)}), the options listed "
+                                   "under SchedulerParameters",
+        },
+        "slurm.conf": keys,
+        "SchedulerParameters": scheduler_parameters(man),
+    }
+    json.dump(doc, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

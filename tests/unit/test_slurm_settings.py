@@ -1,0 +1,158 @@
+"""Slurm settings from the spec: accounts.cfg, the per-partition job defaults, the
+InfiniBand MEMLOCK default, slurm.extra and the key list it is checked against."""
+from __future__ import annotations
+
+import re
+
+import yaml
+
+from estate.model.slurm import default_time
+from estate.model.slurm_keys import OWNED, closest, conf_keys, scheduler_options, source
+from estate.render.slurm import render_slurm
+from estate.spec.load import load_text
+from estate.spec.model import Partition
+from estate.spec.resolved import Estate
+from tests.unit.checkutil import findings_for, spec_dict
+
+
+def render(data: dict) -> dict[str, str]:
+    loaded = load_text(yaml.safe_dump(data, sort_keys=False))
+    assert loaded.spec is not None, loaded.findings
+    return {a.path: a.content.decode() for a in render_slurm(Estate(loaded.spec))}
+
+
+def partition_line(conf: str, name: str) -> dict[str, str]:
+    line = next(l for l in conf.splitlines() if l.startswith(f"PartitionName={name} "))
+    return dict(word.split("=", 1) for word in line.split())
+
+
+def global_keys(conf: str) -> list[str]:
+    return [m.group(1) for m in re.finditer(r"(?m)^([A-Za-z]+)=", conf)]
+
+
+# --- accounts.cfg --------------------------------------------------------------------
+
+def test_child_accounts_keep_their_qos():
+    cfg = render(spec_dict("prod"))["slurm/accounts.cfg"]
+    assert "Account - 'vision':Fairshare=20:QOS='normal,debug'" in cfg.splitlines()
+
+
+def test_a_user_in_two_accounts_gets_one_default_account_first():
+    lines = render(spec_dict("prod"))["slurm/accounts.cfg"].splitlines()
+    carol = [i for i, l in enumerate(lines) if l.startswith("User - 'carol'")]
+    assert len(carol) == 2
+    assert [("DefaultAccount" in lines[i]) for i in carol] == [True, False]
+    assert "DefaultAccount='research'" in lines[carol[0]]
+
+
+def test_a_parent_account_comes_before_its_children_whatever_the_spec_order():
+    data = spec_dict("prod")
+    accounts = data["slurm"]["accounts"]
+    accounts.insert(0, accounts.pop(1))           # vision before research
+    lines = render(data)["slurm/accounts.cfg"].splitlines()
+    assert lines.index("Parent - 'research'") > \
+        lines.index("Account - 'research':Fairshare=60:QOS='normal,interactive,debug'")
+    assert lines.index("Account - 'vision':Fairshare=20:QOS='normal,debug'") > \
+        lines.index("Parent - 'research'")
+
+
+# --- partitions --------------------------------------------------------------------------
+
+def test_gpu_partitions_get_the_node_classes_share_per_gpu():
+    part = partition_line(render(spec_dict("prod"))["slurm/slurm.conf"], "batch")
+    # h100-8x: 2 x 56 cores x 2 threads = 224 CPUs, RealMemory 2000000, 8 GPUs
+    assert (part["DefCpuPerGPU"], part["DefMemPerGPU"]) == ("28", "250000")
+
+
+def test_the_spec_overrides_the_per_gpu_defaults():
+    data = spec_dict("prod")
+    data["slurm"]["partitions"][0] |= {"def_cpu_per_gpu": 16, "def_mem_per_gpu_mb": 128000}
+    part = partition_line(render(data)["slurm/slurm.conf"], "batch")
+    assert (part["DefCpuPerGPU"], part["DefMemPerGPU"]) == ("16", "128000")
+
+
+def test_a_partition_mixing_node_shapes_gets_no_derived_per_gpu_defaults():
+    data = spec_dict("prod")
+    data["nodes"][3]["slurm"]["real_memory_mb"] = 1900000   # gpu[065-096] differ
+    conf = render(data)["slurm/slurm.conf"]
+    assert "DefCpuPerGPU" not in partition_line(conf, "batch")
+    assert partition_line(conf, "interactive")["DefCpuPerGPU"] == "28"   # gpu[001-016] only
+
+
+def part(**kw) -> Partition:
+    return Partition(name="p", nodes="n1", **kw)
+
+
+def test_default_time_is_max_time_capped_at_one_hour():
+    assert default_time(part()) == "01:00:00"                          # INFINITE
+    assert default_time(part(max_time="2-00:00:00")) == "01:00:00"
+    assert default_time(part(max_time="00:30:00")) == "00:30:00"
+    assert default_time(part(max_time="2-00:00:00", default_time="04:00:00")) == "04:00:00"
+
+
+# --- cluster settings ----------------------------------------------------------------------
+
+def test_infiniband_nodes_get_memlock_propagation_excepted():
+    conf = render(spec_dict("prod"))["slurm/slurm.conf"]
+    assert "PropagateResourceLimitsExcept=MEMLOCK" in conf.splitlines()
+
+
+def test_no_infiniband_no_propagation_line_and_the_spec_can_set_it():
+    data = spec_dict("prod")
+    data["node_classes"][0]["nics"] = [{"name": "eth0", "speed_gbps": 100}]
+    assert "PropagateResourceLimits" not in render(data)["slurm/slurm.conf"]
+    data["slurm"]["propagate_resource_limits_except"] = ["MEMLOCK", "STACK"]
+    assert "PropagateResourceLimitsExcept=MEMLOCK,STACK" in render(data)["slurm/slurm.conf"]
+
+
+def test_extra_settings_are_written_in_slurms_spelling():
+    data = spec_dict("prod")
+    data["slurm"]["extra"] = {"maxjobcount": 5000, "TreeWidth": 64}
+    lines = render(data)["slurm/slurm.conf"].splitlines()
+    assert "MaxJobCount=5000" in lines and "TreeWidth=64" in lines
+
+
+def test_extra_values_cannot_open_a_new_line_or_a_comment():
+    for bad in ("1\nSlurmUser=root", "1 # x", "a b"):
+        data = spec_dict("prod")
+        data["slurm"]["extra"] = {"TreeWidth": bad}
+        assert any(f.path == "slurm.extra.TreeWidth" for f in findings_for(data)), bad
+
+
+def test_every_key_the_template_writes_is_owned():
+    """slurm.extra must not set what Estate writes: every global key of the rendered
+    slurm.conf (all options on) is in OWNED, so a template change cannot slip past."""
+    data = spec_dict("prod")
+    data["slurm"] |= {"propagate_resource_limits_except": ["MEMLOCK"],
+                      "priority": {"tres": {"GRES/gpu": 1}, "flags": ["MAX_TRES"]},
+                      "config_overrides": True, "extra": {}}
+    keys = set()
+    for d in (data, spec_dict("lab")):
+        d["slurm"]["extra"] = {}
+        keys |= {k.lower() for k in global_keys(render(d)["slurm/slurm.conf"])}
+    assert keys - OWNED == set()
+
+
+def test_owned_keys_are_keys_slurm_knows():
+    assert OWNED - set(conf_keys()) == {"include"}   # Include is a directive, not a key
+
+
+def test_the_key_list_names_its_source_and_holds_what_slurm_parses():
+    assert "libslurmfull.so" in source()["slurm.conf"]
+    keys = conf_keys()
+    assert {"clustername", "slurmctldtimeout", "nodename", "partitionname"} <= set(keys)
+    assert keys["maxjobcount"] == "MaxJobCount"
+    assert {"bf_continue", "bf_window", "default_queue_depth"} <= scheduler_options()
+    assert closest("SlurmctldTimout", keys.values()) == "SlurmctldTimeout"
+
+
+def test_scheduler_parameters_are_flags_or_numbers():
+    data = spec_dict("prod")
+    data["slurm"]["scheduler_parameters"] = {"bf_continue": True, "bf_window": 4320}
+    assert "SchedulerParameters=bf_continue,bf_window=4320" in \
+        render(data)["slurm/slurm.conf"].splitlines()
+    for bad in (False, -1, "4320 x", 2.5):
+        data["slurm"]["scheduler_parameters"] = {"bf_window": bad}
+        assert [f.id for f in findings_for(data)
+                if f.path == "slurm.scheduler_parameters.bf_window"] == \
+            ["schema.scheduler_value"], bad
