@@ -45,6 +45,14 @@ NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"   # set by the API server
 # (a JSON list) covers. The plugin is enabled on the API server (ADMISSION_PLUGINS).
 TOLERATIONS_WHITELIST = "scheduler.alpha.kubernetes.io/tolerationsWhitelist"
 ADMISSION_PLUGINS = ("NodeRestriction", "PodTolerationRestriction")   # kubeadm's + ours
+# Pod Security Admission on every tenant namespace: baseline is enforced (no privileged
+# pods, host namespaces or hostPath, so root in a tenant pod cannot reach a node's mounts),
+# restricted is what users are warned and audited against. GPU pods pass both: the device
+# plugin hands them devices without privileges.
+POD_SECURITY_LABELS = {"pod-security.kubernetes.io/enforce": "baseline",
+                       "pod-security.kubernetes.io/enforce-version": "latest",
+                       "pod-security.kubernetes.io/warn": "restricted",
+                       "pod-security.kubernetes.io/audit": "restricted"}
 # DefaultTolerationSeconds gives every pod these; a whitelist must cover them.
 DEFAULT_TOLERATIONS = ({"key": "node.kubernetes.io/not-ready", "operator": "Exists",
                         "effect": "NoExecute"},

@@ -22,7 +22,7 @@ from estate.model.kubernetes import (  # the facts this renderer lays out
     DEVICE_PLUGIN_CONFIG_LABEL, DEVICE_PLUGIN_IMAGE, DEVICE_PLUGIN_NAME,
     DEVICE_PLUGIN_NAMESPACE, DNS_DOMAIN, FSTAB_ONLY_OPTIONS, GPU_PRESENT, GPU_RESOURCE,
     ADMISSION_PLUGINS, KIND_API, KIND_IMAGE, KNode, KUBEADM_API, KUEUE_API,
-    NAMESPACE_NAME_LABEL, TOLERATIONS_WHITELIST, pool_toleration, tolerations_whitelist,
+    NAMESPACE_NAME_LABEL, POD_SECURITY_LABELS, TOLERATIONS_WHITELIST, pool_toleration, tolerations_whitelist,
     NFS_NOMINAL_CAPACITY, NVIDIA_RUNTIME_BINARY, PAUSE_IMAGE, RUNTIME_HANDLER,
     TOKEN_PLACEHOLDER, api_endpoint, borrowable_units, control_planes, flavors, hostlist,
     PLANE, plane_nodes, priority_class, sharing_for, tenant_quotas,
@@ -174,6 +174,7 @@ def build_cluster_objects(estate: Estate, source: str) -> list[Artifact]:
     if k8s.tenants:
         text = _render("tenants-cluster.yaml.j2", estate, source, tenants=[
             {"name": t.name, "priority_class": priority_class(t), "priority": t.priority,
+             "labels": POD_SECURITY_LABELS,
              "annotations": {TOLERATIONS_WHITELIST: json.dumps(
                  tolerations_whitelist(estate, t), separators=(",", ":"))}}
             for t in k8s.tenants])

@@ -532,3 +532,15 @@ def test_a_tenant_without_gpu_quota_gets_a_valid_cluster_queue(tmp_path):
         result.artifacts["kubernetes/manifests/50-kueue.yaml"].content)
         if d and d["kind"] == "ClusterQueue"]
     assert [q["spec"]["resourceGroups"] for q in queues] == [[]]
+
+
+def test_every_tenant_namespace_enforces_pod_security(stack):
+    """Root in a tenant pod must not get a privileged container or a hostPath to a node's
+    NFS mounts: Pod Security Admission enforces baseline on every tenant namespace."""
+    estate, arts = stack
+    spaces = {d["metadata"]["name"]: d["metadata"].get("labels", {})
+              for d in manifests(arts) if d["kind"] == "Namespace"}
+    for tenant in estate.spec.kubernetes.tenants:
+        labels = spaces[tenant.name]
+        assert labels.get("pod-security.kubernetes.io/enforce") in ("baseline", "restricted")
+        assert labels.get("pod-security.kubernetes.io/warn") == "restricted"
