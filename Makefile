@@ -61,7 +61,7 @@ test-molecule: deps venv
 ## skipped (with the reason) elsewhere.
 ## Every test tier that runs on this machine.
 test:
-	@scripts/test-tiers.sh unit fuzz live-slurm lab molecule vm
+	@scripts/test-tiers.sh unit+fuzz live-slurm lab molecule vm
 
 test-unit: venv
 	$(PYTEST) -q tests/unit tests/golden tests/live_k8s
