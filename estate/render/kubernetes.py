@@ -138,8 +138,9 @@ def _plugin_config(sharing: GpuSharing) -> dict:
     mig = sharing.mig_strategy if sharing.mode == "mig" else "none"
     config = {"version": "v1", "flags": {"migStrategy": mig, "failOnInitError": True}}
     if sharing.mode == "time-slicing":
-        config["sharing"] = {"timeSlicing": {"resources": [
-            {"name": GPU_RESOURCE, "replicas": sharing.replicas}]}}
+        config["sharing"] = {"timeSlicing": {
+            "failRequestsGreaterThanOne": sharing.fail_requests_greater_than_one,
+            "resources": [{"name": GPU_RESOURCE, "replicas": sharing.replicas}]}}
     return config
 
 

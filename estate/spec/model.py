@@ -301,6 +301,10 @@ class GpuSharing(Strict):
     mig_devices: int | None = Field(None, ge=1, le=7, description="MIG devices each GPU is "
                                     "split into (single strategy, e.g. 7 for all-1g.10gb); "
                                     "Kueue quotas then count MIG devices.")
+    fail_requests_greater_than_one: bool = Field(
+        True, description="Time-slicing: refuse a pod asking for more than one replica, "
+        "since two replicas of one GPU give no more GPU than one (the device plugin's "
+        "failRequestsGreaterThanOne).")
 
 
 class StorageGrant(Strict):

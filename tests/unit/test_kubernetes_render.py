@@ -544,3 +544,30 @@ def test_every_tenant_namespace_enforces_pod_security(stack):
         labels = spaces[tenant.name]
         assert labels.get("pod-security.kubernetes.io/enforce") in ("baseline", "restricted")
         assert labels.get("pod-security.kubernetes.io/warn") == "restricted"
+
+
+def test_time_slicing_refuses_requests_for_more_than_one_replica():
+    """Two replicas of one GPU are no more GPU than one: the device plugin refuses them
+    unless the spec says otherwise, and the config stays valid either way."""
+    from estate.render.kubernetes import _plugin_config
+    from estate.spec.model import GpuSharing
+    on = _plugin_config(GpuSharing(mode="time-slicing", replicas=4))
+    assert on["sharing"]["timeSlicing"]["failRequestsGreaterThanOne"] is True
+    off = _plugin_config(GpuSharing(mode="time-slicing", replicas=4,
+                                    fail_requests_greater_than_one=False))
+    assert off["sharing"]["timeSlicing"]["failRequestsGreaterThanOne"] is False
+    assert kcheck.validate_device_plugin_config(on) == []
+    assert kcheck.validate_device_plugin_config(off) == []
+
+
+def test_vendored_schemas_accept_no_field_upstream_lacks():
+    """kind's `nodes[].gpus` and the device plugin's `flags.restartOnDeviceUnhealthy` exist
+    only in unmerged upstream pull requests: the closed schemas refuse them."""
+    plugin = {"version": "v1", "flags": {"migStrategy": "none",
+                                          "restartOnDeviceUnhealthy": True}}
+    assert kcheck.validate_device_plugin_config(plugin)
+    kind = {"apiVersion": k8s.KIND_API, "kind": "Cluster",
+            "nodes": [{"role": "worker", "gpus": "all"}]}
+    assert kcheck.validate_config(kind)
+    del kind["nodes"][0]["gpus"]
+    assert kcheck.validate_config(kind) == []
