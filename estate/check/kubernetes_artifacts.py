@@ -109,3 +109,55 @@ def gpu_node_scheduling(ctx):
         if config not in configs:
             yield Problem(f"kubernetes/kubeadm ({name})", f"GPU node {name} selects device "
                           f"plugin config '{config}', which the ConfigMap does not have")
+
+
+# --- tenancy fences --------------------------------------------------------------------------
+
+POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
+FENCED_LEVELS = ("baseline", "restricted")   # privileged lets a pod bypass both fences below
+
+
+@validator("kubernetes.tenant_unfenced", E, "kubernetes",
+           "a rendered tenant namespace lacks Pod Security enforcement or the quota that "
+           "keeps other tenants' PriorityClasses out", stage="artifacts")
+def tenant_unfenced(ctx):
+    k8s_spec = ctx.estate.spec.kubernetes
+    if not k8s_spec or not k8s_spec.tenants:
+        return
+    docs = [(a.path, d) for a in plane_artifacts(ctx.artifacts, MANIFESTS) for d in _dicts(a)]
+    classes = {(d.get("metadata") or {}).get("name") for _, d in docs
+               if d.get("kind") == "PriorityClass"} | set(k8s.SYSTEM_PRIORITY_CLASSES)
+    for ti, tenant in enumerate(k8s_spec.tenants):
+        where = f"kubernetes.tenants[{ti}].name"
+        ns = next((d for _, d in docs if d.get("kind") == "Namespace"
+                   and (d.get("metadata") or {}).get("name") == tenant.name), None)
+        if ns is None:
+            continue   # kubernetes.manifest checks report a missing namespace
+        level = ((ns.get("metadata") or {}).get("labels") or {}).get(POD_SECURITY_ENFORCE)
+        if level not in FENCED_LEVELS:
+            yield Problem(where, f"namespace '{tenant.name}' enforces Pod Security level "
+                          f"{level!r}: a privileged or hostNetwork pod bypasses its "
+                          "NetworkPolicies and GPU fences", "fix the renderer: enforce "
+                          "baseline or restricted on every tenant namespace")
+        own = k8s.priority_class(tenant)
+        barred = set().union(*(_barred_classes(d) for _, d in docs
+                               if d.get("kind") == "ResourceQuota"
+                               and (d.get("metadata") or {}).get("namespace") == tenant.name))
+        open_ = sorted(c for c in classes - {own} - barred if c)
+        if open_:
+            yield Problem(where, f"pods in namespace '{tenant.name}' may name PriorityClasses "
+                          f"{', '.join(open_)} of other tenants or the system: no ResourceQuota there "
+                          "allows zero pods in that PriorityClass scope",
+                          "fix the renderer: a foreign-priority ResourceQuota per tenant")
+
+
+def _barred_classes(quota: dict) -> set[str]:
+    """PriorityClasses a ResourceQuota allows zero pods of."""
+    spec = quota.get("spec") or {}
+    if str((spec.get("hard") or {}).get("pods")) != "0":
+        return set()
+    out = set()
+    for expr in (spec.get("scopeSelector") or {}).get("matchExpressions") or []:
+        if expr.get("scopeName") == "PriorityClass" and expr.get("operator") == "In":
+            out |= set(expr.get("values") or [])
+    return out

@@ -45,6 +45,8 @@ NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"   # set by the API server
 # (a JSON list) covers. The plugin is enabled on the API server (ADMISSION_PLUGINS).
 TOLERATIONS_WHITELIST = "scheduler.alpha.kubernetes.io/tolerationsWhitelist"
 ADMISSION_PLUGINS = ("NodeRestriction", "PodTolerationRestriction")   # kubeadm's + ours
+# Kubernetes' built-in PriorityClasses, meant for cluster add-ons, never for tenants.
+SYSTEM_PRIORITY_CLASSES = ("system-cluster-critical", "system-node-critical")
 # Pod Security Admission on every tenant namespace: baseline is enforced (no privileged
 # pods, host namespaces or hostPath, so root in a tenant pod cannot reach a node's mounts),
 # restricted is what users are warned and audited against. GPU pods pass both: the device

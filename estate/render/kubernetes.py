@@ -22,7 +22,7 @@ from estate.model.kubernetes import (  # the facts this renderer lays out
     DEVICE_PLUGIN_CONFIG_LABEL, DEVICE_PLUGIN_IMAGE, DEVICE_PLUGIN_NAME,
     DEVICE_PLUGIN_NAMESPACE, DNS_DOMAIN, FSTAB_ONLY_OPTIONS, GPU_PRESENT, GPU_RESOURCE,
     ADMISSION_PLUGINS, KIND_API, KIND_IMAGE, KNode, KUBEADM_API, KUEUE_API,
-    NAMESPACE_NAME_LABEL, POD_SECURITY_LABELS, TOLERATIONS_WHITELIST, pool_toleration, tolerations_whitelist,
+    NAMESPACE_NAME_LABEL, POD_SECURITY_LABELS, SYSTEM_PRIORITY_CLASSES, TOLERATIONS_WHITELIST, pool_toleration, tolerations_whitelist,
     NFS_NOMINAL_CAPACITY, NVIDIA_RUNTIME_BINARY, PAUSE_IMAGE, RUNTIME_HANDLER,
     TOKEN_PLACEHOLDER, api_endpoint, borrowable_units, control_planes, flavors, hostlist,
     PLANE, plane_nodes, priority_class, sharing_for, tenant_quotas,
@@ -215,7 +215,16 @@ def tenant_context(estate: Estate, tenant: Tenant) -> dict:
         "ingress_from": ingress, "egress_to": egress,
         "slurmrestd": bridge_egress(estate) if tenant.slurmrestd else None,
         "claims": [c for c in nfs_claims(estate) if c["namespace"] == tenant.name],
+        "foreign_priority_classes": foreign_priority_classes(estate, tenant),
     }
+
+
+def foreign_priority_classes(estate: Estate, tenant: Tenant) -> list[str]:
+    """PriorityClasses a tenant's pods may not name: the other tenants' and the system's
+    (PriorityClasses are cluster-wide, so without a quota scoped to them any namespace
+    could jump the queue with another tenant's priority)."""
+    others = [priority_class(t) for t in estate.spec.kubernetes.tenants if t.name != tenant.name]
+    return sorted(set(others)) + list(SYSTEM_PRIORITY_CLASSES)
 
 
 def build_tenants(estate: Estate, source: str) -> list[Artifact]:

@@ -144,7 +144,8 @@ def test_clean_render_has_no_kubernetes_artifact_findings(lab):
 def test_pipeline_runs_the_artifact_checks():
     ids = {v.id for v in REGISTRY.values() if v.domain == "kubernetes" and v.stage == "artifacts"}
     assert ids == {"kubernetes.manifest_invalid", "kubernetes.config_invalid",
-                   "kubernetes.secret_rendered", "kubernetes.gpu_node_scheduling"}
+                   "kubernetes.secret_rendered", "kubernetes.gpu_node_scheduling",
+                   "kubernetes.tenant_unfenced"}
     result = build(ROOT / "stacks" / "lab.yaml")
     assert result.ok and "kubernetes/manifests/50-kueue.yaml" in result.artifacts
 
@@ -159,6 +160,14 @@ def _set(path: list, value):
 
 
 TAMPER = [
+    # a tenant namespace that no longer enforces Pod Security
+    ("kubernetes/manifests/00-tenants.yaml",
+     _set([0, "metadata", "labels", "pod-security.kubernetes.io/enforce"], "privileged"),
+     "kubernetes.tenant_unfenced", "enforces Pod Security level 'privileged'"),
+    # a tenant whose pods may take the system's priority
+    ("kubernetes/manifests/30-tenant-inference.yaml",
+     _set([1, "spec", "scopeSelector", "matchExpressions", 0, "values"], ["nobody"]),
+     "kubernetes.tenant_unfenced", "may name PriorityClasses"),
     # an unknown field in a built-in object (strict schema)
     ("kubernetes/manifests/20-device-plugin.yaml",
      _set([4, "spec", "template", "spec", "nodeSelecter"], {"a": "b"}),

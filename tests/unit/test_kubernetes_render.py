@@ -205,7 +205,7 @@ def test_resource_quota_is_the_most_kueue_could_admit(stack):
     for q in queues:
         ns = q["spec"]["namespaceSelector"]["matchLabels"][k8s.NAMESPACE_NAME_LABEL]
         [rq] = [d for d in manifests(arts) if d["kind"] == "ResourceQuota"
-                and d["metadata"]["namespace"] == ns]
+                and d["metadata"]["namespace"] == ns and d["metadata"]["name"] == "gpu"]
         ceiling = sum(by_cohort[q["spec"]["cohortName"]][f] for f in kcheck.nominal_gpus([q]))
         assert rq["spec"]["hard"][f"requests.{k8s.GPU_RESOURCE}"] == str(ceiling)
 
