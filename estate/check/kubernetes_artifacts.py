@@ -5,6 +5,8 @@ nodes are GPU ownership: estate.check.ownership.
 """
 from __future__ import annotations
 
+import tomllib
+
 from estate.check.findings import Severity
 from estate.check.kubernetes_schema import (BOOTSTRAP_TOKEN, _dicts, containerd_problems,
                                             device_plugin_configs, documents, parse_error,
@@ -161,3 +163,47 @@ def _barred_classes(quota: dict) -> set[str]:
         if expr.get("scopeName") == "PriorityClass" and expr.get("operator") == "In":
             out |= set(expr.get("values") or [])
     return out
+
+
+# --- a pod sees only the GPUs it was allocated -----------------------------------------------
+
+ENVVAR_KEY = "accept-nvidia-visible-devices-envvar-when-unprivileged"
+VOLUME_KEY = "accept-nvidia-visible-devices-as-volume-mounts"
+
+
+@validator("kubernetes.gpu_isolation", E, "kubernetes",
+           "the rendered device plugin and container toolkit settings let a pod see GPUs it "
+           "was not allocated, or break allocation", stage="artifacts")
+def gpu_isolation(ctx):
+    configs = [(a.path, name, c) for a in plane_artifacts(ctx.artifacts, MANIFESTS)
+               for name, c in device_plugin_configs(a).items()]
+    if not configs:
+        return
+    toolkit = ctx.artifacts.get(k8s.TOOLKIT_CONFIG)
+    settings = _toml(toolkit.content) if toolkit else {}
+    envvar_ok = settings.get(ENVVAR_KEY, True)      # the toolkit's default accepts it
+    volumes_ok = settings.get(VOLUME_KEY, False)
+    if envvar_ok:
+        yield Problem(k8s.TOOLKIT_CONFIG, f"the container toolkit takes NVIDIA_VISIBLE_DEVICES "
+                      f"from unprivileged containers ({ENVVAR_KEY} is not false): a pod "
+                      "setting it to 'all' sees every GPU of its node",
+                      "fix the renderer: set it false and pass devices as volume mounts")
+    for path, name, config in configs:
+        strategy = ((config.get("flags") or {}).get("plugin") or {}).get("deviceListStrategy")
+        strategies = [strategy] if isinstance(strategy, str) else list(strategy or ["envvar"])
+        if "volume-mounts" in strategies and not volumes_ok:
+            yield Problem(path, f"device plugin config '{name}' passes GPUs as volume mounts "
+                          f"but the toolkit does not read them ({VOLUME_KEY} is not true): "
+                          "pods get no GPU", "fix the renderer: render both halves")
+        if strategies == ["envvar"] and not envvar_ok:
+            yield Problem(path, f"device plugin config '{name}' passes GPUs only through "
+                          "NVIDIA_VISIBLE_DEVICES, which the toolkit ignores from "
+                          "unprivileged containers: pods get no GPU",
+                          "fix the renderer: deviceListStrategy volume-mounts")
+
+
+def _toml(content: bytes) -> dict:
+    try:
+        return tomllib.loads(content.decode(errors="replace"))
+    except tomllib.TOMLDecodeError:
+        return {}

@@ -63,6 +63,15 @@ DEFAULT_TOLERATIONS = ({"key": "node.kubernetes.io/not-ready", "operator": "Exis
 
 RUNTIME_HANDLER = "nvidia"                 # containerd runtime name == RuntimeClass handler
 NVIDIA_RUNTIME_BINARY = "/usr/bin/nvidia-container-runtime"
+# A pod must see only the GPUs it was allocated. The device plugin passes them as volume
+# mounts (not the NVIDIA_VISIBLE_DEVICES variable), and the container toolkit ignores that
+# variable from unprivileged containers, so `NVIDIA_VISIBLE_DEVICES=all` in a pod spec that
+# tolerates the GPU taint gets nothing. Either half alone leaks or breaks allocation:
+# kubernetes.gpu_isolation checks the rendered pair.
+DEVICE_LIST_STRATEGY = "volume-mounts"
+TOOLKIT_CONFIG = "kubernetes/nvidia/config.toml"
+TOOLKIT_SETTINGS = {"accept-nvidia-visible-devices-envvar-when-unprivileged": False,
+                    "accept-nvidia-visible-devices-as-volume-mounts": True}
 CRI_SOCKET = "unix:///run/containerd/containerd.sock"
 API_PORT = PORTS["kube-apiserver"]
 DNS_DOMAIN = "cluster.local"

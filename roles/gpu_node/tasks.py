@@ -8,7 +8,7 @@ from __future__ import annotations
 from pyinfra.api import deploy
 from pyinfra.operations import apt, server
 
-from roles._lib import probe, Unsupported, install_packages
+from roles._lib import probe, Unsupported, consumed, install, install_packages
 from roles.k8s_packages.tasks import reach_problem
 
 REPO = "https://nvidia.github.io/libnvidia-container"
@@ -29,3 +29,7 @@ def gpu_node() -> None:
             f"'s#deb https://#deb [signed-by={KEYRING}] https://#' > {SOURCE}"])
     apt.packages(name="Install the NVIDIA container toolkit",
                  packages=["nvidia-container-toolkit"], update=True)
+    # after the package, whose own config.toml this replaces (the toolkit reads it per
+    # container start, so no restart)
+    for path in consumed("kubernetes/nvidia/*"):
+        install(path)

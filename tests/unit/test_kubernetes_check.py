@@ -12,6 +12,7 @@ from estate.check import kubernetes_schema as kcheck
 from estate.check.findings import Severity
 from estate.check.registry import REGISTRY
 from estate.pipeline import build
+from estate.model import kubernetes as k8s
 from estate.render import Artifacts, render_all
 from estate.spec.load import load_text
 from estate.spec.resolved import Estate
@@ -145,7 +146,7 @@ def test_pipeline_runs_the_artifact_checks():
     ids = {v.id for v in REGISTRY.values() if v.domain == "kubernetes" and v.stage == "artifacts"}
     assert ids == {"kubernetes.manifest_invalid", "kubernetes.config_invalid",
                    "kubernetes.secret_rendered", "kubernetes.gpu_node_scheduling",
-                   "kubernetes.tenant_unfenced"}
+                   "kubernetes.tenant_unfenced", "kubernetes.gpu_isolation"}
     result = build(ROOT / "stacks" / "lab.yaml")
     assert result.ok and "kubernetes/manifests/50-kueue.yaml" in result.artifacts
 
@@ -160,6 +161,11 @@ def _set(path: list, value):
 
 
 TAMPER = [
+    # a device plugin passing GPUs only as NVIDIA_VISIBLE_DEVICES, which the toolkit ignores
+    ("kubernetes/manifests/20-device-plugin.yaml",
+     _set([3, "data", "default"], "version: v1\nflags:\n  plugin:\n"
+          "    deviceListStrategy: envvar\n"),
+     "kubernetes.gpu_isolation", "passes GPUs only through NVIDIA_VISIBLE_DEVICES"),
     # a tenant namespace that no longer enforces Pod Security
     ("kubernetes/manifests/00-tenants.yaml",
      _set([0, "metadata", "labels", "pod-security.kubernetes.io/enforce"], "privileged"),
@@ -242,3 +248,18 @@ def test_an_object_of_unknown_kind_is_an_error():
     errs = kcheck.validate_object({"apiVersion": "example.com/v1", "kind": "Widget",
                                    "metadata": {"name": "w"}}, "1.31.4")
     assert errs and "no schema for Widget" in errs[0]
+
+
+def test_a_toolkit_that_takes_the_devices_variable_is_caught(lab):
+    """With the toolkit's defaults, NVIDIA_VISIBLE_DEVICES=all in any pod tolerating the GPU
+    taint shows every GPU; without the volume-mount setting, allocated pods get none."""
+    estate, arts = lab
+    path = k8s.TOOLKIT_CONFIG
+    assert b"accept-nvidia-visible-devices-envvar-when-unprivileged = false" in arts[path].content
+    out = Artifacts(arts)
+    out[path] = replace(arts[path], content=arts[path].content.replace(b"= false", b"= true"))
+    msgs = [f.message for f in artifact_findings(estate, out)["kubernetes.gpu_isolation"]]
+    assert any("a pod setting it to 'all' sees every GPU" in m for m in msgs), msgs
+    out[path] = replace(arts[path], content=b"# the package's defaults\n")
+    msgs = [f.message for f in artifact_findings(estate, out)["kubernetes.gpu_isolation"]]
+    assert any("pods get no GPU" in m for m in msgs), msgs
