@@ -144,6 +144,21 @@ def allow_from_unknown(estate):
                               f"tenant '{other}'", f"use one of: {', '.join(sorted(names))}")
 
 
+@validator("kubernetes.tenant_group", E, "kubernetes",
+           "a tenant's groups entry names a group missing from identity.groups")
+def tenant_group(estate):
+    if not _plane(estate):
+        return
+    known = {g.name for g in estate.spec.identity.groups}
+    for ti, tenant in enumerate(_plane(estate).tenants):
+        for gi, name in enumerate(tenant.groups):
+            if name not in known:
+                yield problem(("kubernetes", "tenants", ti, "groups", gi), f"tenant "
+                              f"'{tenant.name}' grants group '{name}', which identity.groups "
+                              "does not define: the RoleBinding would name nobody Estate knows",
+                              "add the group to identity.groups, or fix the name")
+
+
 def _plane_gpu_classes(estate):
     """(group index, class) of Kubernetes workers with GPUs."""
     for gi, group in enumerate(estate.spec.nodes):

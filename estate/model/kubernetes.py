@@ -45,6 +45,9 @@ NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"   # set by the API server
 # (a JSON list) covers. The plugin is enabled on the API server (ADMISSION_PLUGINS).
 TOLERATIONS_WHITELIST = "scheduler.alpha.kubernetes.io/tolerationsWhitelist"
 ADMISSION_PLUGINS = ("NodeRestriction", "PodTolerationRestriction")   # kubeadm's + ours
+# The built-in ClusterRole a tenant's groups get, bound per namespace (a RoleBinding): read
+# and write most namespaced objects, no RBAC, quota or namespace changes.
+TENANT_ROLE = "edit"
 # Kubernetes' built-in PriorityClasses, meant for cluster add-ons, never for tenants.
 SYSTEM_PRIORITY_CLASSES = ("system-cluster-critical", "system-node-critical")
 # Pod Security Admission on every tenant namespace: baseline is enforced (no privileged

@@ -22,7 +22,8 @@ from estate.model.kubernetes import (  # the facts this renderer lays out
     DEVICE_LIST_STRATEGY, DEVICE_PLUGIN_CONFIG_LABEL, DEVICE_PLUGIN_IMAGE, DEVICE_PLUGIN_NAME,
     DEVICE_PLUGIN_NAMESPACE, DNS_DOMAIN, FSTAB_ONLY_OPTIONS, GPU_PRESENT, GPU_RESOURCE,
     ADMISSION_PLUGINS, KIND_API, KIND_IMAGE, KNode, KUBEADM_API, KUEUE_API,
-    NAMESPACE_NAME_LABEL, POD_SECURITY_LABELS, SYSTEM_PRIORITY_CLASSES, TOLERATIONS_WHITELIST, pool_toleration, tolerations_whitelist,
+    NAMESPACE_NAME_LABEL, POD_SECURITY_LABELS, SYSTEM_PRIORITY_CLASSES, TENANT_ROLE,
+    TOLERATIONS_WHITELIST, pool_toleration, tolerations_whitelist,
     NFS_NOMINAL_CAPACITY, NVIDIA_RUNTIME_BINARY, PAUSE_IMAGE, RUNTIME_HANDLER,
     TOKEN_PLACEHOLDER, TOOLKIT_CONFIG, TOOLKIT_SETTINGS,
     api_endpoint, borrowable_units, control_planes, flavors, hostlist,
@@ -229,6 +230,7 @@ def tenant_context(estate: Estate, tenant: Tenant) -> dict:
         "slurmrestd": bridge_egress(estate) if tenant.slurmrestd else None,
         "claims": [c for c in nfs_claims(estate) if c["namespace"] == tenant.name],
         "foreign_priority_classes": foreign_priority_classes(estate, tenant),
+        "groups": list(tenant.groups), "role": TENANT_ROLE,
     }
 
 

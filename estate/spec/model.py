@@ -330,6 +330,9 @@ class Tenant(Strict):
                              "and the Kubernetes nodes in slurmrestd's firewall).")
     storage: list[StorageGrant] = Field([], description="Exports granted to the tenant: it "
                                         "gets a PersistentVolume for these only.")
+    groups: list[Name] = Field([], description="identity.groups whose members administer "
+                               "the tenant's namespace (a RoleBinding to Kubernetes' built-in "
+                               "'edit' role there; nothing cluster-wide).")
 
 
 class Kubernetes(Strict):

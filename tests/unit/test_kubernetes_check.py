@@ -23,6 +23,8 @@ E, W = Severity.ERROR, Severity.WARNING
 
 # (validator id, severity, base spec, edits {path: value}, expected finding path)
 CASES = [
+    ("kubernetes.tenant_group", E, "lab", {"kubernetes.tenants[0].groups": ["nobody"]},
+     "kubernetes.tenants[0].groups[0]"),
     ("kubernetes.version", E, "lab", {"kubernetes.version": "v1.31"}, "kubernetes.version"),
     ("kubernetes.version", E, "lab", {"kubernetes.version": "1.30.2"}, "kubernetes.version"),
     ("kubernetes.version", E, "lab", {"kubernetes.version": "1.99.0"}, "kubernetes.version"),
@@ -172,7 +174,7 @@ TAMPER = [
      "kubernetes.tenant_unfenced", "enforces Pod Security level 'privileged'"),
     # a tenant whose pods may take the system's priority
     ("kubernetes/manifests/30-tenant-inference.yaml",
-     _set([1, "spec", "scopeSelector", "matchExpressions", 0, "values"], ["nobody"]),
+     _set([2, "spec", "scopeSelector", "matchExpressions", 0, "values"], ["nobody"]),
      "kubernetes.tenant_unfenced", "may name PriorityClasses"),
     # an unknown field in a built-in object (strict schema)
     ("kubernetes/manifests/20-device-plugin.yaml",
