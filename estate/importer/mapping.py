@@ -128,6 +128,11 @@ def import_slurm(src: Sources, passwd=None) -> tuple[dict, Report]:
             report.drop(file, line.number, line.text, "Include is not followed; import the "
                         "included file's lines into this one")
             continue
+        if line.keyword in ("downnodes", "nodeset", "frontendname"):
+            report.drop(file, line.number, line.text, f"{line.pairs[0][0]} lines are not "
+                        "part of the spec (node states and node sets are the running "
+                        "cluster's, set with scontrol)")
+            continue
         if len(line.pairs) != 1 or not line.pairs[0][0]:
             report.drop(file, line.number, line.text, "not one key=value setting")
             continue
