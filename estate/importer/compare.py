@@ -16,6 +16,7 @@ NODE_DEFAULTS = {"threadspercore": "1", "corespersocket": "1", "realmemory": "1"
 PART_DEFAULTS = {"default": "NO", "prioritytier": "1", "state": "UP", "hidden": "NO",
                  "maxtime": "UNLIMITED", "oversubscribe": "NO"}
 _SAME = {"infinite": "unlimited"}
+_SPELLING = {"cpus": "CPUs", "sockets": "Sockets", "features": "Features"}
 
 
 def _norm(value: str) -> str:
@@ -23,11 +24,12 @@ def _norm(value: str) -> str:
     return _SAME.get(v, v)
 
 
-def _objects(lines: list[ConfLine], keyword: str, defaults: dict) -> dict:
+def _objects(lines: list[ConfLine], keyword: str, defaults: dict, spelling: dict) -> dict:
     """name -> (line, {key: value}) after DEFAULT lines; node lines give one per host."""
     out, dflt = {}, {}
     for line in (ln for ln in lines if ln.keyword == keyword):
         params = {k: v for k, (_, v) in line.params().items()}
+        spelling.update((k, w) for k, (w, _) in line.params().items())
         if line.name.upper() == "DEFAULT":
             dflt.update(params)
             continue
@@ -61,9 +63,11 @@ def _partition(a: dict) -> dict:
 
 def differences(source: str, rendered: str, report: Report, file: str) -> None:
     src, out = parse(source), parse(rendered)
+    spelling = dict(_SPELLING)   # lowercase key -> as the files write it
     for keyword, defaults, fix in (("nodename", NODE_DEFAULTS, _node_cpus),
                                    ("partitionname", PART_DEFAULTS, _partition)):
-        theirs, ours = _objects(src, keyword, defaults), _objects(out, keyword, defaults)
+        theirs = _objects(src, keyword, defaults, spelling)
+        ours = _objects(out, keyword, defaults, spelling)
         seen = set()
         for name, (line, attrs) in theirs.items():
             if name not in ours:
@@ -77,8 +81,9 @@ def differences(source: str, rendered: str, report: Report, file: str) -> None:
                 if _norm(a.get(key, "")) != _norm(b.get(key, "")):
                     what = f"{b[key]}" if key in b else "(not written)"
                     was = a.get(key, "(not set)")
-                    _once(seen, report, file, line, f"{line.pairs[0][0]}={line.name} {key}",
-                          f"renders {key}={what} where the source has {was}")
+                    spelled = spelling.get(key, key)
+                    _once(seen, report, file, line, f"{line.pairs[0][0]}={line.name} {spelled}",
+                          f"renders {spelled}={what} where the source has {was}")
 
 
 def _once(seen: set, report: Report, file: str, line: ConfLine, text: str,

@@ -47,11 +47,14 @@ DERIVED = {"CfgTRES", "AllocTRES", "TRES", "TotalCPUs", "TotalNodes", "CPULoad",
            "AllocMem", "FreeMem", "LastBusyTime", "BootTime", "SlurmdStartTime",
            "ResumeAfterTime", "Reason", "State", "CPUEfctv", "OS", "Arch", "Version",
            "Owner", "MCS_label", "Comment", "Extra", "CurrentWatts", "AveWatts",
-           "BillingWeights", "NodeHostName", "Port", "CapWatts", "ExtSensorsJoules",
+           "BillingWeights", "CapWatts", "ExtSensorsJoules",
            "ExtSensorsWatts", "ExtSensorsTemp", "Partitions"}
+# scontrol node fields a global slurm.conf key sets for every node
+GLOBAL = {"Port": "slurmdport"}
 # scontrol field -> the slurm.conf key a report names for it
 ALIASES = {"CPUTot": "cpus", "AvailableFeatures": "feature", "ActiveFeatures": "feature",
            "DefMemPerNode": "defmempercpu", "PriorityJobFactor": "priority",
+           "PriorityTier": "priority", "JobDefaults": "pergpu",
            "Nodes": "nodes", "Gres": "gres", "NodeAddr": "nodeaddr"}
 
 
@@ -141,6 +144,8 @@ def _explained(report, name: str, field: str) -> bool:
     """A report entry names the object and the key (or, for a node, a DownNodes line
     names it: its State)."""
     key = ALIASES.get(field, field).lower()
+    if field in GLOBAL:
+        return any(d.text.lower().startswith(GLOBAL[field] + "=") for d in report.dropped)
     named = re.compile(rf"(^|[=( ,]){re.escape(name.lower())}($|[) ,])")
     for d in report.dropped:
         text = d.text.lower()

@@ -93,7 +93,7 @@ def test_rendered_differences_are_reported_per_source_line():
     doc, report = _import(BASIC)
     assert report_differences(BASIC, doc, report, "slurm.conf")
     changed = {(d.line, d.text) for d in report.dropped if d.kind == "changed"}
-    assert (12, "PartitionName=gpu defcpupergpu") in changed
+    assert (12, "PartitionName=gpu DefCpuPerGPU") in changed
     assert not any(d.line in (7, 8) for d in report.dropped)   # those nodes render the same
 
 
