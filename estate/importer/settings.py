@@ -20,7 +20,7 @@ WEIGHTS = {"priorityweightage": "age", "priorityweightfairshare": "fairshare",
 # (controllers, users, accounting host): not reported when their value is this one.
 RENDERED = {"selecttype": "select/cons_tres", "schedulertype": "sched/backfill",
             "prioritytype": "priority/multifactor", "authtype": "auth/munge",
-            "slurmdport": "6818", "slurmctldport": "6817", "gres types": "gpu",
+            "slurmdport": "6818", "slurmctldport": "6817",
             "grestypes": "gpu", "topologyplugin": "topology/tree", "slurmduser": "root",
             "returntoservice": "2", "switchtype": "switch/none"}
 HANDLED_ELSEWHERE = {"clustername", "slurmctldhost", "controlmachine", "controladdr",
