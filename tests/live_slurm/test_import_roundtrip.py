@@ -18,6 +18,7 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -40,7 +41,7 @@ HARNESS = ("statesavelocation", "slurmdspooldir", "slurmctldpidfile", "slurmdpid
            "slurmctldlogfile", "slurmdlogfile", "plugindir", "authtype", "authinfo",
            "authalttypes", "authaltparameters", "slurmuser", "accountingstoragetype",
            "accountingstoragehost", "accountingstorageport", "accountingstorageenforce",
-           "accountingstorageuser", "accountingstoragepass", "jobcomploc", "jobcomptype",
+           "accountingstorageuser", "accountingstoragepass", "accountingstoragetres", "jobcomploc", "jobcomptype",
            "jobcredentialprivatekey", "jobcredentialpubliccertificate", "include")
 # scontrol fields that follow from others (compared through those) or from the run.
 DERIVED = {"CfgTRES", "AllocTRES", "TRES", "TotalCPUs", "TotalNodes", "CPULoad", "CPUAlloc",
@@ -59,18 +60,23 @@ ALIASES = {"CPUTot": "cpus", "AvailableFeatures": "feature", "ActiveFeatures": "
 
 
 @pytest.fixture(scope="module")
-def munge(tmp_path_factory):
+def munge():
     if os.geteuid() != 0:
         pytest.skip("the import round trip needs root (namespaces, munged)")
     missing = [t for t in TOOLS if shutil.which(t) is None]
     if missing:
         pytest.skip(f"needs {', '.join(missing)} (make test installs Debian's slurm)")
-    state = tmp_path_factory.mktemp("import-rt")
+    # munged refuses a socket below pytest's private (0700) temporary directories
+    state = Path(tempfile.mkdtemp(prefix="estate-import-rt.", dir="/tmp"))
     state.chmod(0o755)
-    munge_up(state)
-    yield state / "munge" / "munge.socket.2"
-    pid = (state / "munge" / "munged.pid").read_text().strip()
-    os.kill(int(pid), signal.SIGTERM)
+    try:
+        munge_up(state)
+        yield state / "munge" / "munge.socket.2"
+    finally:
+        pid = state / "munge" / "munged.pid"
+        if pid.exists():
+            os.kill(int(pid.read_text().strip()), signal.SIGTERM)
+        shutil.rmtree(state, ignore_errors=True)
 
 
 def _harness_conf(text: str, run: Path, sock: Path) -> str:
@@ -84,6 +90,22 @@ def _harness_conf(text: str, run: Path, sock: Path) -> str:
         "AccountingStorageType=accounting_storage/none", "JobCompType=jobcomp/none"]) + "\n"
 
 
+def _names(text: str) -> list[str]:
+    from estate.spec import hostlist
+    out = []
+    for line in parse(text):
+        params = line.params()
+        if line.keyword == "nodename" and line.name.upper() != "DEFAULT":
+            out += hostlist.expand(line.name)
+            if "nodeaddr" in params:
+                out += [a for a in hostlist.expand(params["nodeaddr"][1])
+                        if not re.match(r"^[0-9.]+$", a)]
+        if line.keyword in ("slurmctldhost", "controlmachine", "backupcontroller",
+                            "controladdr", "backupaddr"):
+            out.append(line.name.partition("(")[0])
+    return out
+
+
 def _controller(text: str) -> tuple[str, str]:
     for line in parse(text):
         if line.keyword in ("slurmctldhost", "controlmachine"):
@@ -95,6 +117,10 @@ def _controller(text: str) -> tuple[str, str]:
 _SCRIPT = r"""
 set -e
 ip link set lo up
+# getaddrinfo(AI_ADDRCONFIG), which slurmctld binds with, needs a non-loopback address
+ip link add est0 type dummy 2>/dev/null || ip link add est0 type veth peer name est1
+ip addr add 10.255.255.1/24 dev est0
+ip link set est0 up
 [ -n "$ADDR" ] && ip addr add "$ADDR/32" dev lo
 hostname "$CTL"
 mount --bind "$RUN/hosts" /etc/hosts
@@ -119,7 +145,9 @@ def _run(conf: str, topology: str | None, run: Path, sock: Path) -> list[list[st
     if topology is not None:
         (run / "topology.conf").write_text(topology)
     ctl, addr = _controller(conf)
-    (run / "hosts").write_text(f"127.0.0.1 localhost\n{addr or '127.0.0.1'} {ctl}\n")
+    # every name the configuration gives resolves locally: no look-up waits in the run
+    names = " ".join(sorted(set(_names(conf)) - {ctl, "localhost"}))
+    (run / "hosts").write_text(f"127.0.0.1 localhost {names}\n{addr or '127.0.0.1'} {ctl}\n")
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "RUN": str(run), "CTL": ctl,
            "ADDR": addr if re.match(r"^[0-9.]+$", addr) else ""}
     proc = subprocess.run(["unshare", "--net", "--uts", "--mount", "--propagation",
@@ -177,6 +205,7 @@ def test_import_round_trip(conf, munge, tmp_path):
     before = _run(text, topology, tmp_path / "original", munge)
     after = _run(rendered["slurm/slurm.conf"], rendered.get("slurm/topology.conf"),
                  tmp_path / "imported", munge)
+    assert before[0] and before[1], f"slurmctld showed no nodes or partitions: {before}"
     hosts = _hosts_of_lines(text)
     problems = []
     for kind, a, b in zip(("node", "partition", "switch"), before, after):
