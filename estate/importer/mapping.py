@@ -35,20 +35,21 @@ class Sources:
 
 def _controllers(lines: list[ConfLine], report: Report, file: str) -> list[tuple[str, str]]:
     """(name, address or '') from SlurmctldHost lines, else ControlMachine/BackupController."""
-    out = []
+    out, numbers = [], []
     for line in lines:
         key, value = line.keyword, line.name
         if key == "slurmctldhost":
             name, _, addr = value.partition("(")
             out.append((name, addr.rstrip(")")))
+            numbers.append(line.number)
         elif key in ("controlmachine", "backupcontroller"):
             out.append((value, ""))
+            numbers.append(line.number)
         elif key in ("controladdr", "backupaddr") and out:
             out[-1] = (out[-1][0], value)
-    if len(out) > 2:
-        for name, _ in out[2:]:
-            report.drop(file, 0, f"SlurmctldHost={name}", "the spec has a primary and "
-                        "one backup controller")
+    for (name, _), number in zip(out[2:], numbers[2:]):
+        report.drop(file, number, f"SlurmctldHost={name}", "the spec has a primary and "
+                    "one backup controller")
     return out[:2]
 
 
@@ -102,8 +103,7 @@ def _node_groups(defs, ctl, report: Report):
             if _is_ip(addr):
                 g["addresses"] = {SEGMENT: addr}
             groups.append(g)
-        if addr:
-            addrs.append(addr) if _is_ip(addr) else None
+        addrs.append(addr)
     return classes, groups, [a for a in addrs if _is_ip(a)]
 
 
@@ -150,6 +150,10 @@ def import_slurm(src: Sources, passwd=None) -> tuple[dict, Report]:
         report.default("controllers: none in the source; the first node")
         ctl = [(defs[0].hosts[0], "")] if defs else [("ctl1", "")]
     classes, groups, addrs = _node_groups(defs, ctl, report)
+    if any("gpus" in c for c in classes):
+        report.default(f"GPU product and memory_gb: the GRES type and "
+                       f"{nodemap.PLACEHOLDER_GPU_MEMORY_GB} GB (slurm.conf has neither; "
+                       "the Kubernetes plane's labels and quotas use them)")
     all_hosts = [h for d in defs for h in d.hosts]
     slurm = {"cluster_name": _NAME.sub("-", cluster.lower()),
              "controllers": [n for n, _ in ctl], **slurm}

@@ -138,3 +138,25 @@ def test_cli_writes_spec_with_record_and_strict_fails(tmp_path):
     strict = tmp_path / "strict.yaml"
     res = CliRunner().invoke(app, ["import", str(conf), "-o", str(strict), "--strict"])
     assert res.exit_code == 1 and not strict.exists()
+
+
+def test_third_controller_is_reported_on_its_line():
+    doc, report = _import("ClusterName=x\nSlurmctldHost=a\nSlurmctldHost=b\nSlurmctldHost=c\n"
+                          "NodeName=n1\n")
+    assert doc["slurm"]["controllers"] == ["a", "b"]
+    assert [(d.line, d.text) for d in report.dropped] == [(4, "SlurmctldHost=c")]
+
+
+def test_nodes_with_and_without_addresses_render_separate_lines():
+    """Controllers with an address split from a NodeName line without NodeAddr: one line
+    mixing both would list fewer addresses than names, which slurmctld refuses."""
+    from estate.importer.roundtrip import rendered_slurm_conf
+    from estate.spec import hostlist
+    doc, _ = _import("ClusterName=x\nSlurmctldHost=n1(10.0.0.5)\nNodeName=n[1-4] CPUs=2\n"
+                     "PartitionName=p Nodes=ALL\n")
+    lines = [ln for ln in parse(rendered_slurm_conf(doc)) if ln.keyword == "nodename"]
+    for line in lines:
+        addr = line.params().get("nodeaddr")
+        if addr:
+            assert len(hostlist.expand(addr[1])) == len(hostlist.expand(line.name))
+    assert sorted(ln.name for ln in lines) == ["n1", "n[2-4]"]
