@@ -162,6 +162,7 @@ def import_slurm(src: Sources, passwd=None) -> tuple[dict, Report]:
     doc = {"name": slurm["cluster_name"], "description": f"Imported from {file}",
            "segments": [_segment(addrs, report)], "node_classes": classes, "nodes": groups,
            "slurm": slurm}
+    _accounting(lines, doc, report, file)
     if src.gres is not None:
         _gres(src, doc, report)
     if src.topology is not None:
@@ -173,6 +174,29 @@ def import_slurm(src: Sources, passwd=None) -> tuple[dict, Report]:
     users = next((ln.name for ln in lines if ln.keyword == "slurmuser"), "slurm")
     doc["identity"] = service_identity(report, users, **({"passwd": passwd} if passwd else {}))
     return doc, report
+
+
+def _accounting(lines: list[ConfLine], doc: dict, report: Report, file: str) -> None:
+    """slurmdbd on one of the spec's nodes becomes slurm.accounting; anything else is
+    reported (the spec runs slurmdbd on a node it describes, or not at all)."""
+    found = {ln.keyword: ln for ln in lines if ln.keyword.startswith("accountingstorage")}
+    kind = found.get("accountingstoragetype")
+    if kind is None or kind.name.lower() == "accounting_storage/none":
+        return
+    host = found.get("accountingstoragehost")
+    name = host.name if host else doc["slurm"]["controllers"][0]
+    # Estate points AccountingStorageHost at the node's address: it needs one
+    known = {h for g in doc["nodes"] if g.get("addresses")
+             for h in hostlist.expand(g["hosts"])}
+    if kind.name.lower() != "accounting_storage/slurmdbd" or name not in known:
+        for ln in (kind, host, found.get("accountingstorageport")):
+            if ln is not None:
+                report.drop(file, ln.number, ln.text, f"the spec runs slurmdbd on one of "
+                            f"its nodes, with an address; {name} is not one (add it, then "
+                            "slurm.accounting)")
+        return
+    port = found.get("accountingstorageport")
+    doc["slurm"]["accounting"] = {"host": name, **({"port": int(port.name)} if port else {})}
 
 
 def _no_defaults(slurm: dict) -> None:

@@ -22,10 +22,12 @@ RENDERED = {"selecttype": "select/cons_tres", "schedulertype": "sched/backfill",
             "prioritytype": "priority/multifactor", "authtype": "auth/munge",
             "slurmdport": "6818", "slurmctldport": "6817",
             "grestypes": "gpu", "topologyplugin": "topology/tree", "slurmduser": "root",
-            "returntoservice": "2", "switchtype": "switch/none"}
+            "returntoservice": "2", "switchtype": "switch/none",
+            "slurmctldparameters": "enable_configless"}
 HANDLED_ELSEWHERE = {"clustername", "slurmctldhost", "controlmachine", "controladdr",
                      "backupcontroller", "backupaddr", "slurmuser", "nodename",
-                     "partitionname", "accountingstoragehost"}
+                     "partitionname", "accountingstoragehost", "accountingstoragetype",
+                     "accountingstorageport"}
 
 
 def _time(value: str) -> str:

@@ -33,7 +33,8 @@ from estate.spec.resolved import Estate
 
 pytestmark = pytest.mark.live_slurm
 SITES = Path(__file__).resolve().parents[1] / "data" / "slurm-sites"
-CONFS = sorted(p for p in SITES.glob("*.conf") if not p.name.endswith(".topology.conf"))
+CONFS = sorted(p for p in SITES.glob("*.conf")
+               if not p.name.endswith((".topology.conf", ".gres.conf")))
 TOOLS = ("slurmctld", "scontrol", "munged", "unshare", "ip", "setpriv")
 # Keys the harness sets on both sides: where state and logs go, who runs slurmctld, how
 # scontrol authenticates. None of them changes a node, partition or switch.
@@ -198,7 +199,10 @@ def test_import_round_trip(conf, munge, tmp_path):
     text = conf.read_text()
     topo_path = conf.with_name(conf.stem + ".topology.conf")
     topology = topo_path.read_text() if topo_path.exists() else None
-    doc, report = import_slurm(Sources(text, topology=topology, slurm_name=conf.name))
+    gres_path = conf.with_name(conf.stem + ".gres.conf")
+    gres = gres_path.read_text() if gres_path.exists() else None
+    doc, report = import_slurm(Sources(text, gres=gres, topology=topology,
+                                       slurm_name=conf.name))
     report_differences(text, doc, report, conf.name)
     rendered = {a.path: a.content.decode()
                 for a in render_slurm(Estate(Spec.model_validate(doc)))}

@@ -17,7 +17,8 @@ from estate.importer.parse import parse
 from estate.importer.roundtrip import report_differences
 
 SITES = Path(__file__).resolve().parents[1] / "data" / "slurm-sites"
-CONFS = sorted(p for p in SITES.glob("*.conf") if not p.name.endswith(".topology.conf"))
+CONFS = sorted(p for p in SITES.glob("*.conf")
+               if not p.name.endswith((".topology.conf", ".gres.conf")))
 TYPED = set(settings.TIMEOUTS) | set(settings.WEIGHTS) | settings.HANDLED_ELSEWHERE | {
     "priorityflags", "prioritydecayhalflife", "prioritymaxage", "selecttypeparameters",
     "schedulerparameters", "mpidefault", "jobacctgathertype", "proctracktype",
@@ -29,11 +30,21 @@ def test_corpus_has_ten_sites():
     assert len(CONFS) >= 10
 
 
+def test_slurmdbd_on_the_controller_becomes_accounting():
+    _, doc, report = _import(SITES / "stackhpc-openhpc.conf")
+    assert doc["slurm"]["accounting"] == {"host": "arcus-control", "port": 6819}
+    assert doc["slurm"]["gpu_device_path"] == "/dev/nvidia"
+    assert doc["slurm"]["preemption"] == {"type": "partition_prio", "mode": "suspend"}
+    assert not any(d.file == "gres.conf" for d in report.dropped)
+
+
 def _import(conf: Path):
     text = conf.read_text()
     topo = conf.with_name(conf.stem + ".topology.conf")
-    doc, report = import_slurm(Sources(text, topology=topo.read_text() if topo.exists()
-                                       else None, slurm_name=conf.name))
+    gres = conf.with_name(conf.stem + ".gres.conf")
+    doc, report = import_slurm(Sources(
+        text, gres=gres.read_text() if gres.exists() else None,
+        topology=topo.read_text() if topo.exists() else None, slurm_name=conf.name))
     assert report_differences(text, doc, report, conf.name)
     return text, doc, report
 
