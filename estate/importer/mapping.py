@@ -115,11 +115,8 @@ def _is_ip(text: str) -> bool:
         return False
 
 
-def import_slurm(src: Sources, passwd=None) -> tuple[dict, Report]:
-    report, file = Report(), src.slurm_name
-    lines = parse(src.slurm)
-    node_lines = [ln for ln in lines if ln.keyword == "nodename"]
-    part_lines = [ln for ln in lines if ln.keyword == "partitionname"]
+def _globals(lines: list[ConfLine], report: Report, file: str) -> dict:
+    """The global settings into the spec's slurm section (a dict); the rest reported."""
     slurm: dict = {}
     for line in lines:
         if line.keyword in ("nodename", "partitionname"):
@@ -127,25 +124,28 @@ def import_slurm(src: Sources, passwd=None) -> tuple[dict, Report]:
         if line.keyword == "include":
             report.drop(file, line.number, line.text, "Include is not followed; import the "
                         "included file's lines into this one")
-            continue
-        if line.keyword in ("downnodes", "nodeset", "frontendname"):
+        elif line.keyword in ("downnodes", "nodeset", "frontendname"):
             report.drop(file, line.number, line.text, f"{line.pairs[0][0]} lines are not "
                         "part of the spec (node states and node sets are the running "
                         "cluster's, set with scontrol)")
-            continue
-        if len(line.pairs) != 1 or not line.pairs[0][0]:
+        elif len(line.pairs) != 1 or not line.pairs[0][0]:
             report.drop(file, line.number, line.text, "not one key=value setting")
-            continue
-        key, value = line.keyword, line.name
-        if key in settings.HANDLED_ELSEWHERE:
-            continue
-        try:
-            settings.apply(slurm, key, line.pairs[0][0], value, line, report, file)
-        except ValueError as exc:
-            report.drop(file, line.number, line.text, f"unreadable value: {exc}")
+        elif line.keyword not in settings.HANDLED_ELSEWHERE:
+            try:
+                settings.apply(slurm, line.keyword, line.pairs[0][0], line.name, line, report,
+                               file)
+            except ValueError as exc:
+                report.drop(file, line.number, line.text, f"unreadable value: {exc}")
+    return slurm
+
+
+def import_slurm(src: Sources, passwd=None) -> tuple[dict, Report]:
+    report, file = Report(), src.slurm_name
+    lines = parse(src.slurm)
+    slurm = _globals(lines, report, file)
     cluster = next((ln.name for ln in lines if ln.keyword == "clustername"), "cluster")
     ctl = _controllers(lines, report, file)
-    defs = nodemap.node_defs(node_lines, report, file)
+    defs = nodemap.node_defs([ln for ln in lines if ln.keyword == "nodename"], report, file)
     if not ctl:
         report.default("controllers: none in the source; the first node")
         ctl = [(defs[0].hosts[0], "")] if defs else [("ctl1", "")]
@@ -154,15 +154,22 @@ def import_slurm(src: Sources, passwd=None) -> tuple[dict, Report]:
         report.default(f"GPU product and memory_gb: the GRES type and "
                        f"{nodemap.PLACEHOLDER_GPU_MEMORY_GB} GB (slurm.conf has neither; "
                        "the Kubernetes plane's labels and quotas use them)")
-    all_hosts = [h for d in defs for h in d.hosts]
     slurm = {"cluster_name": _NAME.sub("-", cluster.lower()),
              "controllers": [n for n, _ in ctl], **slurm}
-    slurm["partitions"] = partitions(part_lines, all_hosts, report, file)
-    _no_defaults(slurm)
+    slurm["partitions"] = partitions([ln for ln in lines if ln.keyword == "partitionname"],
+                                     [h for d in defs for h in d.hosts], report, file)
+    slurm["slurmrestd"] = None   # the source runs none; Estate's default would add one
     doc = {"name": slurm["cluster_name"], "description": f"Imported from {file}",
            "segments": [_segment(addrs, report)], "node_classes": classes, "nodes": groups,
            "slurm": slurm}
     _accounting(lines, doc, report, file)
+    _other_files(src, doc, report)
+    users = next((ln.name for ln in lines if ln.keyword == "slurmuser"), "slurm")
+    doc["identity"] = service_identity(report, users, **({"passwd": passwd} if passwd else {}))
+    return doc, report
+
+
+def _other_files(src: Sources, doc: dict, report: Report) -> None:
     if src.gres is not None:
         _gres(src, doc, report)
     if src.topology is not None:
@@ -171,9 +178,6 @@ def import_slurm(src: Sources, passwd=None) -> tuple[dict, Report]:
         for line in parse(src.cgroup):
             report.drop(src.cgroup_name, line.number, line.text,
                         "cgroup.conf is Estate's own (slurm_conf/cgroup.conf.j2)")
-    users = next((ln.name for ln in lines if ln.keyword == "slurmuser"), "slurm")
-    doc["identity"] = service_identity(report, users, **({"passwd": passwd} if passwd else {}))
-    return doc, report
 
 
 def _accounting(lines: list[ConfLine], doc: dict, report: Report, file: str) -> None:
@@ -197,11 +201,6 @@ def _accounting(lines: list[ConfLine], doc: dict, report: Report, file: str) -> 
         return
     port = found.get("accountingstorageport")
     doc["slurm"]["accounting"] = {"host": name, **({"port": int(port.name)} if port else {})}
-
-
-def _no_defaults(slurm: dict) -> None:
-    """What Estate would add that the source does not have: no slurmrestd, no accounting."""
-    slurm["slurmrestd"] = None
 
 
 _FILE = re.compile(r"^(/[A-Za-z0-9_./-]*?)(\[[0-9,-]+\]|[0-9]+)$")

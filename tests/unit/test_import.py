@@ -160,3 +160,10 @@ def test_nodes_with_and_without_addresses_render_separate_lines():
         if addr:
             assert len(hostlist.expand(addr[1])) == len(hostlist.expand(line.name))
     assert sorted(ln.name for ln in lines) == ["n1", "n[2-4]"]
+
+
+def test_cgroup_conf_lines_are_reported_as_estates_own():
+    _, report = _import("ClusterName=x\nNodeName=n1\n",
+                        cgroup="# c\nConstrainCores=yes\nConstrainRAMSpace=yes\n")
+    assert [(d.file, d.line) for d in report.dropped] == [("cgroup.conf", 2),
+                                                          ("cgroup.conf", 3)]
