@@ -209,5 +209,9 @@ from estate.doctor import register as _register_doctor  # noqa: E402
 
 _register_doctor(app)
 
+from estate.importer.cli import register as _register_import  # noqa: E402
+
+_register_import(app)
+
 if __name__ == "__main__":
     app()

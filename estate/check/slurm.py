@@ -251,7 +251,7 @@ def _needs_node_addr(estate):
             yield gi, group
 
 
-@validator("slurm.node_addr_missing", E, "slurm",
+@validator("slurm.node_addr_missing", W, "slurm",
            "a Slurm node without an address on slurm.address_segment")
 def node_addr_missing(estate):
     seg = estate.spec.slurm.address_segment

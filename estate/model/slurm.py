@@ -61,8 +61,11 @@ def node_lines(estate: Estate) -> list[NodeLine]:
         if not g.slurm_compute or cls is None or not g.hosts:
             continue
         count, gpu = g.gres_count, g.gpu_model
+        block = blocks.get((g.index, seg))
+        # groups with and without an address never share a line: NodeAddr must list
+        # one address per name or none
         key = (cls.sockets, cls.cores_per_socket, cls.threads_per_core, g.real_memory, gpu,
-               count, tuple(g.spec.slurm.features), g.spec.slurm.weight)
+               count, tuple(g.spec.slurm.features), g.spec.slurm.weight, block is None)
         line = lines.get(key)
         if line is None:
             line = lines[key] = NodeLine(
@@ -70,7 +73,6 @@ def node_lines(estate: Estate) -> list[NodeLine]:
                 key[3], f"gpu:{gpu}:{count}" if count else None, gpu, count,
                 key[6], key[7])
         line.names.extend(g.hosts.ranges)
-        block = blocks.get((g.index, seg))
         if block:
             line.addrs.extend(address_ranges(block.first, block.count))
     return list(lines.values())

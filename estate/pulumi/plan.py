@@ -262,7 +262,7 @@ def inventory(estate: Estate, the_plan: Plan) -> dict:
                 addrs[seg] = str(first) if b.count == 1 else f"{first}-{last}"
         groups.append({"hosts": str(hosts), "count": len(hosts), "class": group.node_class,
                        "plane": group.plane or "shared", "roles": list(group.roles),
-                       "rack": group.rack, "addresses": addrs})
+                       "rack": group.rack or "", "addresses": addrs})
     return {"nodes": sum(g["count"] for g in groups), "groups": groups,
             "stages": {k: str(Hostlist.from_names(v)) for k, v in the_plan.stages.items() if v}}
 

@@ -229,7 +229,7 @@ def racks(f: Facts, names: list[str]) -> list[tuple[str, list[str]]]:
     """The nodes by rack, racks in the order their first node appears."""
     by_rack: dict[str, list[str]] = {}
     for name in names:
-        by_rack.setdefault(f.group(name).spec.rack, []).append(name)
+        by_rack.setdefault(f.group(name).spec.rack or "-", []).append(name)
     return list(by_rack.items())
 
 
@@ -256,7 +256,7 @@ def node_summary(f: Facts, name: str) -> str:
     parts = [p.name for p in f.m.partitions if name in p.members]
     return "; ".join(x for x in (
         f"{name}: {g.spec.node_class} ({what})",
-        f"plane {g.plane or 'none'}", f"rack {g.spec.rack}",
+        f"plane {g.plane or 'none'}", f"rack {g.spec.rack or '-'}",
         f"switch {f.leaf[name]}" if name in f.leaf else "no leaf switch",
         "roles " + ", ".join(g.roles),
         "partitions " + ", ".join(parts) if parts else "") if x)

@@ -17,7 +17,7 @@ from estate.model.services import (GPU_DEVICES, PORTS, SLURM_USER, SLURMDBD_DATA
                                    jwt_key_path, slurm_daemon_paths, uses_jwt)
 from estate.render.artifacts import Artifact
 from estate.render.templates import render_template
-from estate.spec.hostlist import Hostlist
+from estate.spec.hostlist import Hostlist, compress
 from estate.spec.resolved import Estate
 
 PLANE = "slurm"
@@ -191,6 +191,9 @@ def _context(estate: Estate, source: str) -> dict:
                                            spec.slurm.address_segment)
                             if spec.slurm.accounting else None),
         "switch_nodes": model(estate).switch_nodes,
+        # child switches as Slurm writes a hostlist (spine[01-02]), so that
+        # `scontrol show topology` reads back what was written
+        "switch_lists": {sw.name: compress(sw.switches) for sw in spec.topology.switches},
         "device_files": device_files,
         "jwt": uses_jwt(spec),
         "jwt_key": jwt_key_path(spec),

@@ -95,11 +95,13 @@ class NodeGroup(Strict):
     plane: Plane | None = Field(None, description="Scheduler that owns the nodes; "
                                 "none for shared infrastructure such as storage.")
     roles: list[Role]
-    rack: Name
+    rack: Name | None = Field(None, description="Rack the group stands in; none where the "
+                              "source (an imported cluster) does not say.")
     switch: Name | None = Field(None, description="Leaf switch (topology).")
     addresses: dict[Name, Literal["auto"] | IPv4] = Field(
-        description="Segment name -> 'auto' or the first node's address "
-        "(later nodes of the group take consecutive addresses).")
+        {}, description="Segment name -> 'auto' or the first node's address "
+        "(later nodes of the group take consecutive addresses). None: no NodeAddr; "
+        "slurmctld resolves the names at start-up.")
     slurm: NodeSlurm = NodeSlurm()
     labels: dict[LabelKey, LabelValue] = {}
 

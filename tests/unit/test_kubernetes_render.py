@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from estate.check import kubernetes_schema as kcheck
 from estate.render import Artifacts, render_all
 from estate.model import kubernetes as k8s
+from estate.spec.hostlist import expand
 from estate.render.kubernetes import render_kubernetes
 from estate.spec.hostlist import Hostlist
 from estate.spec.load import load_text
@@ -317,9 +318,9 @@ def test_topology_labels_follow_the_slurm_topology():
     parent = {}
     for line in arts["slurm/topology.conf"].content.decode().splitlines():
         fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
-        for child in fields.get("Switches", "").split(","):
-            if child:
-                parent[child] = fields["SwitchName"]
+        # Switches= is a Slurm hostlist (spine[01-02])
+        for child in expand(fields.get("Switches", "")):
+            parent[child] = fields["SwitchName"]
     labels = kcheck.rendered_nodes(arts)["inf02"]["labels"]
     leaf = labels[k8s.TOPOLOGY_LABELS["leaf"]]
     assert leaf == "leaf03"

@@ -1,0 +1,172 @@
+"""NodeName lines into node classes and node groups (identical hardware, one class)."""
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+
+from estate.importer.parse import ConfLine
+from estate.importer.report import Report
+from estate.spec import hostlist
+
+# NodeName keys the spec expresses; every other key on a node line is reported.
+_NODE_KEYS = {"cpus", "sockets", "corespersocket", "threadspercore", "realmemory", "gres",
+              "feature", "features", "weight", "nodeaddr", "state"}
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
+PLACEHOLDER_GPU_MEMORY_GB = 1   # slurm.conf has no GPU memory; the class says so
+
+
+@dataclass
+class NodeDef:
+    line: ConfLine
+    hosts: list[str]
+    sockets: int
+    cores: int
+    threads: int
+    memory: int
+    gpu: tuple[str, int] | None            # (type, count)
+    features: list[str]
+    weight: int
+    addrs: list[str] = field(default_factory=list)
+
+
+def _int(params: dict, key: str, default: int | None = None) -> int | None:
+    return int(params[key][1]) if key in params else default
+
+
+def _gres(value: str, where: ConfLine, report: Report, file: str) -> tuple[str, int] | None:
+    """Gres=gpu[:type]:count; other GRES and a second GPU type are reported."""
+    found = None
+    for item in value.split(","):
+        parts = item.split("(")[0].split(":")
+        if parts[0] != "gpu" or found is not None:
+            report.drop(file, where.number, f"Gres item {item}",
+                        "the spec expresses one GPU GRES per node class (gpu[:type]:count)")
+            continue
+        count = parts[-1] if len(parts) > 1 else "1"
+        kind = parts[1] if len(parts) == 3 else "gpu"
+        if not count.isdigit():
+            report.drop(file, where.number, f"Gres item {item}", "count is not a number")
+            continue
+        if "(" in item:
+            report.drop(file, where.number, f"Gres item {item}",
+                        "socket binding (S:...) is not expressed; the GPUs stay")
+        if len(parts) == 2:
+            report.drop(file, where.number, f"Gres={value}", "an untyped GPU GRES renders "
+                        "typed, as gpu:gpu:<count>")
+        found = (kind, int(count))
+    return found
+
+
+def node_def(line: ConfLine, params: dict, report: Report, file: str) -> NodeDef | None:
+    for key, (written, value) in params.items():
+        if key not in _NODE_KEYS:
+            report.drop(file, line.number, f"{written}={value} (NodeName={line.name})",
+                        "the spec has no node setting for it")
+    try:
+        hosts = hostlist.expand(line.name)
+    except hostlist.HostlistError as exc:
+        report.drop(file, line.number, line.text, f"hostlist: {exc}")
+        return None
+    threads = _int(params, "threadspercore", 1)
+    cores = _int(params, "corespersocket", 1)
+    cpus = _int(params, "cpus")
+    sockets = _int(params, "sockets")
+    if sockets is None:
+        # Slurm's default: CPUs spread over sockets of CoresPerSocket*ThreadsPerCore
+        sockets = max(1, (cpus or 1) // (cores * threads))
+    if cpus is not None and cpus != sockets * cores * threads:
+        report.drop(file, line.number, f"CPUs={cpus} (NodeName={line.name})",
+                    f"renders as CPUs={sockets * cores * threads} "
+                    "(Sockets x CoresPerSocket x ThreadsPerCore)")
+    state = params.get("state", ("", "UNKNOWN"))[1]
+    if state.upper() != "UNKNOWN":
+        report.drop(file, line.number, f"State={state} (NodeName={line.name})",
+                    "nodes render State=UNKNOWN")
+    gres = params.get("gres")
+    gpu = _gres(gres[1], line, report, file) if gres and gres[1] else None
+    features = []
+    for key in ("feature", "features"):
+        for f in params.get(key, ("", ""))[1].split(","):
+            if f and _NAME.match(f):
+                features.append(f)
+            elif f:
+                report.drop(file, line.number, f"Feature {f}", "not a spec name")
+    node = NodeDef(line, hosts, sockets, cores, threads, _int(params, "realmemory", 1), gpu,
+                   features, _int(params, "weight", 1))
+    if "nodeaddr" in params:
+        node.addrs = _addresses(params["nodeaddr"][1], node, report, file)
+    return node
+
+
+def _addresses(value: str, node: NodeDef, report: Report, file: str) -> list[str]:
+    """NodeAddr as IPv4 addresses, one per host, consecutive (the spec's group blocks)."""
+    try:
+        addrs = [ipaddress.IPv4Address(a) for a in hostlist.expand(value)]
+    except (ValueError, hostlist.HostlistError):
+        report.drop(file, node.line.number, f"NodeAddr={value}",
+                    "not IPv4 addresses; slurmctld will resolve the node names instead")
+        return []
+    if len(addrs) != len(node.hosts) or any(
+            int(b) - int(a) != 1 for a, b in zip(addrs, addrs[1:])):
+        report.drop(file, node.line.number, f"NodeAddr={value}", "the spec gives a node "
+                    "group consecutive addresses, one per host; these are not")
+        return []
+    return [str(a) for a in addrs]
+
+
+def node_defs(lines: list[ConfLine], report: Report, file: str) -> list[NodeDef]:
+    defaults: dict = {}
+    out = []
+    for line in lines:
+        params = line.params()
+        if line.name.upper() == "DEFAULT":
+            defaults = {**defaults, **params}
+            continue
+        try:
+            node = node_def(line, {**defaults, **params}, report, file)
+        except ValueError as exc:
+            report.drop(file, line.number, line.text, f"unreadable number: {exc}")
+            continue
+        if node:
+            out.append(node)
+    return out
+
+
+def _class_key(n: NodeDef) -> tuple:
+    return (n.sockets, n.cores, n.threads, n.memory, n.gpu)
+
+
+def classes(nodes: list[NodeDef]) -> tuple[list[dict], dict[tuple, str]]:
+    """One node class per distinct hardware shape, named after it."""
+    out, names = [], {}
+    for n in nodes:
+        key = _class_key(n)
+        if key in names:
+            continue
+        cpus = n.sockets * n.cores * n.threads
+        name = f"c{cpus}-m{n.memory}" + (f"-{n.gpu[0]}x{n.gpu[1]}" if n.gpu else "")
+        names[key] = name
+        cls = {"name": name, "sockets": n.sockets, "cores_per_socket": n.cores,
+               "threads_per_core": n.threads, "memory_mb": max(n.memory, 256)}
+        if n.gpu:
+            cls["gpus"] = {"model": n.gpu[0], "product": n.gpu[0], "count": n.gpu[1],
+                           "memory_gb": PLACEHOLDER_GPU_MEMORY_GB}
+        out.append(cls)
+    return out, names
+
+
+def group(n: NodeDef, cls: str, hosts: list[str], roles: list[str], segment: str,
+          addr: str | None) -> dict:
+    g = {"hosts": hostlist.compress(hosts), "class": cls, "plane": "slurm", "roles": roles}
+    if addr:
+        g["addresses"] = {segment: addr}
+    slurm = {"real_memory_mb": n.memory}
+    if n.gpu:
+        slurm["gres_count"] = n.gpu[1]
+    if n.weight != 1:
+        slurm["weight"] = n.weight
+    if n.features:
+        slurm["features"] = n.features
+    g["slurm"] = slurm
+    return g

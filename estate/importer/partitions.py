@@ -1,0 +1,83 @@
+"""PartitionName lines into spec partitions."""
+from __future__ import annotations
+
+from estate.importer.parse import ConfLine
+from estate.importer.report import Report
+from estate.spec import hostlist
+
+_LISTS = {"allowaccounts": "allow_accounts", "denyaccounts": "deny_accounts",
+          "allowqos": "allow_qos", "allowgroups": "allow_groups"}
+_INTS = {"prioritytier": "priority_tier", "gracetime": "grace_time_s",
+         "maxmempernode": "max_mem_per_node_mb", "defcpupergpu": "def_cpu_per_gpu",
+         "defmempergpu": "def_mem_per_gpu_mb"}
+
+
+def _time(value: str) -> str:
+    return "INFINITE" if value.upper() in ("UNLIMITED", "INFINITE") else value
+
+
+def _setting(p: dict, key: str, value: str) -> bool:
+    """Set one partition key; False when the spec has no field for it."""
+    if key == "default":
+        p["default"] = value.upper() == "YES"
+    elif key == "maxtime":
+        p["max_time"] = _time(value)
+    elif key == "defaulttime":
+        p["default_time"] = _time(value)
+    elif key == "hidden":
+        p["hidden"] = value.upper() == "YES"
+    elif key == "qos":
+        p["qos"] = value
+    elif key in _LISTS and value.upper() != "ALL":
+        p[_LISTS[key]] = value.split(",")
+    elif key in _INTS and value.isdigit():
+        p[_INTS[key]] = int(value)
+    elif key == "oversubscribe":
+        p["oversubscribe"] = value.upper()
+    elif key == "preemptmode" and value.lower() in ("off", "cancel", "requeue", "suspend"):
+        p["preempt_mode"] = value.lower()
+    elif key == "tresbillingweights":
+        p["tres_billing_weights"] = {k: float(v) for k, v in
+                                     (i.split("=") for i in value.split(","))}
+    elif key == "state" and value.upper() == "UP":
+        pass
+    else:
+        return False
+    return True
+
+
+def partitions(lines: list[ConfLine], all_hosts: list[str], report: Report,
+               file: str) -> list[dict]:
+    defaults: dict = {}
+    out = []
+    for line in lines:
+        params = line.params()
+        if line.name.upper() == "DEFAULT":
+            defaults = {**defaults, **params}
+            continue
+        params = {**defaults, **params}
+        written, nodes = params.pop("nodes", ("Nodes", ""))
+        if nodes.upper() == "ALL":
+            nodes = hostlist.compress(all_hosts)
+        try:
+            nodes = hostlist.compress(hostlist.expand(nodes))
+        except hostlist.HostlistError as exc:
+            report.drop(file, line.number, line.text, f"Nodes: {exc}")
+            continue
+        if not nodes:
+            report.drop(file, line.number, line.text, "a partition without nodes")
+            continue
+        p = {"name": line.name, "nodes": nodes}
+        for key, (k, value) in params.items():
+            try:
+                ok = _setting(p, key, value)
+            except ValueError:
+                ok = False
+            if not ok:
+                report.drop(file, line.number, f"{k}={value} (PartitionName={line.name})",
+                            "the spec has no partition setting for this value")
+        if "default_time" not in p:
+            # Slurm's: no DefaultTime means MaxTime; Estate would cap it at an hour
+            p["default_time"] = p.get("max_time", "INFINITE")
+        out.append(p)
+    return out
