@@ -188,6 +188,13 @@ def gpu_isolation(ctx):
                       f"from unprivileged containers ({ENVVAR_KEY} is not false): a pod "
                       "setting it to 'all' sees every GPU of its node",
                       "fix the renderer: set it false and pass devices as volume mounts")
+    if not envvar_ok:
+        for path, container in _plugin_containers(ctx):
+            if not (container.get("securityContext") or {}).get("privileged"):
+                yield Problem(path, f"device plugin container '{container.get('name')}' is "
+                              "unprivileged, and the toolkit gives unprivileged containers no "
+                              "GPU by NVIDIA_VISIBLE_DEVICES: the plugin finds no GPU and "
+                              "fails to start", "fix the renderer: run the plugin privileged")
     for path, name, config in configs:
         strategy = ((config.get("flags") or {}).get("plugin") or {}).get("deviceListStrategy")
         strategies = [strategy] if isinstance(strategy, str) else list(strategy or ["envvar"])
@@ -200,6 +207,18 @@ def gpu_isolation(ctx):
                           "NVIDIA_VISIBLE_DEVICES, which the toolkit ignores from "
                           "unprivileged containers: pods get no GPU",
                           "fix the renderer: deviceListStrategy volume-mounts")
+
+
+def _plugin_containers(ctx):
+    """(artifact path, container) for every container running the device plugin binary."""
+    for a in plane_artifacts(ctx.artifacts, MANIFESTS):
+        for doc in _dicts(a):
+            if doc.get("kind") != "DaemonSet":
+                continue
+            pod = ((doc.get("spec") or {}).get("template") or {}).get("spec") or {}
+            for c in pod.get("containers") or []:
+                if isinstance(c, dict) and "nvidia-device-plugin" in (c.get("command") or []):
+                    yield a.path, c
 
 
 def _toml(content: bytes) -> dict:

@@ -162,8 +162,9 @@ def build_device_plugin(estate: Estate, source: str) -> list[Artifact]:
     if not any(n.is_gpu_worker for n in plane_nodes(estate)):
         return []
     configs = device_plugin_configs(estate)
-    # MIG needs SYS_ADMIN in the plugin (as NVIDIA's chart grants); otherwise drop all.
-    mig = any(c["flags"]["migStrategy"] != "none" for c in configs.values())
+    # The plugin enumerates every GPU of its node, and the toolkit ignores
+    # NVIDIA_VISIBLE_DEVICES from unprivileged containers (TOOLKIT_SETTINGS): it runs
+    # privileged (which also covers MIG's SYS_ADMIN); its config sidecar drops everything.
     text = _render("device-plugin.yaml.j2", estate, source, name=DEVICE_PLUGIN_NAME,
                    namespace=DEVICE_PLUGIN_NAMESPACE, image=DEVICE_PLUGIN_IMAGE,
                    configs={k: dumped(to_yaml(v) + "\n") for k, v in configs.items()},
@@ -172,9 +173,9 @@ def build_device_plugin(estate: Estate, source: str) -> list[Artifact]:
                    tolerations=[{"key": GPU_RESOURCE, "operator": "Exists",
                                  "effect": "NoSchedule"},
                                 {"key": "CriticalAddonsOnly", "operator": "Exists"}],
-                   security=({"capabilities": {"add": ["SYS_ADMIN"]}} if mig else
-                             {"allowPrivilegeEscalation": False,
-                              "capabilities": {"drop": ["ALL"]}}))
+                   security={"allowPrivilegeEscalation": False,
+                             "capabilities": {"drop": ["ALL"]}},
+                   plugin_security={"privileged": True})
     return [_manifest("20-device-plugin.yaml", text, estate)]
 
 

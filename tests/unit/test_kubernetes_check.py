@@ -163,6 +163,11 @@ def _set(path: list, value):
 
 
 TAMPER = [
+    # the device plugin unprivileged, under a toolkit that ignores the devices variable then
+    ("kubernetes/manifests/20-device-plugin.yaml",
+     _set([4, "spec", "template", "spec", "containers", 1, "securityContext"],
+          {"privileged": False}),
+     "kubernetes.gpu_isolation", "the plugin finds no GPU and fails to start"),
     # a device plugin passing GPUs only as NVIDIA_VISIBLE_DEVICES, which the toolkit ignores
     ("kubernetes/manifests/20-device-plugin.yaml",
      _set([3, "data", "default"], "version: v1\nflags:\n  plugin:\n"
