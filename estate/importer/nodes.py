@@ -5,7 +5,7 @@ import ipaddress
 import re
 from dataclasses import dataclass, field
 
-from estate.importer.parse import ConfLine
+from estate.importer.parse import ConfLine, with_defaults
 from estate.importer.report import Report
 from estate.spec import hostlist
 
@@ -116,15 +116,10 @@ def _addresses(value: str, node: NodeDef, report: Report, file: str) -> list[str
 
 
 def node_defs(lines: list[ConfLine], report: Report, file: str) -> list[NodeDef]:
-    defaults: dict = {}
     out = []
-    for line in lines:
-        params = line.params()
-        if line.name.upper() == "DEFAULT":
-            defaults = {**defaults, **params}
-            continue
+    for line, params in with_defaults(lines):
         try:
-            node = node_def(line, {**defaults, **params}, report, file)
+            node = node_def(line, params, report, file)
         except ValueError as exc:
             report.drop(file, line.number, line.text, f"unreadable number: {exc}")
             continue

@@ -81,6 +81,18 @@ def _pairs(text: str) -> list[tuple[str, str]]:
     return pairs
 
 
+def with_defaults(lines: list[ConfLine]):
+    """(line, its parameters over the DEFAULT lines before it): Slurm's NodeName=DEFAULT and
+    PartitionName=DEFAULT set values for the lines after them, not a node or partition."""
+    defaults: dict = {}
+    for line in lines:
+        params = line.params()
+        if line.name.upper() == "DEFAULT":
+            defaults = {**defaults, **params}
+            continue
+        yield line, {**defaults, **params}
+
+
 def parse(text: str) -> list[ConfLine]:
     lines = []
     for number, whole in logical_lines(text):

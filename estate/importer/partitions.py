@@ -1,7 +1,7 @@
 """PartitionName lines into spec partitions."""
 from __future__ import annotations
 
-from estate.importer.parse import ConfLine
+from estate.importer.parse import ConfLine, with_defaults
 from estate.importer.report import Report
 from estate.spec import hostlist
 
@@ -48,14 +48,8 @@ def _setting(p: dict, key: str, value: str) -> bool:
 
 def partitions(lines: list[ConfLine], all_hosts: list[str], report: Report,
                file: str) -> list[dict]:
-    defaults: dict = {}
     out = []
-    for line in lines:
-        params = line.params()
-        if line.name.upper() == "DEFAULT":
-            defaults = {**defaults, **params}
-            continue
-        params = {**defaults, **params}
+    for line, params in with_defaults(lines):
         written, nodes = params.pop("nodes", ("Nodes", ""))
         if nodes.upper() == "ALL":
             nodes = hostlist.compress(all_hosts)
