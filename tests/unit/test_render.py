@@ -106,19 +106,3 @@ def test_apply_only_names_real_deploys(tmp_path):
                                       "--only", "common,storge"])
     assert result.exit_code == 1
     assert "no deploy named storge" in result.output
-
-
-def test_tres_weights_without_accounting_keep_the_tres_tracked(tmp_path):
-    """PriorityWeightTRES may weigh only tracked TRES: slurmctld exits with 'TRES weight
-    GRES:gpu is not a configured TRES type' unless AccountingStorageTRES names it, also
-    when no slurmdbd is configured (found by bench/bench_scale.py's slurmctld run)."""
-    import yaml
-    from tests.unit.checkutil import spec_dict
-    data = spec_dict("lab")
-    del data["slurm"]["accounting"]
-    path = tmp_path / "noacct.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    result = build(path)
-    conf = result.artifacts["slurm/slurm.conf"].content.decode()
-    assert "PriorityWeightTRES=GRES/gpu=2000" in conf
-    assert "AccountingStorageTRES=gres/gpu" in conf
