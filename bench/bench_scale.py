@@ -19,7 +19,7 @@ why (everything else is the rendered file, byte for byte):
   directory each run);
 - AuthInfo=socket=...: the socket of a munged started for this benchmark (own key);
 - AuthAltParameters jwt_key=...: a random key in the temp dir (auth/jwt refuses a missing one);
-- AccountingStorage*: accounting_storage/none. No slurmdbd runs here, and a slurmctld
+- AccountingStorage* and PriorityWeightTRES (GRES weights need slurmdbd): accounting_storage/none. No slurmdbd runs here, and a slurmctld
   that enforces associations with no database and no saved state refuses to start.
 
 The slurmctld series run last, all under one hold of ``flock /tmp/estate-lab.lock``
@@ -105,7 +105,8 @@ def ctld_conf(rendered: Path, tmp: Path, socket: Path) -> tuple[Path, str, list[
         key = line.split("=", 1)[0]
         if key in subs:
             line = f"{key}={subs[key]}"
-        elif key.startswith("AccountingStorage") or key == "AuthInfo":
+        elif key.startswith("AccountingStorage") or key == "AuthInfo" \
+                or key == "PriorityWeightTRES":   # GRES weights need slurmdbd (fatal without)
             continue
         out.append(line)
     out.append(f"AuthInfo=socket={socket}")

@@ -453,3 +453,18 @@ def unknown_tres(estate):
             yield problem(loc, f"'{key}' is no TRES of this estate (GresTypes=gpu, GPU "
                           f"types: {', '.join(sorted(models)) or 'none'}), so the "
                           "weight counts nothing", "use CPU, Mem, Node or GRES/gpu[:TYPE]")
+
+
+@validator("slurm.tres_weight_without_accounting", E, "slurm",
+           "priority.tres weighs a GRES while no slurmdbd tracks it")
+def tres_weight_without_accounting(estate):
+    slurm = estate.spec.slurm
+    if slurm.accounting:
+        return
+    for key in slurm.priority.tres:
+        if key.upper().startswith("GRES/"):
+            yield problem(("slurm", "priority", "tres", key), f"PriorityWeightTRES weighs "
+                          f"{key}, which Slurm tracks only with slurmdbd: slurmctld exits "
+                          "('slurmdbd is required to run with TRES gres/gpu', or 'not a "
+                          "configured TRES type' without AccountingStorageTRES)",
+                          "set slurm.accounting, or drop the GRES weight")

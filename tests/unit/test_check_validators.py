@@ -40,6 +40,8 @@ NFS_GPU1 = {"name": "nfs", "to": "nfs1", "segment": "storage", "port": 2049,
 
 # (validator id, severity, base spec, edits {path: value}, expected finding path)
 CASES = [
+    ("slurm.tres_weight_without_accounting", E, "lab", {"slurm.accounting": None},
+     "slurm.priority.tres.GRES/gpu"),
     # network
     ("network.duplicate_segment", E, "prod", {"segments[3].name": "fabric"}, "segments[3].name"),
     ("network.duplicate_vlan", W, "prod", {"segments[1].vlan": 100}, "segments[1].vlan"),
