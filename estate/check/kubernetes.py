@@ -68,6 +68,28 @@ def control_plane(estate):
                           "add k8s_control_plane to its group's roles")
 
 
+# Kubernetes' documented scale envelope (kubernetes.io/docs/setup/best-practices/cluster-large):
+# beyond it the control plane needs tuning that Estate does not render.
+MAX_CLUSTER_NODES = 5000
+
+
+@validator("kubernetes.plane_too_large", W, "kubernetes",
+           "more Kubernetes-plane nodes than upstream's 5,000-node envelope")
+def plane_too_large(estate):
+    if not _plane(estate):
+        return
+    groups = [(gi, len(hosts)) for gi, (group, hosts)
+              in enumerate(zip(estate.spec.nodes, estate.group_hosts))
+              if group.plane == "kubernetes"]
+    total = sum(n for _, n in groups)
+    if total > MAX_CLUSTER_NODES:
+        gi = max(groups, key=lambda g: g[1])[0]
+        yield problem(("nodes", gi, "hosts"), f"the Kubernetes plane has {total} nodes; "
+                      f"upstream supports at most {MAX_CLUSTER_NODES} per cluster",
+                      "move nodes to the Slurm plane, or split the service plane into "
+                      "several estates (one cluster each)")
+
+
 @validator("kubernetes.control_plane_not_listed", W, "kubernetes",
            "a k8s_control_plane node missing from kubernetes.control_plane")
 def control_plane_not_listed(estate):

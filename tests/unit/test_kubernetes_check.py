@@ -84,6 +84,8 @@ CASES = [
      {"storage.exports[1].name": "Model_Store", "storage.mounts[1].export": "Model_Store",
       "kubernetes.tenants[0].storage[0].export": "Model_Store"},
      "storage.exports[1].name"),
+    ("kubernetes.plane_too_large", W, "lab", {"nodes[5].hosts": "inf[0001-5000]"},
+     "nodes[5].hosts"),
     ("kubernetes.yaml_word", E, "lab", {"kubernetes.tenants[0].cohort": "on"},
      "kubernetes.tenants[0].cohort"),
 ]
