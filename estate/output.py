@@ -15,7 +15,6 @@ from enum import Enum
 
 import typer
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from estate.findings import Finding, Severity
@@ -147,6 +146,7 @@ def print_rows(title: str | None, header: list[str], rows: list[list], output: O
             typer.echo(title)
         echo_columns(header, [[str(c) for c in row] for row in rows])
         return
+    from rich.table import Table   # a table only on a terminal: 40 ms of imports
     table = Table(title=title)
     for col in header:
         table.add_column(col)

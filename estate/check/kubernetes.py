@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import re
 
-import kubernetes_validate
-
 from estate.check._common import HostSet, group_of, hosts_where, parse_hosts, problem
 from estate.check.findings import Severity
-from estate.check.kubernetes_schema import MIN_MINOR, label_problems, schema_version
+from estate.check.kubernetes_schema import (MIN_MINOR, label_problems, schema_version,
+                                            shipped_versions)
 from estate.check.registry import validator
 from estate.model import kubernetes as k8s
 from estate.spec.types import DNS_LABEL, DNS_SUBDOMAIN, LABEL_VALUE
@@ -46,7 +45,7 @@ def version(estate):
                       f"{k8s.KUBEADM_API} API, which Estate writes",
                       f"use 1.{MIN_MINOR} or newer")
     elif schema_version(v) is None:
-        shipped = ", ".join(kubernetes_validate.utils.all_versions())
+        shipped = ", ".join(shipped_versions())
         yield problem(("kubernetes", "version"), f"no API schema for Kubernetes {v} to "
                       f"validate the manifests against (have {shipped})",
                       "pick a version whose minor has a schema, or upgrade kubernetes-validate")

@@ -49,7 +49,13 @@ def schema_version(version: str) -> str | None:
     if not m:
         return None
     want = f"{m.group(1)}.{m.group(2)}.0"
-    return want if want in kubernetes_validate.utils.all_versions() else None
+    return want if want in shipped_versions() else None
+
+
+@lru_cache(maxsize=1)
+def shipped_versions() -> tuple[str, ...]:
+    """The schema sets kubernetes-validate ships (a directory listing: once per process)."""
+    return tuple(kubernetes_validate.utils.all_versions())
 
 
 def label_problems(key: str, value: str) -> list[str]:

@@ -5,10 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-import yaml
-
-from estate.importer.mapping import Sources, import_slurm
-from estate.importer.roundtrip import report_differences
 
 
 def _read(path: Path | None) -> str | None:
@@ -17,6 +13,11 @@ def _read(path: Path | None) -> str | None:
 
 def run(slurm_conf: Path, gres: Path | None, topology: Path | None, cgroup: Path | None,
         out: Path, strict: bool) -> int:
+    # imported here: every other command pays for the importer otherwise
+    import yaml
+
+    from estate.importer.mapping import Sources, import_slurm
+    from estate.importer.roundtrip import report_differences
     from estate.render.artifacts import write_file
     src = Sources(slurm_conf.read_text(), _read(gres), _read(topology), _read(cgroup),
                   str(slurm_conf), str(gres), str(topology), str(cgroup))
