@@ -243,6 +243,31 @@ def real_memory_exceeds(estate):
                           f"set it below {g.cls.memory_mb}, leaving room for the OS")
 
 
+@validator("slurm.core_spec_exceeds", E, "slurm",
+           "CoreSpecCount that leaves a node no core for jobs")
+def core_spec_exceeds(estate):
+    for g in model(estate).groups:
+        spec = g.spec.slurm.core_spec_count
+        if g.cls and g.slurm_compute and spec and spec >= g.cls.sockets * g.cls.cores_per_socket:
+            cores = g.cls.sockets * g.cls.cores_per_socket
+            yield problem(("nodes", g.index, "slurm", "core_spec_count"), f"core_spec_count "
+                          f"{spec} keeps all {cores} cores of class '{g.cls.name}' for the "
+                          "system; no job could run there", f"keep fewer than {cores} cores "
+                          "(1 or 2 per socket is usual)")
+
+
+@validator("slurm.mem_spec_exceeds", E, "slurm",
+           "MemSpecLimit that leaves a node no memory for jobs")
+def mem_spec_exceeds(estate):
+    for g in model(estate).groups:
+        spec = g.spec.slurm.mem_spec_limit_mb
+        if g.cls and g.slurm_compute and spec and spec >= g.real_memory:
+            yield problem(("nodes", g.index, "slurm", "mem_spec_limit_mb"), f"mem_spec_limit_mb "
+                          f"{spec} keeps all of RealMemory ({g.real_memory} MB) for the "
+                          "system; no job could get memory there",
+                          f"set it well below {g.real_memory} (a few GB is usual)")
+
+
 def _needs_node_addr(estate):
     """Groups slurm.conf names with an address: compute nodes and controllers."""
     controllers = HostSet.names(estate.spec.slurm.controllers)
@@ -423,8 +448,9 @@ def gpu_defaults_exceed_node(estate):
     for i, part in enumerate(estate.spec.slurm.partitions):
         cpu, mem = per_gpu.get(part.name, (None, None))
         for line in members.get(part.name, []):
-            for key, want, have in (("def_cpu_per_gpu", cpu, line.cpus),
-                                    ("def_mem_per_gpu_mb", mem, line.real_memory)):
+            # what jobs may get: CoreSpecCount and MemSpecLimit are the system's
+            for key, want, have in (("def_cpu_per_gpu", cpu, line.job_cpus),
+                                    ("def_mem_per_gpu_mb", mem, line.job_memory)):
                 if want and line.gres_count and want * line.gres_count > have:
                     yield problem(("slurm", "partitions", i, key), f"{key} {want} times the "
                                   f"{line.gres_count} GPUs of {line.hostlist} is more than "

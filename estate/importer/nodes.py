@@ -8,11 +8,14 @@ from dataclasses import dataclass, field
 from estate.importer.parse import ConfLine, with_defaults
 from estate.importer.report import Report
 from estate.spec import hostlist
+from estate.spec.model import FEATURE_PATTERN
 
 # NodeName keys the spec expresses; every other key on a node line is reported.
 _NODE_KEYS = {"cpus", "sockets", "corespersocket", "threadspercore", "realmemory", "gres",
-              "feature", "features", "weight", "nodeaddr", "state"}
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
+              "feature", "features", "weight", "nodeaddr", "state", "corespeccount",
+              "memspeclimit"}
+# a feature the spec takes: the spec's own rule (CPU_GEN:SKX is one)
+_FEATURE = re.compile(FEATURE_PATTERN)
 PLACEHOLDER_GPU_MEMORY_GB = 1   # slurm.conf has no GPU memory; the class says so
 
 
@@ -27,6 +30,8 @@ class NodeDef:
     gpu: tuple[str, int] | None            # (type, count)
     features: list[str]
     weight: int
+    core_spec: int | None = None
+    mem_spec: int | None = None
     addrs: list[str] = field(default_factory=list)
 
 
@@ -88,12 +93,13 @@ def node_def(line: ConfLine, params: dict, report: Report, file: str) -> NodeDef
     features = []
     for key in ("feature", "features"):
         for f in params.get(key, ("", ""))[1].split(","):
-            if f and _NAME.match(f):
+            if f and _FEATURE.match(f):
                 features.append(f)
             elif f:
                 report.drop(file, line.number, f"Feature {f}", "not a spec name")
     node = NodeDef(line, hosts, sockets, cores, threads, _int(params, "realmemory", 1), gpu,
-                   features, _int(params, "weight", 1))
+                   features, _int(params, "weight", 1), _int(params, "corespeccount"),
+                   _int(params, "memspeclimit"))
     if "nodeaddr" in params:
         node.addrs = _addresses(params["nodeaddr"][1], node, report, file)
     return node
@@ -163,5 +169,9 @@ def group(n: NodeDef, cls: str, hosts: list[str], roles: list[str], segment: str
         slurm["weight"] = n.weight
     if n.features:
         slurm["features"] = n.features
+    if n.core_spec:
+        slurm["core_spec_count"] = n.core_spec
+    if n.mem_spec:
+        slurm["mem_spec_limit_mb"] = n.mem_spec
     g["slurm"] = slurm
     return g

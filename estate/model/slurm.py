@@ -31,10 +31,22 @@ class NodeLine:
     gres_count: int
     features: tuple[str, ...]
     weight: int
+    core_spec_count: int | None = None
+    mem_spec_limit: int | None = None
 
     @property
     def hostlist(self) -> Hostlist:
         return Hostlist(self.names)
+
+    @property
+    def job_cpus(self) -> int:
+        """CPUs jobs may get: CoreSpecCount's cores (with their threads) are the system's."""
+        return self.cpus - (self.core_spec_count or 0) * self.threads_per_core
+
+    @property
+    def job_memory(self) -> int:
+        """Memory (MB) jobs may get: RealMemory less MemSpecLimit."""
+        return self.real_memory - (self.mem_spec_limit or 0)
 
     @property
     def addr_list(self) -> Hostlist:
@@ -64,14 +76,16 @@ def node_lines(estate: Estate) -> list[NodeLine]:
         block = blocks.get((g.index, seg))
         # groups with and without an address never share a line: NodeAddr must list
         # one address per name or none
+        ns = g.spec.slurm
         key = (cls.sockets, cls.cores_per_socket, cls.threads_per_core, g.real_memory, gpu,
-               count, tuple(g.spec.slurm.features), g.spec.slurm.weight, block is None)
+               count, tuple(ns.features), ns.weight, ns.core_spec_count, ns.mem_spec_limit_mb,
+               block is None)
         line = lines.get(key)
         if line is None:
             line = lines[key] = NodeLine(
                 [], [], cls.cpus, cls.sockets, cls.cores_per_socket, cls.threads_per_core,
                 key[3], f"gpu:{gpu}:{count}" if count else None, gpu, count,
-                key[6], key[7])
+                key[6], key[7], key[8], key[9])
         line.names.extend(g.hosts.ranges)
         if block:
             line.addrs.extend(address_ranges(block.first, block.count))
@@ -79,12 +93,13 @@ def node_lines(estate: Estate) -> list[NodeLine]:
 
 
 def def_mem_per_cpu(estate: Estate, lines: list[NodeLine]) -> dict[str, int]:
-    """Partition -> DefMemPerCPU: the smallest RealMemory/CPUs among its nodes.
+    """Partition -> DefMemPerCPU: the smallest memory per CPU jobs may get among its nodes.
 
     With CR_Core_Memory and no default, a job is given all of a node's memory, so
     two 1-GPU jobs could never share a 2-GPU node (measured on real slurmctld).
     """
-    sets = [(HostSet.of(line.names), line.real_memory // line.cpus) for line in lines]
+    sets = [(HostSet.of(line.names), line.job_memory // max(line.job_cpus, 1))
+            for line in lines]
     out = {}
     for part in model(estate).partitions:
         per_cpu = [mem for hosts, mem in sets if hosts & part.members]
@@ -109,7 +124,7 @@ def def_per_gpu(estate: Estate, lines: list[NodeLine]) -> dict[str, tuple[int, i
     none (no one share fits all); the spec's def_cpu_per_gpu/def_mem_per_gpu_mb win."""
     out = {}
     for part, plines in partition_lines(estate, lines).items():
-        shapes = {(ln.cpus, ln.real_memory, ln.gres_count) for ln in plines}
+        shapes = {(ln.job_cpus, ln.job_memory, ln.gres_count) for ln in plines}
         if len(shapes) == 1:
             cpus, mem, gpus = next(iter(shapes))
             if gpus:

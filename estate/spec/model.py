@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from estate.catalogue import SPEC_ROLES
 from estate.spec.bounds import (IPv4, BlockSize, CoresPerSocket, Fairshare, GpuMemoryGB,
                                  GpuQuota, GresCount, IPv4Cidr, K8sPriority, LinkGbps, MemoryMB,
-                                 MAX_CORES_PER_SOCKET, SLURM_UINT32_MAX, Reserved,
+                                 MAX_CORES_PER_SOCKET, MAX_SOCKETS, SLURM_UINT32_MAX, Reserved,
                                  SlurmMemoryMB, SlurmPriority, SlurmWeight, Sockets)
 from estate.spec.types import (AbsolutePath, AptSource, DevicePrefix, FreeText, LabelKey,
                                LabelValue, OptionList, OwnedDirectory, SchedulerValue,
@@ -81,12 +81,23 @@ class NodeClass(Strict):
         return self.gpus.count if self.gpus else 0
 
 
+# A node feature as --constraint names it: a word, or a word with a value (CPU_GEN:SKX).
+# Slurm's constraint operators (& | * [ ] ( ) ! , and blanks) cannot appear in one.
+FEATURE_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.:=+-]*$"
+SlurmFeature = Annotated[str, StringConstraints(pattern=FEATURE_PATTERN, max_length=63)]
+
+
 class NodeSlurm(Strict):
     """Per-group Slurm overrides; defaults derive from the node class."""
     real_memory_mb: SlurmMemoryMB | None = None
     gres_count: GresCount | None = None
     weight: SlurmWeight = 1
-    features: list[Name] = []
+    features: list[SlurmFeature] = []
+    core_spec_count: int | None = Field(None, ge=1, le=MAX_SOCKETS * MAX_CORES_PER_SOCKET,
+                                        description="CoreSpecCount: cores kept for the "
+                                        "system (slurmd, the OS), never given to jobs.")
+    mem_spec_limit_mb: SlurmMemoryMB | None = Field(None, description="MemSpecLimit: "
+                                                    "memory (MB) kept for the system.")
 
 
 class NodeGroup(Strict):

@@ -105,6 +105,10 @@ def expected_nodes(estate: Estate) -> dict[str, dict[str, str]]:
                    "RealMemory": str(line.real_memory), "Gres": line.gres or "(null)",
                    "AvailableFeatures": ",".join(line.features) or "(null)",
                    "Weight": str(line.weight)}
+            if line.core_spec_count:    # scontrol prints them only when set
+                exp["CoreSpecCount"] = str(line.core_spec_count)
+            if line.mem_spec_limit:
+                exp["MemSpecLimit"] = str(line.mem_spec_limit)
             if i < len(addrs):
                 exp["NodeAddr"] = addrs[i]
             out[name] = exp

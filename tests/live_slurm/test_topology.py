@@ -1,6 +1,7 @@
 """Two leaf switches on real Slurm (tests/live_slurm/two_leaf.yaml, no accounting):
 topology/tree places a --switches=1 job under one leaf, and only topology explains
-where jobs land."""
+where jobs land. The same cluster proves node settings: a feature with a value as a
+constraint, and CoreSpecCount/MemSpecLimit taken out of what jobs get."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -60,3 +61,23 @@ def test_a_partition_restricted_to_one_class(lab):
                    'echo "$(hostname) $CUDA_VISIBLE_DEVICES"')
     host, devices = out.split()
     assert host in {"gpu3", "gpu4"} and devices == "0"
+
+
+def test_a_feature_with_a_value_is_a_constraint(lab):
+    nodes = set(lab.srun("-N2", "--constraint=cpu_gen:zen3", "hostname").split())
+    assert nodes == {"gpu3", "gpu4"}, nodes
+
+
+def test_specialized_cores_and_memory_are_not_the_jobs(lab):
+    # gpu-1x: 4 cores, 4096 MB; CoreSpecCount=1, MemSpecLimit=512 -> 3 CPUs, 3584 MB per GPU
+    part = lab.view().partitions["l4"]
+    assert "DefCpuPerGPU=3,DefMemPerGPU=3584" in part["JobDefaults"], part
+    job = lab.sbatch("-p", "l4", "--gres=gpu:1", "--wrap", "sleep 30")
+    assert lab.wait_jobs([job], "RUNNING", 30)[job].startswith("RUNNING")
+    shown = lab.run(lab.client(), ["scontrol", "show", "job", job]).stdout
+    assert "NumCPUs=3 " in shown and "TRES=cpu=3,mem=3.50G," in shown, shown
+    lab.run(lab.client(), ["scancel", job])
+    # all four cores are not there for jobs: the node offers 3
+    out = lab.run(lab.client(), ["sbatch", "--parsable", "-p", "l4", "-N1", "-w", "gpu3", "-n", "4",
+                           "--wrap", "true"], check=False)
+    assert out.returncode != 0 and "not available" in out.stderr, (out.stdout, out.stderr)

@@ -167,3 +167,15 @@ def test_cgroup_conf_lines_are_reported_as_estates_own():
                         cgroup="# c\nConstrainCores=yes\nConstrainRAMSpace=yes\n")
     assert [(d.file, d.line) for d in report.dropped] == [("cgroup.conf", 2),
                                                           ("cgroup.conf", 3)]
+
+
+def test_features_with_values_and_specialized_resources_are_kept():
+    doc, report = _import("ClusterName=x\nSlurmctldHost=head\n"
+                          "NodeName=cn[1-2] Sockets=2 CoresPerSocket=8 RealMemory=64000 "
+                          "Features=CPU_GEN:SKX,ib CoreSpecCount=2 MemSpecLimit=4096\n"
+                          "PartitionName=p Nodes=cn[1-2] Default=YES\n")
+    group = next(g for g in doc["nodes"] if g["hosts"] == "cn[1-2]")
+    assert group["slurm"] == {"real_memory_mb": 64000, "features": ["CPU_GEN:SKX", "ib"],
+                              "core_spec_count": 2, "mem_spec_limit_mb": 4096}
+    assert not [d for d in report.dropped if "cn[1-2]" in d.text or "Feature" in d.text]
+    Spec.model_validate(doc)

@@ -156,3 +156,25 @@ def test_scheduler_parameters_are_flags_or_numbers():
         assert [f.id for f in findings_for(data)
                 if f.path == "slurm.scheduler_parameters.bf_window"] == \
             ["schema.scheduler_value"], bad
+
+
+# --- node settings -------------------------------------------------------------------
+
+def test_node_line_carries_valued_features_and_specialized_resources():
+    data = spec_dict("lab")
+    data["nodes"][2]["slurm"] |= {"features": ["a100", "CPU_GEN:ZEN3"], "core_spec_count": 1,
+                                  "mem_spec_limit_mb": 1024}
+    conf = render(data)["slurm/slurm.conf"]
+    line = next(l for l in conf.splitlines() if l.startswith("NodeName=gpu[1-2] "))
+    words = dict(w.split("=", 1) for w in line.split())
+    assert (words["Features"], words["CoreSpecCount"], words["MemSpecLimit"]) == \
+        ("a100,CPU_GEN:ZEN3", "1", "1024")
+    # jobs get 3 of the 4 cores and 7680 - 1024 MB: the GPU defaults follow
+    part = partition_line(conf, "gpu")
+    assert (part["DefCpuPerGPU"], part["DefMemPerGPU"]) == ("1", "3328")
+
+
+def test_a_feature_with_a_constraint_operator_is_refused():
+    data = spec_dict("lab")
+    data["nodes"][2]["slurm"]["features"] = ["a100|h100"]
+    assert any(f.path == "nodes[2].slurm.features[0]" for f in findings_for(data))
