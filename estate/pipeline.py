@@ -74,7 +74,7 @@ def build(spec_path: str | Path, render: bool = True) -> Build:
         if loaded.spec is None:
             return result
         stage = "check"
-        result.estate = Estate(loaded.spec)
+        result.estate = Estate(loaded.spec, loaded.files)
         locate = loaded.source.locate
         result.findings += check_spec(result.estate, locate)
         if has_errors(result.findings) or not render:

@@ -494,3 +494,29 @@ def tres_weight_without_accounting(estate):
                           "('slurmdbd is required to run with TRES gres/gpu', or 'not a "
                           "configured TRES type' without AccountingStorageTRES)",
                           "set slurm.accounting, or drop the GRES weight")
+
+
+@validator("slurm.prolog_flags", E, "slurm",
+           "PrologFlags that slurm.conf(5) says cannot work together or with the tracking")
+def prolog_flags(estate):
+    slurm = estate.spec.slurm
+    flags = set(slurm.hooks.prolog_flags)
+    where = ("slurm", "hooks", "prolog_flags")
+    if "X11" in flags and slurm.process_tracking == "linuxproc":
+        yield problem(where, "PrologFlags=X11 is incompatible with "
+                      "ProctrackType=proctrack/linuxproc (slurm.conf(5))",
+                      "set slurm.process_tracking: cgroup, or drop X11")
+    if "NoHold" in flags and flags & {"Contain", "X11"}:
+        yield problem(where, "PrologFlags=NoHold cannot be combined with Contain or X11 "
+                      "(slurm.conf(5))", "drop NoHold, or Contain and X11")
+
+
+@validator("slurm.hooks_without_workers", W, "slurm",
+           "node hooks but no slurm_worker node to run them")
+def hooks_without_workers(estate):
+    h = estate.spec.slurm.hooks
+    if (h.prolog or h.epilog or h.health_check) and \
+            not any(g.slurm_compute for g in model(estate).groups):
+        yield problem(("slurm", "hooks"), "slurm.hooks names scripts, but no node has the "
+                      "slurm_worker role, so no slurmd runs them",
+                      "add slurm_worker nodes, or drop the hooks")

@@ -50,6 +50,37 @@ KEYS = {"munge": MUNGE_KEY, "jwt": JWT_KEY}
 GPU_DEVICES = "slurm/gpu-devices/"
 IDENTITY = "common/identity.json"
 MANIFESTS = "kubernetes/manifests/"
+HOOKS = "slurm/hooks/"              # the site's node hook scripts ...
+HOOK_DIR = "/etc/slurm/hooks"       # ... and where the workers have them
+
+
+@dataclass(frozen=True)
+class Hook:
+    """A node hook script the spec brings: slurm.conf's key, the file next to the spec, the
+    spec path that names it, and where workers have it."""
+    key: str
+    name: str       # the installed file's name
+    file: str
+    where: tuple
+
+    @property
+    def artifact(self) -> str:
+        return HOOKS + self.name
+
+    @property
+    def installed(self) -> str:
+        return f"{HOOK_DIR}/{self.name}"
+
+
+def hooks(spec: Spec) -> list[Hook]:
+    h = spec.slurm.hooks
+    named = [("Prolog", "prolog", h.prolog, ("prolog",)),
+             ("Epilog", "epilog", h.epilog, ("epilog",))]
+    if h.health_check:
+        named.append(("HealthCheckProgram", "healthcheck", h.health_check.program,
+                      ("health_check", "program")))
+    return [Hook(key, name, f, ("slurm", "hooks", *where)) for key, name, f, where in named
+            if f]
 
 
 def uses_jwt(spec: Spec) -> bool:

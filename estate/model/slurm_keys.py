@@ -33,6 +33,8 @@ OWNED = frozenset(k.lower() for k in (
     "PropagateResourceLimitsExcept", "PropagateResourceLimits", "SlurmctldTimeout",
     "SlurmdTimeout", "MessageTimeout", "UnkillableStepTimeout", "KillWait",
     "BatchStartTimeout", "InactiveLimit", "PreemptType", "PreemptMode", "SrunPortRange",
+    "Prolog", "Epilog", "PrologFlags", "HealthCheckProgram", "HealthCheckInterval",
+    "HealthCheckNodeState", "RebootProgram",
     "NodeName", "PartitionName", "NodeSet", "FrontendName", "DownNodes", "Include",
     "ControlMachine", "ControlAddr", "BackupController", "BackupAddr"))
 

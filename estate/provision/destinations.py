@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatch
 
-from estate.model.services import GPU_DEVICES, MANIFESTS
+from estate.model.services import GPU_DEVICES, HOOK_DIR, HOOKS, MANIFESTS
 
 ESTATE_ETC = "/etc/estate"
 
@@ -20,6 +20,7 @@ TABLE: list[tuple[str, str]] = [
     ("slurm/slurmd.env", "/etc/default/slurmd"),
     ("slurm/slurmrestd/*.env", "/etc/default/slurmrestd"),
     ("slurm/*.conf", "/etc/slurm/{name}"),
+    (HOOKS + "*", HOOK_DIR + "/{name}"),
     ("storage/exports/*.exports", "/etc/exports.d/estate.exports"),
     ("storage/mounts/*.mount", "/etc/systemd/system/{name}"),
     ("kubernetes/containerd/*.toml", "/etc/containerd/config.toml"),
@@ -50,6 +51,7 @@ INSTALLERS: list[tuple[str, str]] = [
     ("slurm/slurmrestd/*", "slurmrestd"),
     ("slurm/slurmd.env", "slurm_worker"),
     (GPU_DEVICES + "*", "slurm_worker"),
+    (HOOKS + "*", "slurm_worker"),
     ("slurm/accounting.sh", "slurm_controller"),
     ("slurm/accounts.cfg", "slurm_controller"),
     ("slurm/*.conf", "slurm_configs"),

@@ -13,10 +13,10 @@ from estate.model.flows import srun_ports
 from estate.model.slurm import (def_mem_per_cpu, def_per_gpu, default_time, node_lines,
                                 propagate_except, weights)
 from estate.model.slurm_keys import conf_keys
-from estate.model.services import (GPU_DEVICES, PORTS, SLURM_USER, SLURMDBD_DATABASE,
+from estate.model.services import (GPU_DEVICES, PORTS, SLURM_USER, SLURMDBD_DATABASE, hooks,
                                    jwt_key_path, slurm_daemon_paths, uses_jwt)
 from estate.render.artifacts import Artifact
-from estate.render.templates import render_template
+from estate.render.templates import RenderError, render_template
 from estate.spec.hostlist import Hostlist, compress
 from estate.spec.resolved import Estate
 
@@ -203,6 +203,8 @@ def _context(estate: Estate, source: str) -> dict:
         "ports": PORTS,
         "srun_ports": srun_ports(estate),
         "slurm_user": SLURM_USER,
+        "hooks": spec.slurm.hooks,
+        "node_hooks": [(h.key, h.installed) for h in hooks(spec)],
     }
 
 
@@ -257,6 +259,19 @@ def worker_artifacts(estate: Estate) -> list[Artifact]:
         if hosts and cls.gpus:
             out.append(Artifact(f"{GPU_DEVICES}{cls.name}.json",
                                 gpu_devices_json(estate, cls.gpu_count), hosts, PLANE))
+    return out + hook_artifacts(estate, workers)
+
+
+def hook_artifacts(estate: Estate, workers: Hostlist) -> list[Artifact]:
+    """The site's hook scripts, byte for byte, executable, on every worker (slurmd runs
+    them; configless workers get slurm.conf from slurmctld but never these files)."""
+    out = []
+    for hook in hooks(estate.spec):
+        content = estate.files.get(hook.file)
+        if content is None:
+            raise RenderError(f"{hook.file} (slurm.hooks) was not read: load the spec from "
+                              "its file so the files next to it come along")
+        out.append(Artifact(hook.artifact, content, workers, PLANE, mode=0o755))
     return out
 
 

@@ -67,6 +67,7 @@ class Loaded:
     source: Source
     findings: list[Finding]
     raw: object = None
+    files: dict[str, bytes] = field(default_factory=dict)   # files the spec brings along
 
 
 # --- the input, before YAML: size, encoding, control characters ---------------------------
@@ -298,7 +299,40 @@ def load(path: str | Path) -> Loaded:
     text, findings = decode(data, str(path))
     if text is None:
         return Loaded(None, Source(str(path)), findings)
-    return load_text(text, str(path))
+    loaded = load_text(text, str(path))
+    if loaded.spec is not None:
+        read_companions(loaded, path.parent)
+    return loaded
+
+
+MAX_COMPANION_BYTES = 1024 * 1024
+
+
+def read_companions(loaded: Loaded, base: Path) -> None:
+    """The files the spec names (node hook scripts), read from the spec's directory. A
+    file that is missing, outside that directory (a symlink out) or too large is an error
+    at the spec path naming it."""
+    from estate.model.services import hooks   # the spec's references to files
+    root = base.resolve()
+    for hook in hooks(loaded.spec):
+        problem = None
+        try:
+            real = (base / hook.file).resolve(strict=True)
+            if root not in real.parents:
+                problem = f"{hook.file} resolves outside the spec's directory ({real})"
+            elif not real.is_file():
+                problem = f"{hook.file} is not a regular file"
+            elif real.stat().st_size > MAX_COMPANION_BYTES:
+                problem = f"{hook.file} is larger than {MAX_COMPANION_BYTES} bytes"
+            else:
+                loaded.files[hook.file] = real.read_bytes()
+        except OSError as exc:
+            problem = f"cannot read {hook.file}: {exc.strerror or exc}"
+        if problem:
+            loaded.findings.append(Finding(
+                "spec.companion_file", Severity.ERROR, spec_path(hook.where), problem,
+                f"put the script at {base / hook.file} (a path relative to the spec's "
+                "directory, inside it)", loaded.source.locate(hook.where)))
 
 
 # --- pydantic errors -> findings ----------------------------------------------

@@ -17,8 +17,8 @@ from estate.spec.bounds import (IPv4, BlockSize, CoresPerSocket, Fairshare, GpuM
                                  MAX_CORES_PER_SOCKET, MAX_SOCKETS, SLURM_UINT32_MAX, Reserved,
                                  SlurmMemoryMB, SlurmPriority, SlurmWeight, Sockets)
 from estate.spec.types import (AbsolutePath, AptSource, DevicePrefix, FreeText, LabelKey,
-                               LabelValue, OptionList, OwnedDirectory, SchedulerValue,
-                               SlurmConfValue, SlurmTime, StoragePath, Version)
+                               LabelValue, OptionList, OwnedDirectory, RelativeFile,
+                               SchedulerValue, SlurmConfValue, SlurmTime, StoragePath, Version)
 
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$", max_length=63)]
 HostlistExpr = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.,\[\]-]+$")]
@@ -265,6 +265,33 @@ class Accounting(Strict):
     port: int = Field(6819, ge=1, le=65535)
 
 
+PrologFlag = Literal["Alloc", "Contain", "DeferBatch", "NoHold", "Serial", "X11"]
+HealthCheckState = Literal["ALLOC", "ANY", "CYCLE", "IDLE", "MIXED"]
+
+
+class HealthCheck(Strict):
+    program: RelativeFile = Field(description="The site's health check script, next to the "
+                                  "spec; it drains a node it finds unhealthy (scontrol update "
+                                  "NodeName=$(hostname) State=DRAIN Reason=...).")
+    interval: int = Field(300, ge=1, le=86400, description="HealthCheckInterval (seconds).")
+    node_state: list[HealthCheckState] = Field(["ANY"], min_length=1,
+                                               description="HealthCheckNodeState.")
+
+
+class NodeHooks(Strict):
+    """Programs slurmd runs on the compute nodes; the scripts come from files next to the
+    spec and are installed on every Slurm worker."""
+    prolog: RelativeFile | None = Field(None, description="Prolog: runs as root before a "
+                                        "job's first step on each node; a failure drains "
+                                        "the node and requeues the job held.")
+    epilog: RelativeFile | None = Field(None, description="Epilog: runs as root when the job "
+                                        "ends on each node; a failure drains the node.")
+    prolog_flags: list[PrologFlag] = []
+    health_check: HealthCheck | None = None
+    reboot_program: AbsolutePath | None = Field(None, description="RebootProgram: an "
+                                                "installed program (scontrol reboot).")
+
+
 class Slurm(Strict):
     cluster_name: Name
     controllers: list[Name] = Field(min_length=1, max_length=2,
@@ -296,6 +323,7 @@ class Slurm(Strict):
     timeouts: Timeouts = Timeouts()
     priority: Priority = Priority()
     preemption: Preemption | None = None
+    hooks: NodeHooks = NodeHooks()
     extra: dict[ConfKey, SlurmConfValue] = Field(
         {}, description="Other slurm.conf settings, key -> value; the key must be one "
         "Slurm's parser knows (slurm_conf/keys/) and not one Estate renders itself.")

@@ -23,8 +23,9 @@ class Node:
 
 
 class Estate:
-    def __init__(self, spec: Spec):
+    def __init__(self, spec: Spec, files: dict[str, bytes] | None = None):
         self.spec = spec
+        self.files = files or {}    # the files the spec brings (spec.load.read_companions)
 
     # --- groups and nodes -----------------------------------------------------
 

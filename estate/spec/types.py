@@ -122,6 +122,21 @@ AbsolutePath = Annotated[str, AfterValidator(_absolute_path), _schema(
     f"^(/|{_PATH})$", "A normalised absolute path (letters, digits, . _ + @ -).")]
 """A normalised absolute path: no '..', no whitespace, no control characters."""
 
+def _relative_file(value: str) -> str:
+    _path_text(value)
+    if value.startswith("/") or value.endswith("/") or "//" in value or value.startswith("./"):
+        raise _error("path_not_relative", f"{value!r} is not a relative file path; name the "
+                     "file from the spec's directory, e.g. hooks/prolog.sh")
+    return value
+
+
+RelativeFile = Annotated[str, AfterValidator(_relative_file), _schema(
+    "^[A-Za-z0-9._+@-]+(/[A-Za-z0-9._+@-]+)*$",
+    "A file next to the spec: a relative path inside the spec's directory.")]
+"""A file the spec brings along (a site's hook script): relative to the spec's directory,
+never outside it ('..' is refused), installed byte for byte."""
+
+
 # Directories a role must never chown or chmod, and trees in which it must not create a
 # service's private directory (the system's own files, kernel interfaces, volatile or
 # world-writable places).

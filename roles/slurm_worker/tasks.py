@@ -15,7 +15,7 @@ from pyinfra import host
 from pyinfra.api import OperationError, deploy, operation
 from pyinfra.operations import systemd
 
-from estate.model.services import GPU_DEVICES
+from estate.model.services import GPU_DEVICES, HOOKS
 from roles._lib.facts import DeviceNode, FileText
 from roles._lib import consumed, digest_of, digest_text, install, install_packages, put_text, \
     render_dir, service_current, slurm_configs
@@ -91,6 +91,8 @@ def slurm_worker() -> None:
     install_packages("slurm_worker")
     inputs = gpus() + slurm_configs() + ["slurm/slurmd.env"]
     install("slurm/slurmd.env")
+    for path in consumed(f"{HOOKS}*"):
+        install(path)   # slurmd runs the site's hooks afresh each time: no restart for them
     dropin = ""
     if not consumed("slurm/slurm.conf"):
         dropin = CONFIGLESS_DROPIN

@@ -1,9 +1,11 @@
 """Two leaf switches on real Slurm (tests/live_slurm/two_leaf.yaml, no accounting):
 topology/tree places a --switches=1 job under one leaf, and only topology explains
 where jobs land. The same cluster proves node settings: a feature with a value as a
-constraint, and CoreSpecCount/MemSpecLimit taken out of what jobs get."""
+constraint, CoreSpecCount/MemSpecLimit taken out of what jobs get, and the site's node
+hooks: a prolog and an epilog that ran, a health check that drained a node."""
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -81,3 +83,33 @@ def test_specialized_cores_and_memory_are_not_the_jobs(lab):
     out = lab.run(lab.client(), ["sbatch", "--parsable", "-p", "l4", "-N1", "-w", "gpu3", "-n", "4",
                            "--wrap", "true"], check=False)
     assert out.returncode != 0 and "not available" in out.stderr, (out.stdout, out.stderr)
+
+def test_the_sites_prolog_and_epilog_ran(lab):
+    job = lab.sbatch("-p", "l4", "-w", "gpu3", "-N1", "--wrap", "true")
+    assert lab.wait_jobs([job], "COMPLETED", 30)[job].startswith("COMPLETED")
+    marks = lab.host_path("gpu3", "/run/estate-hooks")
+    deadline = time.monotonic() + 10     # the epilog runs after the job is reported done
+    while not (marks / f"epilog-{job}").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert (marks / f"prolog-{job}").read_text().split() == [job, "root"]
+    assert (marks / f"epilog-{job}").read_text().strip() == job
+
+
+def test_the_sites_health_check_drains_a_node(lab):
+    flag = lab.host_path("gpu4", "/run/estate-hooks/unhealthy")
+    flag.parent.mkdir(parents=True, exist_ok=True)
+    flag.write_text("fake ECC errors")
+    try:
+        deadline, node = time.monotonic() + 30, {}
+        while time.monotonic() < deadline:
+            node = lab.view().nodes["gpu4"]
+            if "DRAIN" in node.get("State", ""):
+                break
+            time.sleep(1)
+        assert "DRAIN" in node["State"] and node["Reason"].startswith(
+            "health check: fake ECC errors"), node
+    finally:
+        flag.unlink()
+        lab.run(lab.client(), ["scontrol", "update", "NodeName=gpu4", "State=RESUME"],
+                check=False)
+

@@ -17,11 +17,13 @@ from __future__ import annotations
 import copy
 import json
 import re
+import tempfile
 import types
 import typing
 from collections import Counter
 from functools import lru_cache
 from ipaddress import IPv4Address, IPv4Network
+from pathlib import Path
 
 import pytest
 import yaml
@@ -31,13 +33,17 @@ from estate.check import check_spec
 from estate.findings import Severity
 from estate.render import render_all
 from estate.render.templates import RenderError, environment
-from estate.spec.load import Source, load_text, schema_findings, spec_path
+from estate.spec.load import Loaded, Source, load_text, read_companions, schema_findings, spec_path
 from estate.spec.model import Spec
 from estate.spec.resolved import Estate
 from tests.unit.checkutil import SPECS, spec_dict
 
 STACK = "prod"
 ROOT_STACK = SPECS[STACK]
+# Sections the example leaves out, planted so that their slots are reached too: node hooks
+# name files next to the spec (read from COMPANIONS, as spec.load reads them).
+PLANTED_HOOKS = {"prolog": "hooks/prolog.sh", "epilog": "hooks/epilog.sh",
+                 "health_check": {"program": "hooks/nhc"}, "reboot_program": "/usr/sbin/reboot"}
 # "{v}" stands for the field's current value (or "x"): a payload behind a valid prefix
 # gets past checks that only look at how a value starts.
 PAYLOADS = {
@@ -212,6 +218,28 @@ def _rename_key(loc, sample):
     return setter
 
 
+def spec_data() -> dict:
+    data = spec_dict(STACK)
+    data["slurm"]["hooks"] = copy.deepcopy(PLANTED_HOOKS)
+    return data
+
+
+@lru_cache(maxsize=1)
+def companions() -> Path:
+    base = Path(tempfile.mkdtemp(prefix="estate-injection-"))
+    for name in ("hooks/prolog.sh", "hooks/epilog.sh", "hooks/nhc"):
+        (base / name).parent.mkdir(exist_ok=True)
+        (base / name).write_bytes(b"#!/bin/sh\nexit 0\n")
+    return base
+
+
+def with_files(spec: Spec, source: Source) -> tuple[Estate, list]:
+    """The spec as the pipeline has it: the files it names read, a missing one a finding."""
+    loaded = Loaded(spec, source, [])
+    read_companions(loaded, companions())
+    return Estate(spec, loaded.files), loaded.findings
+
+
 # --- what a rendered tree looks like -------------------------------------------------------
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -229,9 +257,11 @@ def _kinds(artifacts) -> Counter:
 
 @lru_cache(maxsize=1)
 def baseline():
-    data = spec_dict(STACK)
+    data = spec_data()
     loaded = load_text(yaml.safe_dump(data, sort_keys=False))
-    artifacts = render_all(Estate(loaded.spec), "spec.yaml")
+    estate, missing = with_files(loaded.spec, loaded.source)
+    assert missing == []
+    artifacts = render_all(estate, "spec.yaml")
     return data, artifacts, _kinds(artifacts)
 
 
@@ -274,7 +304,7 @@ def render_harm(artifacts, base) -> list[str]:
 # --- the cases -----------------------------------------------------------------------------
 
 def cases():
-    data = spec_dict(STACK)
+    data = spec_data()
     out = []
     for slot, loc, setter in first_targets(data):
         for pname in PAYLOADS:
@@ -285,14 +315,14 @@ def cases():
 
 def test_every_str_slot_of_the_model_is_reached():
     """The walk over the example spec reaches every free-text slot the model has."""
-    reached = {slot for slot, _, _ in first_targets(spec_dict(STACK))}
+    reached = {slot for slot, _, _ in first_targets(spec_data())}
     assert model_slots() - reached == set()
     assert len(reached) >= 30
 
 
 @pytest.mark.parametrize("slot,loc,setter,pname", cases())
 def test_hostile_value_is_refused_or_harmless(slot, loc, setter, pname):
-    data = copy.deepcopy(spec_dict(STACK))
+    data = spec_data()
     try:
         current = _at(data, loc)
     except (KeyError, IndexError, TypeError):
@@ -309,14 +339,15 @@ def test_hostile_value_is_refused_or_harmless(slot, loc, setter, pname):
     except ValidationError as exc:
         spec, findings = None, schema_findings(exc, source)
     else:
-        findings = check_spec(Estate(spec), source.locate)
+        estate, findings = with_files(spec, source)
+        findings += check_spec(estate, source.locate)
     errors = [f for f in findings if f.severity is Severity.ERROR]
     if any(f.path == want for f in errors):
         return
     assert not errors, (f"{payload!r} at {want}: errors, but none at that path: "
                         f"{[(f.id, f.path) for f in errors]}")
     try:
-        artifacts = render_all(Estate(spec), "hostile.yaml")
+        artifacts = render_all(estate, "hostile.yaml")
     except RenderError as exc:
         pytest.fail(f"{payload!r} at {want} passed the spec types and check, and only the "
                     f"template finalize stopped it: {exc}")

@@ -1,0 +1,75 @@
+"""The site's node hooks: scripts next to the spec, read with it, installed byte for byte
+on every worker, named in slurm.conf; a missing or escaping file is an error at its path."""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import yaml
+
+from estate.pipeline import build
+from estate.provision.destinations import destination, installer
+from tests.unit.checkutil import spec_dict
+
+SCRIPT = b"#!/bin/sh\nlogger -t prolog \"job $SLURM_JOB_ID\"\n"
+
+
+def _spec(tmp_path: Path, hooks: dict) -> Path:
+    data = spec_dict("lab")
+    data["slurm"]["hooks"] = hooks
+    path = tmp_path / "site" / "spec.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _ids(result) -> dict[str, str]:
+    return {f.path: f.id for f in result.findings}
+
+
+def test_hooks_are_installed_on_workers_and_named_in_slurm_conf(tmp_path):
+    spec = _spec(tmp_path, {"prolog": "hooks/prolog.sh", "prolog_flags": ["Alloc", "Serial"],
+                            "health_check": {"program": "hooks/nhc", "interval": 60,
+                                             "node_state": ["IDLE", "MIXED"]},
+                            "reboot_program": "/usr/sbin/reboot"})
+    (spec.parent / "hooks").mkdir()
+    (spec.parent / "hooks/prolog.sh").write_bytes(SCRIPT)
+    (spec.parent / "hooks/nhc").write_bytes(b"#!/bin/sh\nexit 0\n")
+    result = build(spec)
+    assert result.ok, result.findings
+    prolog = result.artifacts["slurm/hooks/prolog"]
+    assert (prolog.content, prolog.mode, str(prolog.consumers)) == (SCRIPT, 0o755, "gpu[1-2]")
+    assert destination(prolog.path) == "/etc/slurm/hooks/prolog"
+    assert installer(prolog.path, ["common", "slurm_worker"]) == "slurm_worker"
+    conf = result.artifacts["slurm/slurm.conf"].content.decode().splitlines()
+    for line in ("Prolog=/etc/slurm/hooks/prolog", "PrologFlags=Alloc,Serial",
+                 "HealthCheckProgram=/etc/slurm/hooks/healthcheck", "HealthCheckInterval=60",
+                 "HealthCheckNodeState=IDLE,MIXED", "RebootProgram=/usr/sbin/reboot"):
+        assert line in conf
+    assert not any(l.startswith("Epilog=") for l in conf)
+
+
+def test_a_missing_hook_file_is_an_error_at_its_path(tmp_path):
+    result = build(_spec(tmp_path, {"epilog": "hooks/epilog.sh"}))
+    assert _ids(result).get("slurm.hooks.epilog") == "spec.companion_file"
+    assert not result.ok and result.artifacts is None
+
+
+def test_a_hook_outside_the_specs_directory_is_refused(tmp_path):
+    outside = tmp_path / "secret"
+    outside.write_bytes(b"root:x:0:0\n")
+    spec = _spec(tmp_path, {"prolog": "link"})
+    os.symlink(outside, spec.parent / "link")
+    assert _ids(build(spec)).get("slurm.hooks.prolog") == "spec.companion_file"
+    spec = _spec(tmp_path, {"prolog": "../secret"})
+    assert _ids(build(spec)).get("slurm.hooks.prolog") is not None   # the type refuses '..'
+    spec = _spec(tmp_path, {"prolog": "/etc/shadow"})
+    assert _ids(build(spec)).get("slurm.hooks.prolog") is not None
+
+
+def test_a_directory_is_not_a_hook(tmp_path):
+    spec = _spec(tmp_path, {"prolog": "hooks"})
+    (spec.parent / "hooks").mkdir()
+    assert _ids(build(spec)).get("slurm.hooks.prolog") == "spec.companion_file"
+    shutil.rmtree(spec.parent / "hooks")
