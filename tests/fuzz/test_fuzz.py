@@ -11,7 +11,6 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -32,7 +31,6 @@ COUNT = int(os.environ.get("ESTATE_FUZZ_COUNT", "2000"))
 CLI_COUNT = int(os.environ.get("ESTATE_FUZZ_CLI_COUNT", "50"))
 PER_SPEC_S = 5.0
 FAILURES = ROOT / "build" / "fuzz-failures"
-COMPANIONS = ("hooks",)     # directories under stacks/ that specs name files in
 
 
 class _Timeout(Exception):
@@ -49,14 +47,6 @@ def _record(i: int, data: bytes, reason: str) -> str:
     stem.with_suffix(".yaml").write_bytes(data)
     stem.with_suffix(".txt").write_text(reason)
     return f"{stem}.yaml: {reason.strip().splitlines()[-1]}"
-
-
-def _companions(directory: Path) -> None:
-    """The files the stacks bring along (their hook scripts), next to a mutant, so that a
-    mutant of lab.yaml can still render: a mutant's own hook paths may still be missing."""
-    for sub in COMPANIONS:
-        if not (directory / sub).exists():
-            shutil.copytree(ROOT / "stacks" / sub, directory / sub, dirs_exist_ok=True)
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -118,7 +108,6 @@ def test_mutated_specs_end_in_findings(tmp_path, monkeypatch):
 def _cli(i: int, data: bytes, work: Path) -> str | None:
     spec = work / f"cli{i}.yaml"
     spec.write_bytes(data)
-    _companions(work)
     command = "check" if i % 2 else "render"
     args = [sys.executable, "-m", "estate.cli", command, str(spec), "--output", "text"]
     if command == "render":
