@@ -134,6 +134,16 @@ PHASE_ARGS: dict[tuple[str, str], dict[str, str | bool]] = {
 }
 ORDER = list(dict.fromkeys(d for _, ds in PHASES for d in ds))
 
+
+def phases(storage_first: bool = False) -> list[tuple[str, list[str]]]:
+    """PHASES, with the storage phases first where slurmctld's state lies on an export (HA
+    controllers): a slurmctld started before its state is mounted runs on an empty local
+    directory, and the mount then hides what it wrote."""
+    if not storage_first:
+        return PHASES
+    store = [p for p in PHASES if p[1] == ["storage"]]
+    return store + [p for p in PHASES if p not in store]
+
 # What this machine needs to run the tiers and labs, beyond the roles' own packages:
 # the namespace lab runs the Slurm roles' daemons on the host itself.
 HOST_ROLES = ("munge", "slurmdbd", "slurm_controller", "slurmrestd", "slurm_login",

@@ -16,7 +16,9 @@ from estate.check.findings import Severity
 from estate.check.registry import validator
 from estate.model import model
 from estate.model.nodes import slurm_compute
-from estate.model.slurm import default_time, def_per_gpu, node_lines, partition_lines, time_seconds
+from estate.model.slurm import (default_time, def_per_gpu, node_lines, partition_lines,
+                                state_mount, time_seconds)
+from estate.model.storage import squashes_root
 from estate.model.slurm_keys import OWNED, closest, conf_keys, scheduler_options
 
 E, W = Severity.ERROR, Severity.WARNING
@@ -520,3 +522,33 @@ def hooks_without_workers(estate):
         yield problem(("slurm", "hooks"), "slurm.hooks names scripts, but no node has the "
                       "slurm_worker role, so no slurmd runs them",
                       "add slurm_worker nodes, or drop the hooks")
+
+
+@validator("slurm.ha_state_not_shared", E, "slurm",
+           "a backup controller whose StateSaveLocation is not the primary's")
+def ha_state_not_shared(estate):
+    slurm = estate.spec.slurm
+    if len(slurm.controllers) == 2 and state_mount(estate) is None:
+        yield problem(("slurm", "state_dir"), f"two controllers, but state_dir "
+                      f"{slurm.state_dir} is a local directory on each: the backup would "
+                      "take over with none of the primary's jobs (slurm.conf(5) wants "
+                      "StateSaveLocation on storage both controllers reach)",
+                      f"export a directory (storage.exports, no_root_squash with a reason) "
+                      f"and mount it at {slurm.state_dir} on "
+                      f"{' and '.join(slurm.controllers)} (storage.mounts)")
+
+
+@validator("slurm.state_export_squashed", E, "slurm",
+           "slurmctld's shared state on an export that squashes root")
+def state_export_squashed(estate):
+    mount = state_mount(estate)
+    exports = {e.name: (i, e) for i, e in enumerate(estate.spec.storage.exports)}
+    if mount is None or mount.export not in exports:
+        return
+    i, export = exports[mount.export]
+    if squashes_root(export):
+        yield problem(("storage", "exports", i, "options"), f"export '{export.name}' holds "
+                      f"slurmctld's state ({estate.spec.slurm.state_dir}) but squashes root, "
+                      "so the controllers cannot give the directory to SlurmUser",
+                      "replace root_squash with no_root_squash and give the reason (only the "
+                      "controllers mount it)")

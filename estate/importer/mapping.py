@@ -156,6 +156,11 @@ def import_slurm(src: Sources, passwd=None) -> tuple[dict, Report]:
                        "the Kubernetes plane's labels and quotas use them)")
     slurm = {"cluster_name": _NAME.sub("-", cluster.lower()),
              "controllers": [n for n, _ in ctl], **slurm}
+    if len(ctl) == 2:
+        report.default(f"the storage both controllers share StateSaveLocation "
+                       f"({slurm.get('state_dir', 'its default')}) on: slurm.conf does not say; "
+                       "declare its export and mount under storage: (estate check reports "
+                       "slurm.ha_state_not_shared until then)")
     slurm["partitions"] = partitions([ln for ln in lines if ln.keyword == "partitionname"],
                                      [h for d in defs for h in d.hosts], report, file)
     slurm["slurmrestd"] = None   # the source runs none; Estate's default would add one

@@ -37,7 +37,7 @@ from estate.pipeline import build
 from estate.render import write_tree
 from estate.model.services import (GPU_DEVICES, IDENTITY, SLURM_USER, jwt_key_path,
                                    slurm_daemon_paths)
-from estate.model.slurm import node_lines
+from estate.model.slurm import node_lines, state_mount
 from estate.provision.destinations import ESTATE_ETC, destination
 from estate.spec.resolved import Estate
 from estate.verify import slurm_view
@@ -155,10 +155,24 @@ class Lab:
                 out.append((str(d / "etc" / f), f"/etc/{f}"))
         if (d / "lib/mysql").exists():
             out.append((str(d / "lib/mysql"), "/var/lib/mysql"))
+        shared = self.shared_state()
+        if shared and name in self.slurm.controllers:
+            out.append((str(shared[1]), shared[0].path))
         return out
+
+    def shared_state(self) -> tuple | None:
+        """(mount, host directory) where slurmctld's state lies on an export every
+        controller mounts (HA): one directory of this host, bound at the mount point in each
+        controller, stands in for the NFS export (the VM tier shows real NFS mounts)."""
+        mount = state_mount(self.estate)
+        return (mount, self.state / "exports" / mount.export) if mount else None
 
     def host_path(self, name: str, path: str) -> Path:
         """Where a path a node sees lies on this machine's filesystem."""
+        shared = self.shared_state()
+        if shared and name in self.slurm.controllers and \
+                (path + "/").startswith(shared[0].path.rstrip("/") + "/"):
+            return shared[1] / path[len(shared[0].path):].lstrip("/")
         for target, sub in sorted(PRIVATE, key=lambda p: -len(p[0])):
             if path == target or path.startswith(target + "/"):
                 return self.node_dir(name) / sub / path[len(target):].lstrip("/")
@@ -318,6 +332,17 @@ class Lab:
             (d / sub).mkdir(parents=True, exist_ok=True)
             Path(path).mkdir(parents=True, exist_ok=True)  # the mount point
         (d / "run/munge").mkdir()
+        shared = self.shared_state()
+        if shared and name in self.slurm.controllers:
+            # the mount point, inside the node's private tree, and the "export" itself
+            target = shared[0].path
+            private = [(t, sub) for t, sub in PRIVATE if target.startswith(t + "/")]
+            if not private:
+                raise LabError(f"the state mount {target} is not under a path the lab gives "
+                               f"each node ({', '.join(t for t, _ in PRIVATE)})")
+            t, sub = private[0]
+            (d / sub / target[len(t):].lstrip("/")).mkdir(parents=True, exist_ok=True)
+            shared[1].mkdir(parents=True, exist_ok=True)
         for art in self.artifacts.for_node(name):
             dest = self.installed_at(name, destination(art.path))
             if dest:

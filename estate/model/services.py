@@ -50,6 +50,7 @@ KEYS = {"munge": MUNGE_KEY, "jwt": JWT_KEY}
 GPU_DEVICES = "slurm/gpu-devices/"
 IDENTITY = "common/identity.json"
 MANIFESTS = "kubernetes/manifests/"
+STATE_DROPIN = "slurm/systemd/slurmctld-state.conf"   # slurmctld waits for its shared state
 HOOKS = "slurm/hooks/"              # the site's node hook scripts ...
 HOOK_DIR = "/etc/slurm/hooks"       # ... and where the workers have them
 

@@ -189,3 +189,21 @@ def propagate_except(estate: Estate) -> list[str]:
 def weights(table: dict[str, float]) -> str:
     """TRESBillingWeights/PriorityWeightTRES text, CPU=1,GRES/gpu=2 (%g: no float noise)."""
     return ",".join(f"{k}={v:g}" for k, v in table.items())
+
+
+def state_mount(estate: Estate):
+    """The storage mount that holds StateSaveLocation on every controller (the state dir
+    is the mount point or lies inside it), if the spec has one: what lets a backup
+    controller take over with the primary's jobs (slurm.conf(5), StateSaveLocation)."""
+    state = estate.spec.slurm.state_dir
+    controllers = set(estate.spec.slurm.controllers)
+    for m in estate.spec.storage.mounts:
+        if state != m.path and not state.startswith(m.path.rstrip("/") + "/"):
+            continue
+        try:
+            clients = set(Hostlist.parse(m.clients))
+        except ValueError:
+            continue    # storage validators report the hostlist
+        if controllers <= clients:
+            return m
+    return None

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from estate.catalogue import PHASE_ARGS, PHASES
+from estate.catalogue import PHASE_ARGS, phases as ordered_phases
 
 ROOT = Path(__file__).resolve().parents[2]
 CONNECT_RETRIES = 2   # more tries, 3 s apart, before a node is reported unreachable
@@ -178,8 +178,10 @@ def apply(hosts: list[tuple[str, dict]], only: list[str] | None = None,
     results = {name: HostResult() for name, _ in hosts}
     phases: dict[str, float] = {}
     start = time.monotonic()
+    storage_first = any((d.get("estate_runtime") or {}).get("slurm_state_mount")
+                        for _, d in hosts)
     try:
-        for phase, deploys in PHASES:
+        for phase, deploys in ordered_phases(storage_first):
             deploys = [d for d in deploys if not only or d in only]
             live = [(n, d) for n, d in hosts
                     if results[n].status != "failed"

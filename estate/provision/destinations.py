@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatch
 
-from estate.model.services import GPU_DEVICES, HOOK_DIR, HOOKS, MANIFESTS
+from estate.model.services import GPU_DEVICES, HOOK_DIR, HOOKS, MANIFESTS, STATE_DROPIN
 
 ESTATE_ETC = "/etc/estate"
 
@@ -19,6 +19,7 @@ TABLE: list[tuple[str, str]] = [
     ("network/nftables/*.nft", "/etc/nftables.conf"),
     ("slurm/slurmd.env", "/etc/default/slurmd"),
     ("slurm/slurmrestd/*.env", "/etc/default/slurmrestd"),
+    (STATE_DROPIN, "/etc/systemd/system/slurmctld.service.d/estate-state.conf"),
     ("slurm/*.conf", "/etc/slurm/{name}"),
     (HOOKS + "*", HOOK_DIR + "/{name}"),
     ("storage/exports/*.exports", "/etc/exports.d/estate.exports"),
@@ -54,6 +55,7 @@ INSTALLERS: list[tuple[str, str]] = [
     (HOOKS + "*", "slurm_worker"),
     ("slurm/accounting.sh", "slurm_controller"),
     ("slurm/accounts.cfg", "slurm_controller"),
+    (STATE_DROPIN, "slurm_controller"),
     ("slurm/*.conf", "slurm_configs"),
     ("storage/*", "storage"),
     ("kubernetes/containerd/*", "k8s_node"),

@@ -13,6 +13,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 from estate.catalogue import ORDER, SPEC_ROLES
+from estate.model.slurm import state_mount
 from estate.model.services import SLURM_USER, SLURMDBD_DATABASE, jwt_key_path
 from estate.render.artifacts import MANIFEST
 from estate.spec.hostlist import Hostlist
@@ -75,8 +76,11 @@ def targets(estate: Estate, manifest: dict) -> list[Target]:
 def runtime_facts(estate: Estate) -> dict:
     """Facts the roles need, from the derived model (the templates print the same values)."""
     spec = estate.spec
+    shared = state_mount(estate)
     facts = {"slurm_state_dir": spec.slurm.state_dir, "slurm_user": SLURM_USER,
-             "jwt_key": jwt_key_path(spec)}
+             "jwt_key": jwt_key_path(spec),
+             # the mount that holds the state (HA controllers): mounted before slurmctld
+             "slurm_state_mount": shared.path if shared else None}
     if spec.slurm.accounting:
         facts |= {"slurmdbd_database": SLURMDBD_DATABASE, "slurmdbd_db_user": SLURM_USER}
     return {k: v for k, v in facts.items() if v}

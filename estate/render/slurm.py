@@ -11,10 +11,11 @@ import json
 from estate.model import model
 from estate.model.flows import srun_ports
 from estate.model.slurm import (def_mem_per_cpu, def_per_gpu, default_time, node_lines,
-                                propagate_except, weights)
+                                propagate_except, state_mount, weights)
 from estate.model.slurm_keys import conf_keys
-from estate.model.services import (GPU_DEVICES, PORTS, SLURM_USER, SLURMDBD_DATABASE, hooks,
-                                   jwt_key_path, slurm_daemon_paths, uses_jwt)
+from estate.model.services import (GPU_DEVICES, PORTS, SLURM_USER, SLURMDBD_DATABASE,
+                                   STATE_DROPIN, hooks, jwt_key_path, slurm_daemon_paths,
+                                   uses_jwt)
 from estate.render.artifacts import Artifact
 from estate.render.templates import RenderError, render_template
 from estate.spec.hostlist import Hostlist, compress
@@ -231,6 +232,11 @@ def render_slurm(estate: Estate, source: str = "") -> list[Artifact]:
                             ctl, PLANE))
     out += worker_artifacts(estate)
     out += slurmrestd_artifacts(estate)
+    shared = state_mount(estate)
+    if shared:
+        # systemd mounts the state before it starts slurmctld, at every boot
+        out.append(Artifact(STATE_DROPIN, render_template("slurm_conf/slurmctld-state.conf.j2",
+                                                          ctx), ctl, PLANE))
     acct = estate.spec.slurm.accounting
     if acct:
         dbd = Hostlist.from_names([acct.host])

@@ -11,7 +11,9 @@ import shlex
 
 from pyinfra import host
 from pyinfra.api import OperationError, deploy
+from pyinfra.facts.server import Mounts
 from pyinfra.operations import files, systemd
+from pyinfra.operations.util import any_changed
 
 from estate.model.services import JWT_KEY
 from estate.provision.destinations import destination
@@ -50,9 +52,21 @@ def slurm_controller() -> None:
                              "chown it to the Slurm user with mode 0700. Use a dedicated "
                              "subdirectory such as /var/spool/slurmctld and re-render")
     install_packages("slurm_controller")
+    shared = runtime("slurm_state_mount")
+    if shared and shared not in host.get_fact(Mounts):
+        raise OperationError(f"{host.name}: slurmctld's state lies on the export mounted at "
+                             f"{shared}, which is not mounted; the storage deploy mounts it "
+                             "(estate apply runs it first here): check the NFS server and "
+                             f"`systemctl status {shared.strip('/').replace('/', '-')}.mount`")
     files.directory(name="State directory", path=state_dir, user=user, group=user, mode="0700")
     configs = slurm_configs()
     inputs = [digest_of(configs)]
+    dropins = consumed("slurm/systemd/*")
+    if dropins:
+        inputs.append(digest_of(dropins))
+        installed = [install(path) for path in dropins]
+        systemd.daemon_reload(name="systemd: slurmctld's unit drop-ins",
+                              _if=any_changed(*installed))
     if runtime("jwt_key"):
         install_secret(JWT_KEY.file, runtime("jwt_key"), owner=f"{user}:{user}", mode="0600")
         inputs.append(secret_digest(JWT_KEY.file))

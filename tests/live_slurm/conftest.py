@@ -18,6 +18,7 @@ TOOLS = ("slurmctld", "slurmd", "srun", "sinfo", "scontrol", "sshare", "munged",
          "unshare", "setpriv", "ip", "nft")
 ACCOUNTING_TOOLS = ("slurmdbd", "sacctmgr", "mariadbd", "mariadb-install-db", "mariadb")
 PACKAGES = " ".join(host_packages())
+SAVE_MAX_WAIT = 5   # seconds a job's change may take to reach StateSaveLocation (state_save.c)
 
 
 def require_live_slurm(accounting: bool) -> None:

@@ -14,7 +14,7 @@ from estate.model.slurm import node_lines
 from estate.spec.load import load
 from estate.spec.resolved import Estate
 from estate.verify import slurm_view
-from tests.live_slurm.conftest import ROOT, running_lab
+from tests.live_slurm.conftest import ROOT, SAVE_MAX_WAIT, running_lab
 
 pytestmark = pytest.mark.live_slurm
 
@@ -231,7 +231,6 @@ def test_a_user_cannot_charge_an_account_they_are_not_in(lab):
 
 # --- faults that heal (last: each restarts what it stopped) ----------------------------
 
-SAVE_MAX_WAIT = 5   # seconds; Slurm's src/slurmctld/state_save.c
 
 
 def poll(what, until, timeout: float, every: float = 0.5):

@@ -73,3 +73,33 @@ def test_a_directory_is_not_a_hook(tmp_path):
     (spec.parent / "hooks").mkdir()
     assert _ids(build(spec)).get("slurm.hooks.prolog") == "spec.companion_file"
     shutil.rmtree(spec.parent / "hooks")
+
+
+# --- shared controller state (HA) ----------------------------------------------------
+
+def test_ha_state_is_mounted_before_slurmctld(tmp_path):
+    from estate.catalogue import PHASES, phases
+    from estate.provision.inventory import runtime_facts
+    result = build(Path(__file__).resolve().parents[2] / "stacks/example-prod.yaml")
+    assert result.ok, result.findings
+    dropin = result.artifacts["slurm/systemd/slurmctld-state.conf"]
+    assert str(dropin.consumers) == "ctl[1-2]"
+    assert "RequiresMountsFor=/var/spool/slurmctld\n" in dropin.content.decode()
+    assert destination(dropin.path) == \
+        "/etc/systemd/system/slurmctld.service.d/estate-state.conf"
+    assert installer(dropin.path, ["slurm_controller"]) == "slurm_controller"
+    assert runtime_facts(result.estate)["slurm_state_mount"] == "/var/spool/slurmctld"
+    # estate apply mounts the state before the controllers start; otherwise storage is last
+    assert [p for p, _ in phases(True)][:2] == ["storage", "storage_mounts"]
+    assert phases(False) == PHASES and PHASES[-1][0] == "storage_mounts"
+    exports = result.artifacts["storage/exports/nfs1.exports"].content.decode()
+    line = next(l for l in exports.splitlines() if l.startswith("/export/slurmctld "))
+    assert line.split()[1:] == ["10.40.0.11(rw,sync,no_subtree_check,no_root_squash)",
+                                "10.40.0.12(rw,sync,no_subtree_check,no_root_squash)"]
+
+
+def test_one_controller_needs_no_shared_state():
+    from estate.provision.inventory import runtime_facts
+    result = build(Path(__file__).resolve().parents[2] / "stacks/lab.yaml")
+    assert "slurm/systemd/slurmctld-state.conf" not in result.artifacts
+    assert "slurm_state_mount" not in runtime_facts(result.estate)
