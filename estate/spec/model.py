@@ -337,6 +337,15 @@ class Tenant(Strict):
                                "'edit' role there; nothing cluster-wide).")
 
 
+class Cni(Strict):
+    """The pod network (Calico, installed by its operator: estate.model.cni)."""
+    encapsulation: Literal["vxlan", "none"] = Field(
+        "vxlan", description="How pod traffic crosses between nodes: vxlan (UDP 4789, works "
+        "across routed segments; the safe default) or none (plain routes learnt over BGP, "
+        "179/tcp; only when every plane node shares the API segment's L2 and nothing in "
+        "between drops pod addresses).")
+
+
 class Kubernetes(Strict):
     version: Version = "1.31.4"
     package_repository: AptSource | None = Field(None, description="apt repository (deb URL and "
@@ -349,6 +358,7 @@ class Kubernetes(Strict):
     gpu_sharing: GpuSharing = GpuSharing()
     gpu_sharing_by_class: dict[Name, GpuSharing] = {}
     tenants: list[Tenant] = []
+    cni: Cni = Cni()
 
 
 # --- storage and identity ----------------------------------------------------
