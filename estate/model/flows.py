@@ -151,6 +151,12 @@ def default_flows(estate: Estate) -> list[Flow]:
     return [f for f in out if f.to and (f.sources or f.cidrs)]
 
 
+def designed_port(name: str) -> tuple[str, tuple[int, int]]:
+    """(protocol, port range) a default flow is designed with (services.PORTS)."""
+    port = PORT_RANGES[name] if name in PORT_RANGES else (PORTS[name],) * 2
+    return PROTOCOLS.get(name, "tcp"), port
+
+
 def _flow(name, to, segment, sources, reason, path, port=None, proto="tcp", cidrs=()):
     if port is None:
         port = PORT_RANGES[name] if name in PORT_RANGES else (PORTS[name],) * 2
@@ -227,8 +233,11 @@ def _kubernetes(estate: Estate) -> list[Flow]:
     cp = _hosts(estate, k8s.control_plane)
     path = ("kubernetes", "control_plane")
     return [
-        _flow("kube-apiserver", cp, seg, nodes, "kubelets and the admins reach the API",
-              path, cidrs=admin_cidrs(estate)),
+        # Pods on a control plane reach its API (the kubernetes Service's endpoint) from
+        # their pod addresses: locally delivered, that traffic is never masqueraded.
+        _flow("kube-apiserver", cp, seg, nodes, "kubelets, the admins and pods (CoreDNS, "
+              "Calico's controllers) reach the API", path,
+              cidrs=admin_cidrs(estate) + (str(k8s.pod_cidr),)),
         _flow("kubelet", nodes, seg, cp, "the API server reaches kubelets (logs, exec, "
               "metrics)", path),
         _flow("etcd", cp, seg, cp, "etcd's clients and peers are the control planes", path),

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from estate.catalogue import ROLES, STAGES as CATALOGUE_STAGES
+from estate.model import cni
 from estate.model.services import MANIFESTS, PORTS, uses_jwt
 from estate.provision.inventory import targets
 from estate.render import kubernetes as k8s_render
@@ -284,3 +285,10 @@ def endpoints(estate: Estate) -> dict:
 def manifests(artifacts: Artifacts) -> list[tuple[str, bytes]]:
     """The Kubernetes objects to create, in the order a control plane applies them."""
     return [(p, a.content) for p, a in sorted(artifacts.items()) if p.startswith(MANIFESTS)]
+
+
+def operator_manifests(docs: list[tuple[str, bytes]]) -> tuple[list, list]:
+    """(the CNI operator's manifest, the rest): the operator creates the CRDs of objects in
+    the rest when it starts, so it is created first (roles/k8s_control_plane does the same)."""
+    first = [d for d in docs if d[0] == MANIFESTS + cni.OPERATOR_PATH]
+    return first, [d for d in docs if d not in first]

@@ -1,4 +1,5 @@
-"""kubeadm init with the rendered init config, then the rendered manifests in name order.
+"""kubeadm init with the rendered init config, then the rendered manifests in name order
+(the CNI operator first, and the rest once it has created its CRDs).
 
 An initialised node (/etc/kubernetes/admin.conf) is not initialised again; manifests
 are re-applied when their digest changes. Where kubeadm is missing (k8s_packages could
@@ -23,6 +24,7 @@ from pyinfra.api import OperationError, deploy
 from pyinfra.facts.server import Command
 from pyinfra.operations import server
 
+from estate.model import cni
 from estate.model.services import MANIFESTS
 from estate.provision.destinations import destination
 from roles._lib import probe, STAMPS, Unsupported, consumed, digest_of, install, run_when_changed, \
@@ -33,6 +35,8 @@ ADMIN = "/etc/kubernetes/admin.conf"
 INIT = "/root/estate-kubeadm-init.yaml"
 # A join token lives long enough for one `pulumi up`; the run revokes it sooner.
 JOIN_TTL = "2h"
+# Seconds to wait for the CNI operator to pull its image, start and create its CRDs.
+CRD_WAIT = 300
 TOKEN_ID = re.compile(r"^[a-z0-9]{6}$")
 # Fills ${KUBEADM_CERTIFICATE_KEY} from the environment (KEY): the key is never an
 # argument of any process, so `ps` cannot show it.
@@ -43,6 +47,29 @@ FILL_KEY = ("awk 'BEGIN { k = ENVIRON[\"KEY\"]; p = \"${KUBEADM_CERTIFICATE_KEY}
 INIT_COMMAND = ("test -f {admin} || ( umask 077 && KEY=$(kubeadm certs certificate-key) && "
                 "KEY=$KEY {fill} {src} > {config} && kubeadm init --upload-certs --config "
                 "{config}; rc=$?; rm -f {config}; exit $rc )")
+
+
+def apply_command(files: list[str]) -> str:
+    """kubectl apply of the installed manifests. The CNI operator goes first: it creates the
+    Installation CRD when it starts, and an Installation applied before that is refused
+    ("no matches for kind"); so wait until the CRD exists and is Established."""
+    kubectl = f"kubectl --kubeconfig {shlex.quote(ADMIN)}"
+    first = [f for f in files if f.endswith("/" + cni.OPERATOR_PATH)]
+    rest = [f for f in files if f not in first]
+    steps = []
+    if first:
+        crd = shlex.quote(f"crd/{cni.INSTALLATION_CRD}")
+        steps += [f"{kubectl} apply {_files(first)}",
+                  f"for i in $(seq {CRD_WAIT // 5}); do {kubectl} get {crd} >/dev/null 2>&1 "
+                  "&& break; sleep 5; done",
+                  f"{kubectl} wait --for condition=Established --timeout=60s {crd}"]
+    if rest:
+        steps.append(f"{kubectl} apply {_files(rest)}")
+    return " && ".join(steps)
+
+
+def _files(paths: list[str]) -> str:
+    return shlex.join(arg for p in paths for arg in ("-f", p))
 
 
 def missing_tools(run) -> list[str]:
@@ -84,10 +111,10 @@ def k8s_control_plane(join: bool = False) -> None:
     for p in manifests:
         install(p)
     if manifests:
-        files = shlex.join(arg for p in manifests for arg in ("-f", destination(p)))
-        run_when_changed(name="kubectl apply the rendered manifests (name order)",
+        run_when_changed(name="kubectl apply the rendered manifests (the CNI operator first, "
+                              "then the rest in name order)",
                          stamp=f"{STAMPS}/k8s-manifests", digest=digest_of(manifests),
-                         command=f"kubectl --kubeconfig {shlex.quote(ADMIN)} apply {files}")
+                         command=apply_command([destination(p) for p in manifests]))
     out = host.data.get("estate_join_out")
     if join and out:
         write_join_material(out)

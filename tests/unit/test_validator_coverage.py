@@ -9,6 +9,7 @@ from __future__ import annotations
 from estate.check import load_domains
 from estate.check.registry import REGISTRY
 from tests.unit import test_check_validators as spec_cases
+from tests.unit import test_cni as cni_cases
 from tests.unit import test_kubernetes_check as k8s_cases
 from tests.unit import test_ownership as ownership_cases
 
@@ -18,7 +19,8 @@ def seeded() -> dict[str, set]:
     out: dict[str, set] = {}
     for vid, severity, *_ in spec_cases.CASES + k8s_cases.CASES:
         out.setdefault(vid, set()).add(severity)
-    for _path, _edit, vid, _text in k8s_cases.TAMPER + ownership_cases.TAMPER:
+    for _path, _edit, vid, _text in k8s_cases.TAMPER + ownership_cases.TAMPER + \
+            cni_cases.TAMPER:
         out.setdefault(vid, set()).add(None)
     return out
 

@@ -1,0 +1,289 @@
+"""The pod network (Calico via its operator): rendered from the spec, strictly valid against
+the pinned CRD and Kubernetes schemas, admitted by the flow matrix and the rendered
+firewall between Kubernetes nodes only, applied operator-first; and each cni.* validator
+catches its seeded mistake."""
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+from dataclasses import replace
+
+import pytest
+import yaml
+
+from estate.check import kubernetes_schema as kcheck
+from estate.check.findings import Severity
+from estate.model import cni
+from estate.model.flows import matrix
+from estate.pulumi import plan as planning
+from estate.render import Artifacts, render_all
+from estate.spec.load import load_text
+from estate.spec.resolved import Estate
+from roles.k8s_control_plane.tasks import apply_command
+from tests.unit.checkutil import ROOT, findings_for, spec_dict
+from tests.unit.test_check_validators import put
+from tests.unit.test_kubernetes_check import _set, artifact_findings, tampered
+
+INSTALLATION = "kubernetes/manifests/02-cni.yaml"
+OPERATOR = "kubernetes/manifests/01-cni-operator.yaml"
+
+
+def rendered(data: dict) -> tuple[Estate, Artifacts]:
+    loaded = load_text(yaml.safe_dump(data, sort_keys=False), "<test>")
+    assert loaded.spec is not None, loaded.findings
+    estate = Estate(loaded.spec)
+    return estate, render_all(estate, "<test>")
+
+
+def edited(base: str, edits: dict) -> dict:
+    data = spec_dict(base)
+    for where, value in edits.items():
+        put(data, where, value)
+    return data
+
+
+@pytest.fixture(scope="module")
+def lab():
+    return rendered(spec_dict("lab"))
+
+
+def installation(arts) -> dict:
+    docs = list(yaml.safe_load_all(arts[INSTALLATION].content))
+    assert [d["kind"] for d in docs] == ["Installation"]
+    return docs[0]
+
+
+def segment(data: dict, name: str) -> dict:
+    return next(s for s in data["segments"] if s["name"] == name)
+
+
+# --- rendered from the spec -------------------------------------------------------------
+
+@pytest.mark.parametrize("base", ["lab", "prod"])
+def test_installation_is_the_specs_pool_mtu_and_segment(base):
+    data = spec_dict(base)
+    estate, arts = rendered(data)
+    k8s = data["kubernetes"]
+    seg = segment(data, k8s.get("api_segment", "service"))
+    net = installation(arts)["spec"]["calicoNetwork"]
+    assert net["ipPools"] == [{"name": "default-ipv4-ippool", "cidr": k8s["pod_cidr"],
+                               "blockSize": 26, "encapsulation": "VXLAN",
+                               "natOutgoing": "Enabled", "nodeSelector": "all()"}]
+    assert net["mtu"] == seg.get("mtu", 1500) - 50 and net["bgp"] == "Disabled"
+    assert net["nodeAddressAutodetectionV4"] == {"cidrs": [seg["cidr"]]}
+    init = list(yaml.safe_load_all(arts["kubernetes/kubeadm/init.yaml"].content))
+    cluster = next(d for d in init if d["kind"] == "ClusterConfiguration")
+    assert cluster["networking"]["podSubnet"] == k8s["pod_cidr"]
+
+
+def test_jumbo_segment_and_no_encapsulation():
+    data = edited("lab", {"kubernetes.cni": {"encapsulation": "none"}})
+    segment(data, data["kubernetes"].get("api_segment", "service"))["mtu"] = 9000
+    estate, arts = rendered(data)
+    net = installation(arts)["spec"]["calicoNetwork"]
+    assert net["mtu"] == 9000 and net["bgp"] == "Enabled"
+    assert net["ipPools"][0]["encapsulation"] == "None"
+    names = {f.name: f for f in matrix(estate).flows}
+    assert "calico-vxlan" not in names
+    assert (names["calico-bgp"].proto, names["calico-bgp"].ports) == ("tcp", (179, 179))
+    assert not {k: v for k, v in artifact_findings(estate, arts).items()
+                if k.startswith(("cni.", "kubernetes."))}
+
+
+def test_unknown_encapsulation_is_refused_by_the_spec_schema():
+    found = findings_for(edited("lab", {"kubernetes.cni": {"encapsulation": "ipip"}}))
+    assert any(f.path.startswith("kubernetes.cni.encapsulation") and f.severity is Severity.ERROR
+               for f in found), found
+
+
+def test_rendered_objects_pass_strict_validation(lab):
+    estate, arts = lab
+    version = estate.spec.kubernetes.version
+    for path in (OPERATOR, INSTALLATION):
+        docs = list(yaml.safe_load_all(arts[path].content))
+        assert docs
+        for doc in docs:
+            assert kcheck.validate_object(doc, version) == [], (path, doc["kind"])
+    # the CRD is closed: a field Calico does not know, and one of the removed overrides
+    doc = installation(arts)
+    doc["spec"]["calicoNetwork"]["vxlanPort"] = 4789
+    doc["spec"]["typhaDeployment"] = {}
+    errs = kcheck.validate_object(doc, version)
+    assert any("vxlanPort" in e for e in errs) and any("typhaDeployment" in e for e in errs)
+
+
+def test_operator_manifest_is_the_pinned_upstream_file(lab):
+    _, arts = lab
+    content = arts[OPERATOR].content
+    assert hashlib.sha256(content).hexdigest() == cni.OPERATOR_SHA256
+    assert content == (ROOT / cni.OPERATOR_MANIFEST).read_bytes()
+    assert f"image: {cni.OPERATOR_IMAGE}".encode() in content
+    readme = (ROOT / "k8s" / "cni" / "README.md").read_text()
+    assert cni.OPERATOR_SHA256 in readme and cni.CALICO_VERSION in readme
+
+
+# --- flows and firewall -----------------------------------------------------------------
+
+def test_flows_admit_calico_between_plane_nodes_only(lab):
+    estate, _ = lab
+    plane = set(estate.plane_hosts("kubernetes"))
+    seg = estate.spec.kubernetes.api_segment
+    for name, proto, port in (("calico-typha", "tcp", 5473), ("calico-vxlan", "udp", 4789)):
+        flow = next(f for f in matrix(estate).flows if f.name == name)
+        assert (flow.proto, flow.ports, flow.segment) == (proto, (port, port), seg)
+        assert flow.to == plane and flow.sources == plane and not flow.cidrs
+        for src in estate.nodes:
+            for dst in plane - {src}:
+                allowed = matrix(estate).allows(src, dst, proto, port, seg)
+                assert (allowed is not None) == (src in plane), (src, dst, name)
+    assert not [f for f in matrix(estate).flows if f.name == "calico-bgp"]
+
+
+def test_rendered_firewall_opens_calico_ports_on_plane_nodes_only(lab):
+    estate, arts = lab
+    plane = set(estate.plane_hosts("kubernetes"))
+    seg = estate.spec.kubernetes.api_segment
+    sources = sorted(int(estate.address(n, seg)) for n in plane)
+    for gi, hosts in enumerate(estate.group_hosts):
+        text = arts[f"network/nftables/group-{gi:03d}.nft"].content.decode()
+        rules = re.findall(r"ip saddr \{ ([^}]*) \} (tcp|udp) dport (5473|4789) ", text)
+        if set(hosts) <= plane:
+            assert {(p, port) for _, p, port in rules} == {("tcp", "5473"), ("udp", "4789")}
+            for srcs, _, _ in rules:   # the plane nodes' consecutive addresses, merged
+                lo, hi = (srcs.split("-") + [srcs])[:2]
+                assert (int(ipv4(lo)), int(ipv4(hi))) == (sources[0], sources[-1])
+        else:
+            assert rules == [], hosts
+
+
+def ipv4(text: str):
+    from ipaddress import IPv4Address
+    return IPv4Address(text.strip())
+
+
+# --- applied operator-first -------------------------------------------------------------
+
+def test_control_plane_applies_the_operator_then_waits_for_its_crd(tmp_path):
+    """The command as the role runs it, with a kubectl that records its calls: the operator
+    is applied alone, its CRD waited for, then every other manifest in name order."""
+    log, bin_dir = tmp_path / "calls", tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "kubectl"
+    fake.write_text(f"#!/bin/sh\necho \"$*\" >> {log}\n")
+    fake.chmod(0o755)
+    files = ["/x/00-tenants.yaml", f"/x/{cni.OPERATOR_PATH}", f"/x/{cni.INSTALLATION_PATH}"]
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    subprocess.run(["sh", "-c", apply_command(files)], check=True, env=env, timeout=30)
+    calls = [c.split(" ", 2)[2] for c in log.read_text().splitlines()]   # no --kubeconfig
+    crd = f"crd/{cni.INSTALLATION_CRD}"
+    assert calls == [f"apply -f /x/{cni.OPERATOR_PATH}", f"get {crd}",
+                     f"wait --for condition=Established --timeout=60s {crd}",
+                     f"apply -f /x/00-tenants.yaml -f /x/{cni.INSTALLATION_PATH}"]
+    # without a CNI manifest (no plane rendered it), one apply as before
+    assert apply_command(["/x/00-tenants.yaml"]).count("apply") == 1
+
+
+def test_pulumi_creates_the_operator_before_the_rest(lab):
+    _, arts = lab
+    first, rest = planning.operator_manifests(planning.manifests(arts))
+    assert [p for p, _ in first] == [OPERATOR]
+    assert INSTALLATION in [p for p, _ in rest] and OPERATOR not in [p for p, _ in rest]
+
+
+# --- validators: seeded mistakes in the rendered files ------------------------------------
+
+def _pool(key, value):
+    return _set([0, "spec", "calicoNetwork", "ipPools", 0, key], value)
+
+
+def _drop_installation(docs):
+    docs.clear()
+    docs.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}})
+
+
+# (path, edit(documents), validator id, text in its message)
+TAMPER = [
+    (INSTALLATION, _pool("cidr", "10.245.0.0/16"), "cni.pod_cidr_mismatch",
+     "not kubeadm's podSubnet 10.244.0.0/16"),
+    (INSTALLATION, _set([0, "spec", "calicoNetwork", "mtu"], 1500), "cni.mtu",
+     "pod MTU 1500 + 50 bytes of encapsulation exceed"),
+    (INSTALLATION, _set([0, "spec", "calicoNetwork", "mtu"], None), "cni.mtu", "sets no MTU"),
+    (INSTALLATION, _set([0, "spec", "calicoNetwork", "nodeAddressAutodetectionV4"],
+                        {"firstFound": True}), "cni.node_address", "not the API segment's"),
+    # no encapsulation needs BGP, which the matrix does not admit under VXLAN
+    (INSTALLATION, _pool("encapsulation", "None"), "cni.port_not_in_flows",
+     "179/tcp (calico-bgp)"),
+    (INSTALLATION, _pool("encapsulation", "IPIP"), "cni.port_not_in_flows",
+     "encapsulation IPIP has no flow"),
+    (INSTALLATION, _drop_installation, "cni.missing", "holds no Installation object"),
+    (OPERATOR, _set([0, "metadata", "labels", "pod-security.kubernetes.io/enforce"],
+                    "baseline"), "cni.operator_not_pinned", "differs from Calico"),
+    # the CRD's enum and closed objects (kubernetes.manifest_invalid reads k8s/crds/)
+    (INSTALLATION, _pool("encapsulation", "Vxlan"), "kubernetes.manifest_invalid", "Vxlan"),
+    (INSTALLATION, _pool("vxlanPort", 4790), "kubernetes.manifest_invalid", "vxlanPort"),
+]
+
+
+@pytest.mark.parametrize("path,edit,vid,text", TAMPER, ids=[f"{t[2]}:{t[3]}" for t in TAMPER])
+def test_tampered_cni_file_is_caught(lab, path, edit, vid, text):
+    estate, arts = lab
+    found = artifact_findings(estate, tampered(arts, path, edit))
+    assert vid in found, sorted(found)
+    assert any(text in f.message for f in found[vid]), [f.message for f in found[vid]]
+
+
+def test_clean_renders_have_no_cni_findings(lab):
+    assert not {k for k in artifact_findings(*lab) if k.startswith("cni.")}
+    assert not {k for k in artifact_findings(*rendered(spec_dict("prod")))
+                if k.startswith("cni.")}
+
+
+def test_a_missing_cni_manifest_is_caught(lab):
+    estate, arts = lab
+    out = Artifacts(arts)
+    del out[OPERATOR]
+    found = artifact_findings(estate, out)["cni.missing"]
+    assert [f.path for f in found] == [OPERATOR] and "NotReady" in found[0].message
+
+
+@pytest.mark.parametrize("flow,where", [
+    # VXLAN moved to flannel's port: calico-node still sends to 4789
+    ({"name": "calico-vxlan", "proto": "udp", "port": 8472, "to": "k8s[1-2]",
+      "from_hosts": "k8s[1-2]", "segment": "service", "reason": "moved"}, "calico-vxlan"),
+    # Typha reachable only on the control plane: the worker's Typha is cut off
+    ({"name": "calico-typha", "proto": "tcp", "port": 5473, "to": "k8s1",
+      "from_hosts": "k8s[1-2]", "segment": "service", "reason": "one typha"}, "calico-typha"),
+])
+def test_a_spec_flow_that_cuts_the_pod_network_is_caught(flow, where):
+    estate, arts = rendered(edited("lab", {"firewall.flows": [flow]}))
+    found = artifact_findings(estate, arts).get("cni.port_not_in_flows", [])
+    assert any(f"({where})" in f.message for f in found), [f.message for f in found]
+    assert all(f.severity is Severity.ERROR for f in found)
+
+
+def test_replacing_a_default_with_the_same_admission_passes():
+    flow = {"name": "calico-vxlan", "proto": "udp", "port": 4789, "to": "k8s[1-2]",
+            "from_hosts": "k8s[1-2]", "segment": "service", "reason": "explicit"}
+    estate, arts = rendered(edited("lab", {"firewall.flows": [flow]}))
+    assert "cni.port_not_in_flows" not in artifact_findings(estate, arts)
+
+
+def test_reserved_operator_namespaces():
+    found = findings_for(edited("lab", {"kubernetes.tenants[0].name": "calico-system"}))
+    assert any(f.id == "kubernetes.tenant_name" for f in found)
+
+
+def test_pods_reach_the_api_on_their_own_control_plane(lab):
+    """Locally delivered pod traffic keeps its pod address (no masquerade): the control
+    plane's input chain must admit the pod CIDR on the API port, and only that port."""
+    estate, arts = lab
+    net = estate.spec.kubernetes.pod_cidr    # rendered as an address range
+    pods = f"{net.network_address}-{net.broadcast_address}"
+    for gi, hosts in enumerate(estate.group_hosts):
+        text = arts[f"network/nftables/group-{gi:03d}.nft"].content.decode()
+        lines = [l for l in text.splitlines() if "ip saddr {" in l and pods in l]
+        if set(hosts) <= set(estate.spec.kubernetes.control_plane):
+            assert len(lines) == 1 and "tcp dport 6443 " in lines[0], lines
+        else:
+            assert lines == [], hosts
