@@ -55,6 +55,10 @@ class GPU(Strict):
     count: int = Field(ge=1, le=16)
     memory_gb: GpuMemoryGB
     mig: bool = False
+    emulated: bool = Field(False, description="Fake devices (the lab's mknod'd /dev/nvidiaN) "
+                           "with no NVIDIA driver: `estate doctor` reports the driver check "
+                           "as not applicable for them instead of failing. Never on real "
+                           "hardware.")
 
 
 class NIC(Strict):
