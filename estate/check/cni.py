@@ -90,8 +90,8 @@ def pod_cidr_mismatch(ctx):
            "the API segment's MTU", stage="artifacts")
 def mtu(ctx):
     doc = _installation(ctx) if _planned(ctx) else None
-    seg_mtu = cni.segment_mtu(ctx.estate)
-    if doc is None or seg_mtu is None:
+    seg_mtu = cni.segment_mtu(ctx.estate) if doc is not None else None
+    if seg_mtu is None:
         return
     pod_mtu, encaps = _network(doc).get("mtu"), {p.get("encapsulation") for p in _pools(doc)}
     overhead = max((cni.BY_CALICO[e].overhead for e in encaps if e in cni.BY_CALICO), default=0)
@@ -109,8 +109,8 @@ def mtu(ctx):
            "API segment, which the flows do not admit", stage="artifacts")
 def node_address(ctx):
     doc = _installation(ctx) if _planned(ctx) else None
-    want = cni.api_cidr(ctx.estate)
-    if doc is None or want is None:
+    want = cni.api_cidr(ctx.estate) if doc is not None else None
+    if want is None:
         return
     got = (_network(doc).get("nodeAddressAutodetectionV4") or {}).get("cidrs")
     if got != [want]:

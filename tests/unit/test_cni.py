@@ -287,3 +287,16 @@ def test_pods_reach_the_api_on_their_own_control_plane(lab):
             assert len(lines) == 1 and "tcp dport 6443 " in lines[0], lines
         else:
             assert lines == [], hosts
+
+
+def test_a_spec_without_kubernetes_has_no_cni_findings():
+    data = spec_dict("lab")
+    data["kubernetes"] = None
+    for group in data["nodes"]:
+        group["roles"] = [r for r in group["roles"] if not r.startswith(("k8s", "gpu_node"))]
+        if group.get("plane") == "kubernetes":
+            group["plane"] = "slurm"
+    estate, arts = rendered(data)
+    assert not [a for a in arts if a.startswith("kubernetes/")]
+    found = artifact_findings(estate, arts)
+    assert not {k for k in found if k.startswith(("cni.", "internal."))}, found
