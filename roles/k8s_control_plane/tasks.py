@@ -35,8 +35,8 @@ ADMIN = "/etc/kubernetes/admin.conf"
 INIT = "/root/estate-kubeadm-init.yaml"
 # A join token lives long enough for one `pulumi up`; the run revokes it sooner.
 JOIN_TTL = "2h"
-# Seconds to wait for the CNI operator to pull its image, start and create its CRDs.
-CRD_WAIT = 300
+# Tries, 5 s apart, for the CNI operator to pull its image, start and create its CRDs.
+CRD_TRIES = "60"
 TOKEN_ID = re.compile(r"^[a-z0-9]{6}$")
 # Fills ${KUBEADM_CERTIFICATE_KEY} from the environment (KEY): the key is never an
 # argument of any process, so `ps` cannot show it.
@@ -49,27 +49,24 @@ INIT_COMMAND = ("test -f {admin} || ( umask 077 && KEY=$(kubeadm certs certifica
                 "{config}; rc=$?; rm -f {config}; exit $rc )")
 
 
-def apply_command(files: list[str]) -> str:
-    """kubectl apply of the installed manifests. The CNI operator goes first: it creates the
-    Installation CRD when it starts, and an Installation applied before that is refused
-    ("no matches for kind"); so wait until the CRD exists and is Established."""
-    kubectl = f"kubectl --kubeconfig {shlex.quote(ADMIN)}"
+def apply_manifests(files: list[str], digest: str) -> None:
+    """kubectl apply of the installed manifests, again when their digest changes. The CNI
+    operator goes first: it creates the Installation CRD when it starts, and an
+    Installation applied before that is refused ("no matches for kind"); so the rest waits
+    until the CRD exists and is Established."""
     first = [f for f in files if f.endswith("/" + cni.OPERATOR_PATH)]
     rest = [f for f in files if f not in first]
-    steps = []
-    if first:
-        crd = shlex.quote(f"crd/{cni.INSTALLATION_CRD}")
-        steps += [f"{kubectl} apply {_files(first)}",
-                  f"for i in $(seq {CRD_WAIT // 5}); do {kubectl} get {crd} >/dev/null 2>&1 "
-                  "&& break; sleep 5; done",
-                  f"{kubectl} wait --for condition=Established --timeout=60s {crd}"]
-    if rest:
-        steps.append(f"{kubectl} apply {_files(rest)}")
-    return " && ".join(steps)
-
-
-def _files(paths: list[str]) -> str:
-    return shlex.join(arg for p in paths for arg in ("-f", p))
+    kubectl = f"kubectl --kubeconfig {shlex.quote(ADMIN)}"
+    crd = shlex.quote(f"crd/{cni.INSTALLATION_CRD}")
+    then = f"{kubectl} apply {shlex.join(a for f in rest for a in ('-f', f))}" if rest \
+        else "true"
+    wait = (f"for i in $(seq {CRD_TRIES}); do {kubectl} get {crd} >/dev/null 2>&1 && break; "
+            f"sleep 5; done && {kubectl} wait --for condition=Established --timeout=60s {crd}")
+    command = f"{kubectl} apply {shlex.join(a for f in first for a in ('-f', f))} && " \
+              f"{wait} && {then}" if first else then
+    run_when_changed(name="kubectl apply the rendered manifests (the CNI operator first, "
+                          "then the rest in name order)",
+                     stamp=f"{STAMPS}/k8s-manifests", digest=digest, command=command)
 
 
 def missing_tools(run) -> list[str]:
@@ -111,10 +108,7 @@ def k8s_control_plane(join: bool = False) -> None:
     for p in manifests:
         install(p)
     if manifests:
-        run_when_changed(name="kubectl apply the rendered manifests (the CNI operator first, "
-                              "then the rest in name order)",
-                         stamp=f"{STAMPS}/k8s-manifests", digest=digest_of(manifests),
-                         command=apply_command([destination(p) for p in manifests]))
+        apply_manifests([destination(p) for p in manifests], digest_of(manifests))
     out = host.data.get("estate_join_out")
     if join and out:
         write_join_material(out)

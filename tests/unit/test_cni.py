@@ -20,7 +20,7 @@ from estate.pulumi import plan as planning
 from estate.render import Artifacts, render_all
 from estate.spec.load import load_text
 from estate.spec.resolved import Estate
-from roles.k8s_control_plane.tasks import apply_command
+import roles.k8s_control_plane.tasks as control_plane
 from tests.unit.checkutil import ROOT, findings_for, spec_dict
 from tests.unit.test_check_validators import put
 from tests.unit.test_kubernetes_check import _set, artifact_findings, tampered
@@ -164,7 +164,16 @@ def ipv4(text: str):
 
 # --- applied operator-first -------------------------------------------------------------
 
-def test_control_plane_applies_the_operator_then_waits_for_its_crd(tmp_path):
+def applied(monkeypatch, files) -> str:
+    """The command the role hands to run_when_changed for these installed files."""
+    seen = {}
+    monkeypatch.setattr(control_plane, "run_when_changed", lambda **kw: seen.update(kw))
+    control_plane.apply_manifests(files, "digest")
+    assert seen["digest"] == "digest"
+    return seen["command"]
+
+
+def test_control_plane_applies_the_operator_then_waits_for_its_crd(tmp_path, monkeypatch):
     """The command as the role runs it, with a kubectl that records its calls: the operator
     is applied alone, its CRD waited for, then every other manifest in name order."""
     log, bin_dir = tmp_path / "calls", tmp_path / "bin"
@@ -174,14 +183,14 @@ def test_control_plane_applies_the_operator_then_waits_for_its_crd(tmp_path):
     fake.chmod(0o755)
     files = ["/x/00-tenants.yaml", f"/x/{cni.OPERATOR_PATH}", f"/x/{cni.INSTALLATION_PATH}"]
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
-    subprocess.run(["sh", "-c", apply_command(files)], check=True, env=env, timeout=30)
+    subprocess.run(["sh", "-c", applied(monkeypatch, files)], check=True, env=env, timeout=30)
     calls = [c.split(" ", 2)[2] for c in log.read_text().splitlines()]   # no --kubeconfig
     crd = f"crd/{cni.INSTALLATION_CRD}"
     assert calls == [f"apply -f /x/{cni.OPERATOR_PATH}", f"get {crd}",
                      f"wait --for condition=Established --timeout=60s {crd}",
                      f"apply -f /x/00-tenants.yaml -f /x/{cni.INSTALLATION_PATH}"]
     # without a CNI manifest (no plane rendered it), one apply as before
-    assert apply_command(["/x/00-tenants.yaml"]).count("apply") == 1
+    assert applied(monkeypatch, ["/x/00-tenants.yaml"]).count("apply") == 1
 
 
 def test_pulumi_creates_the_operator_before_the_rest(lab):
