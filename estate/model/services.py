@@ -27,8 +27,10 @@ PORT_RANGES = {"etcd": (2379, 2380)}        # client, peer
 PROTOCOLS = {"calico-vxlan": "udp"}         # the rest are TCP
 # Flows whose port a daemon of the estate listens on (not ssh, srun's ephemeral range or
 # an exporter Estate does not run): `estate doctor` checks those ports are free for it.
+# Calico's Typha listens as the process calico-typha (what `ss -p` names); BIRD's BGP port is
+# left out: its process (bird) is not named like the flow.
 DAEMON_FLOWS = ("slurmctld", "slurmd", "slurmdbd", "slurmrestd", "kube-apiserver", "nfs",
-                "kubelet", "etcd")
+                "kubelet", "etcd", "calico-typha")
 
 # The slurmdbd database (MariaDB, reached over its unix socket as SLURM_USER).
 SLURMDBD_DATABASE = "slurm_acct_db"

@@ -122,3 +122,23 @@ def test_emulated_is_the_labs_explicit_mark():
     assert marked == with_gpus and marked
     prod = yaml.safe_load((LAB.parent / "example-prod.yaml").read_text())
     assert not [c for c in prod["node_classes"] if (c.get("gpus") or {}).get("emulated")]
+
+
+def test_typhas_port_must_be_free_on_kubernetes_nodes(lab):
+    """5473 (calico-typha, 0x1561) taken by another process fails; by Typha itself passes."""
+    tcp = ("  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  "
+           "timeout inode\n   0: 00000000:1561 00000000:0000 0A 00000000:00000000 00:00000000 "
+           "00000000  0 0 1\n")
+    for owner, status in (("nginx", "FAIL"), ("calico-typha", "ok")):
+        runner = GpuRunner(lab.estate)
+        runner.files["/proc/net/tcp"] = tcp
+        base = runner.run
+
+        def run(argv, base=base, owner=owner):
+            if argv[0] == "ss":
+                return Proc(0, f'LISTEN 0 4096 *:5473 *:* users:(("{owner}",pid=1,fd=3))\n')
+            return base(argv)
+        runner.run = run
+        checks = doctor_nodes(lab.estate, lab.artifacts, lambda need: runner, limit="k8s2")
+        port = [c for c in checks if c.id == "doctor.port" and "5473" in c.message]
+        assert [c.status for c in port] == [status], [c.message for c in port]
