@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 from bisect import bisect_right
 
+from estate.check._common import problem
 from estate.check.findings import Severity
 from estate.check.kubernetes_schema import _dicts, plane_artifacts
 from estate.check.registry import Problem, validator
@@ -164,3 +165,50 @@ def _covers(ranges: list[tuple[int, int]], addrs: list[int]) -> bool:
         if i < 0 or a > ranges[i][1]:
             return False
     return True
+
+
+# --- the spec ----------------------------------------------------------------------------
+
+W = Severity.WARNING
+# Calico's BGP guide: the default node-to-node full mesh suits clusters of up to about 100
+# nodes; beyond that it wants route reflectors, which Estate does not render.
+MESH_NODES = 100
+
+
+@validator("cni.pod_cidr_too_small", E, "cni", "the pod CIDR is smaller than one of Calico's "
+           "IPAM blocks")
+def pod_cidr_too_small(estate):
+    k8s = estate.spec.kubernetes
+    if k8s is not None and k8s.pod_cidr.prefixlen > cni.BLOCK_SIZE:
+        yield problem(("kubernetes", "pod_cidr"), f"pod_cidr {k8s.pod_cidr} is smaller than "
+                      f"one /{cni.BLOCK_SIZE} block: Calico refuses an IP pool smaller than "
+                      "its block size", f"use a /{cni.BLOCK_SIZE} or larger, e.g. a /16")
+
+
+@validator("cni.pod_cidr_blocks", W, "cni", "the pod CIDR holds fewer IPAM blocks than the "
+           "plane has nodes")
+def pod_cidr_blocks(estate):
+    k8s = estate.spec.kubernetes
+    if k8s is None or k8s.pod_cidr.prefixlen > cni.BLOCK_SIZE:
+        return
+    blocks = 2 ** (cni.BLOCK_SIZE - k8s.pod_cidr.prefixlen)
+    nodes = len(estate.plane_hosts("kubernetes"))
+    if nodes > blocks:
+        yield problem(("kubernetes", "pod_cidr"), f"pod_cidr {k8s.pod_cidr} holds {blocks} "
+                      f"/{cni.BLOCK_SIZE} blocks for {nodes} Kubernetes nodes: the nodes "
+                      "beyond borrow single addresses from others' blocks (a /32 route per "
+                      "pod)", f"give at least a /{cni.BLOCK_SIZE - (nodes - 1).bit_length()}")
+
+
+@validator("cni.bgp_mesh", W, "cni", "no encapsulation (BGP full mesh) on a plane too large "
+           "for it")
+def bgp_mesh(estate):
+    k8s = estate.spec.kubernetes
+    if k8s is None or not cni.encapsulation(estate).bgp:
+        return
+    nodes = len(estate.plane_hosts("kubernetes"))
+    if nodes > MESH_NODES:
+        yield problem(("kubernetes", "cni", "encapsulation"), f"encapsulation 'none' peers "
+                      f"every pair of the {nodes} Kubernetes nodes over BGP (Calico's "
+                      f"node-to-node mesh, meant for up to about {MESH_NODES} nodes)",
+                      "use vxlan, or peer with route reflectors (not rendered by Estate)")

@@ -309,3 +309,36 @@ def test_a_spec_without_kubernetes_has_no_cni_findings():
     assert not [a for a in arts if a.startswith("kubernetes/")]
     found = artifact_findings(estate, arts)
     assert not {k for k in found if k.startswith(("cni.", "internal."))}, found
+
+
+# --- validators: seeded mistakes in the spec ----------------------------------------------
+
+# (validator id, severity, base spec, edits {path: value}, expected finding path)
+CASES = [
+    ("cni.pod_cidr_too_small", Severity.ERROR, "lab", {"kubernetes.pod_cidr": "10.244.0.0/27"},
+     "kubernetes.pod_cidr"),
+    ("cni.pod_cidr_blocks", Severity.WARNING, "lab",
+     {"kubernetes.pod_cidr": "10.244.0.0/26", "nodes[5].hosts": "k8s[2-3]"},
+     "kubernetes.pod_cidr"),
+    ("cni.bgp_mesh", Severity.WARNING, "lab",
+     {"kubernetes.cni": {"encapsulation": "none"}, "nodes[5].hosts": "inf[001-100]"},  # 101
+     "kubernetes.cni.encapsulation"),
+]
+
+
+@pytest.mark.parametrize("vid,severity,base,edits,path", CASES,
+                         ids=[f"{c[0]}:{c[4]}" for c in CASES])
+def test_seeded_spec_mistake_is_reported(vid, severity, base, edits, path):
+    found = {(f.id, f.path): f for f in findings_for(edited(base, edits))}
+    assert (vid, path) in found, sorted(found)
+    f = found[(vid, path)]
+    assert f.severity is severity and f.hint and f.location.startswith("<test>:")
+
+
+@pytest.mark.parametrize("edits", [
+    {"kubernetes.pod_cidr": "10.244.0.0/25"},                     # 2 blocks, 2 nodes
+    {"kubernetes.cni": {"encapsulation": "none"}, "nodes[5].hosts": "inf[001-099]"},  # 100
+])
+def test_just_within_the_limits_is_clean(edits):
+    found = [f for f in findings_for(edited("lab", edits)) if f.id.startswith("cni.")]
+    assert found == []

@@ -17,7 +17,7 @@ from tests.unit import test_ownership as ownership_cases
 def seeded() -> dict[str, set]:
     """Validator id -> the severities its seeded cases expect (None: the table has none)."""
     out: dict[str, set] = {}
-    for vid, severity, *_ in spec_cases.CASES + k8s_cases.CASES:
+    for vid, severity, *_ in spec_cases.CASES + k8s_cases.CASES + cni_cases.CASES:
         out.setdefault(vid, set()).add(severity)
     for _path, _edit, vid, _text in k8s_cases.TAMPER + ownership_cases.TAMPER + \
             cni_cases.TAMPER:
