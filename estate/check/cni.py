@@ -150,11 +150,18 @@ def _unadmitted(estate, name: str):
     lacking = [n for n in nodes if n not in covered]
     if lacking:
         port = str(lo) if lo == hi else f"{lo}-{hi}"
-        yield Problem("firewall.flows", f"Kubernetes nodes {compress(lacking)} do "
+        yield Problem(_where(estate, name), f"Kubernetes nodes {compress(lacking)} do "
                       f"not accept {port}/{proto} ({name}) from every Kubernetes node "
                       f"on segment {seg}: the pod network breaks there",
                       f"keep the default flow {name}, or give firewall.flows a flow "
                       f"{name} on {port}/{proto} from and to every Kubernetes node")
+
+
+def _where(estate, name: str) -> str:
+    """The spec flow that replaced the default, else where the plane's addresses come from."""
+    flows = estate.spec.firewall.flows
+    i = next((i for i, f in enumerate(flows) if f.name == name), None)
+    return f"firewall.flows[{i}]" if i is not None else "kubernetes.api_segment"
 
 
 def _covers(ranges: list[tuple[int, int]], addrs: list[int]) -> bool:

@@ -268,7 +268,7 @@ def test_a_spec_flow_that_cuts_the_pod_network_is_caught(flow, where):
     estate, arts = rendered(edited("lab", {"firewall.flows": [flow]}))
     found = artifact_findings(estate, arts).get("cni.port_not_in_flows", [])
     assert any(f"({where})" in f.message for f in found), [f.message for f in found]
-    assert all(f.severity is Severity.ERROR for f in found)
+    assert all(f.severity is Severity.ERROR and f.path == "firewall.flows[0]" for f in found)
 
 
 def test_replacing_a_default_with_the_same_admission_passes():
