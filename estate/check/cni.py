@@ -9,7 +9,7 @@ from bisect import bisect_right
 
 from estate.check._common import problem
 from estate.check.findings import Severity
-from estate.check.kubernetes_schema import _dicts, plane_artifacts
+from estate.check.kubernetes_schema import _dicts
 from estate.check.registry import Problem, validator
 from estate.model import cni
 from estate.model.flows import designed_port, matrix

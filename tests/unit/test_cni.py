@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import re
 import subprocess
-from dataclasses import replace
 
 import pytest
 import yaml
