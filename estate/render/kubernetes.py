@@ -363,7 +363,7 @@ def build_cni(estate: Estate, source: str) -> list[Artifact]:
 
 
 def _manifest(name: str, content: bytes, estate: Estate) -> Artifact:
-    # Applied from a control plane (kubectl apply -f kubernetes/manifests/, in name order).
+    # Applied from a control plane in name order, the CNI operator first (k8s_control_plane).
     return Artifact(f"{MANIFESTS}{name}", content, hostlist(control_planes(estate)),
                     PLANE)
 
