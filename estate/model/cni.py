@@ -31,10 +31,21 @@ NAMESPACES = ("tigera-operator", "calico-system", "calico-apiserver")
 POOL_NAME = "default-ipv4-ippool"
 BLOCK_SIZE = 26                         # Calico's default IPAM block: 64 addresses per node
 
-# Rendered manifests, in apply order before every other manifest: pods (CoreDNS, the
-# device plugin) get no network until the CNI is up.
+# Rendered manifests, applied before every other manifest: pods (CoreDNS, the device
+# plugin) get no network until the CNI is up.
 OPERATOR_PATH = "01-cni-operator.yaml"
 INSTALLATION_PATH = "02-cni.yaml"
+# The control plane's role applies these itself, under `estate apply` and under Pulumi alike
+# (like kubeadm init): the Installation can only be created once the operator has made its
+# CRD, which a command on the node can wait for and a Pulumi ConfigGroup cannot (it retries
+# an unknown kind a few times, then fails); and the ConfigGroup's DaemonSets only become
+# ready on a pod network.
+ROLE_MANIFESTS = (OPERATOR_PATH, INSTALLATION_PATH)
+
+
+def role_applied(path: str) -> bool:
+    """A rendered manifest that k8s_control_plane applies in every path (ROLE_MANIFESTS)."""
+    return path.rsplit("/", 1)[-1] in ROLE_MANIFESTS
 
 
 @dataclass(frozen=True)

@@ -151,16 +151,11 @@ class EstateDeployment(pulumi.ComponentResource):
         control = self._stage("k8s-control-plane")
         provider = kubernetes.Provider("kubernetes", kubeconfig=kubeconfig,
                                        opts=self._child(depends_on=control))
-        after = control + self._stage("k8s-workers")
-        first, rest = planning.operator_manifests(docs)
-        if first:   # the CNI operator, whose CRDs the Installation in the rest needs
-            after = after + [kubernetes.yaml.v2.ConfigGroup(
-                "cni-operator", yaml="\n---\n".join(c.decode() for _, c in first),
-                opts=self._child(provider=provider, depends_on=after))]
         kubernetes.yaml.v2.ConfigGroup(
             "manifests",
-            yaml="\n---\n".join(c.decode() for _, c in rest),
-            opts=self._child(provider=provider, depends_on=after))
+            yaml="\n---\n".join(c.decode() for _, c in docs),
+            opts=self._child(provider=provider,
+                             depends_on=control + self._stage("k8s-workers")))
         origin = "the stack's kubeconfig" if given is not None else \
             f"the admin.conf that {self.plan.join_source}'s step outputs"
         return f"managed: {len(docs)} manifest files ({planning.MANIFESTS}) through {origin}"

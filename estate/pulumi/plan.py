@@ -28,7 +28,8 @@ from estate.spec.resolved import Estate
 
 # The provisioning command for one node; the one place its command line is spelled.
 # `estate pulumi step` is `estate apply --limit NODE --no-manifests` (the stack's ConfigGroup
-# owns the Kubernetes manifests) that fails on an unsupported role the stack does not
+# owns the Kubernetes manifests, but the pod network's, which the control plane's step
+# applies: estate.model.cni.ROLE_MANIFESTS) that fails on an unsupported role the stack does not
 # accept, takes the join material from its environment and prints the node's outputs.
 STEP = "exec {cli} pulumi step {spec} {node}"
 CLI_ENV = "ESTATE_PULUMI_CLI"
@@ -283,12 +284,7 @@ def endpoints(estate: Estate) -> dict:
 
 
 def manifests(artifacts: Artifacts) -> list[tuple[str, bytes]]:
-    """The Kubernetes objects to create, in the order a control plane applies them."""
-    return [(p, a.content) for p, a in sorted(artifacts.items()) if p.startswith(MANIFESTS)]
-
-
-def operator_manifests(docs: list[tuple[str, bytes]]) -> tuple[list, list]:
-    """(the CNI operator's manifest, the rest): the operator creates the CRDs of objects in
-    the rest when it starts, so it is created first (roles/k8s_control_plane does the same)."""
-    first = [d for d in docs if d[0] == MANIFESTS + cni.OPERATOR_PATH]
-    return first, [d for d in docs if d not in first]
+    """The Kubernetes objects to create, in the order a control plane applies them; not the
+    pod network's, which the control plane's step applies itself (cni.ROLE_MANIFESTS)."""
+    return [(p, a.content) for p, a in sorted(artifacts.items())
+            if p.startswith(MANIFESTS) and not cni.role_applied(p)]

@@ -1,5 +1,6 @@
-"""kubeadm init with the rendered init config, then the rendered manifests in name order
-(the CNI operator first, and the rest once it has created its CRDs).
+"""kubeadm init with the rendered init config, the pod network (the CNI operator, then its
+Installation once the operator has created its CRD), then the rendered manifests in name
+order.
 
 An initialised node (/etc/kubernetes/admin.conf) is not initialised again; manifests
 are re-applied when their digest changes. Where kubeadm is missing (k8s_packages could
@@ -49,11 +50,11 @@ INIT_COMMAND = ("test -f {admin} || ( umask 077 && KEY=$(kubeadm certs certifica
                 "{config}; rc=$?; rm -f {config}; exit $rc )")
 
 
-def apply_manifests(files: list[str], digest: str) -> None:
-    """kubectl apply of the installed manifests, again when their digest changes. The CNI
-    operator goes first: it creates the Installation CRD when it starts, and an
-    Installation applied before that is refused ("no matches for kind"); so the rest waits
-    until the CRD exists and is Established."""
+def apply_network(files: list[str], digest: str) -> None:
+    """kubectl apply of the pod network's manifests, again when their digest changes. The
+    CNI operator goes first: it creates the Installation CRD when it starts, and an
+    Installation applied before that is refused ("no matches for kind"); so the
+    Installation waits until the CRD exists and is Established."""
     first = [f for f in files if f.endswith("/" + cni.OPERATOR_PATH)]
     rest = [f for f in files if f not in first]
     kubectl = f"kubectl --kubeconfig {shlex.quote(ADMIN)}"
@@ -64,9 +65,9 @@ def apply_manifests(files: list[str], digest: str) -> None:
             f"sleep 5; done && {kubectl} wait --for condition=Established --timeout=60s {crd}")
     command = f"{kubectl} apply {shlex.join(a for f in first for a in ('-f', f))} && " \
               f"{wait} && {then}" if first else then
-    run_when_changed(name="kubectl apply the rendered manifests (the CNI operator first, "
-                          "then the rest in name order)",
-                     stamp=f"{STAMPS}/k8s-manifests", digest=digest, command=command)
+    run_when_changed(name="kubectl apply the pod network (the CNI operator, then its "
+                          "Installation once the operator's CRD is Established)",
+                     stamp=f"{STAMPS}/k8s-network", digest=digest, command=command)
 
 
 def missing_tools(run) -> list[str]:
@@ -103,12 +104,23 @@ def k8s_control_plane(join: bool = False) -> None:
                      command=INIT_COMMAND.format(admin=shlex.quote(ADMIN), fill=FILL_KEY,
                                                  src=shlex.quote(destination(init[0])),
                                                  config=shlex.quote(INIT)))
-    # One owner: under Pulumi its ConfigGroup applies them (estate apply --no-manifests).
-    manifests = sorted(consumed(MANIFESTS + "*")) if runtime("apply_manifests", True) else []
+    # The pod network first, in every path (estate.model.cni.ROLE_MANIFESTS says why).
+    network = sorted(p for p in consumed(MANIFESTS + "*") if cni.role_applied(p))
+    for p in network:
+        install(p)
+    if network:
+        apply_network([destination(p) for p in network], digest_of(network))
+    # One owner for the rest: under Pulumi its ConfigGroup applies them (estate apply
+    # --no-manifests).
+    manifests = sorted(p for p in consumed(MANIFESTS + "*") if not cni.role_applied(p)) \
+        if runtime("apply_manifests", True) else []
     for p in manifests:
         install(p)
     if manifests:
-        apply_manifests([destination(p) for p in manifests], digest_of(manifests))
+        files = shlex.join(arg for p in manifests for arg in ("-f", destination(p)))
+        run_when_changed(name="kubectl apply the rendered manifests (name order)",
+                         stamp=f"{STAMPS}/k8s-manifests", digest=digest_of(manifests),
+                         command=f"kubectl --kubeconfig {shlex.quote(ADMIN)} apply {files}")
     out = host.data.get("estate_join_out")
     if join and out:
         write_join_material(out)

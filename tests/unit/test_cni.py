@@ -167,36 +167,55 @@ def applied(monkeypatch, files) -> str:
     """The command the role hands to run_when_changed for these installed files."""
     seen = {}
     monkeypatch.setattr(control_plane, "run_when_changed", lambda **kw: seen.update(kw))
-    control_plane.apply_manifests(files, "digest")
-    assert seen["digest"] == "digest"
+    control_plane.apply_network(files, "digest")
+    assert seen["digest"] == "digest" and seen["stamp"].endswith("/k8s-network")
     return seen["command"]
 
 
 def test_control_plane_applies_the_operator_then_waits_for_its_crd(tmp_path, monkeypatch):
     """The command as the role runs it, with a kubectl that records its calls: the operator
-    is applied alone, its CRD waited for, then every other manifest in name order."""
+    is applied alone, its CRD waited for, then the Installation."""
     log, bin_dir = tmp_path / "calls", tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "kubectl"
     fake.write_text(f"#!/bin/sh\necho \"$*\" >> {log}\n")
     fake.chmod(0o755)
-    files = ["/x/00-tenants.yaml", f"/x/{cni.OPERATOR_PATH}", f"/x/{cni.INSTALLATION_PATH}"]
+    files = [f"/x/{cni.OPERATOR_PATH}", f"/x/{cni.INSTALLATION_PATH}"]
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
     subprocess.run(["sh", "-c", applied(monkeypatch, files)], check=True, env=env, timeout=30)
     calls = [c.split(" ", 2)[2] for c in log.read_text().splitlines()]   # no --kubeconfig
     crd = f"crd/{cni.INSTALLATION_CRD}"
     assert calls == [f"apply -f /x/{cni.OPERATOR_PATH}", f"get {crd}",
                      f"wait --for condition=Established --timeout=60s {crd}",
-                     f"apply -f /x/00-tenants.yaml -f /x/{cni.INSTALLATION_PATH}"]
-    # without a CNI manifest (no plane rendered it), one apply as before
-    assert applied(monkeypatch, ["/x/00-tenants.yaml"]).count("apply") == 1
+                     f"apply -f /x/{cni.INSTALLATION_PATH}"]
 
 
-def test_pulumi_creates_the_operator_before_the_rest(lab):
+def test_a_crd_that_never_comes_fails_the_apply(tmp_path, monkeypatch):
+    """kubectl get finds no CRD: the loop gives up after CRD_TRIES and kubectl wait fails,
+    so the stamp is not written and the next run tries again (sleep is stubbed)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in (("kubectl", 'case "$3" in get|wait) exit 1;; esac'), ("sleep", "")):
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\nexit 0\n")
+        (bin_dir / name).chmod(0o755)
+    command = applied(monkeypatch, [f"/x/{cni.OPERATOR_PATH}", f"/x/{cni.INSTALLATION_PATH}"])
+    run = subprocess.run(["sh", "-c", command + " && echo applied"], capture_output=True,
+                         text=True, env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, timeout=30)
+    assert run.returncode != 0 and "applied" not in run.stdout
+
+
+def test_the_pod_network_is_the_roles_in_every_path(lab):
+    """Pulumi's ConfigGroup gets every manifest but the pod network's, which the control
+    plane's step applies even under --no-manifests (it waits for the operator's CRD)."""
     _, arts = lab
-    first, rest = planning.operator_manifests(planning.manifests(arts))
-    assert [p for p, _ in first] == [OPERATOR]
-    assert INSTALLATION in [p for p, _ in rest] and OPERATOR not in [p for p, _ in rest]
+    paths = [p for p, _ in planning.manifests(arts)]
+    assert paths and OPERATOR not in paths and INSTALLATION not in paths
+    assert set(paths) | {OPERATOR, INSTALLATION} == \
+        {p for p in arts if p.startswith("kubernetes/manifests/")}
+    source = (ROOT / "roles" / "k8s_control_plane" / "tasks.py").read_text()
+    network = source.index("network = sorted(")
+    gate = source.index('runtime("apply_manifests", True)')
+    assert network < gate and "runtime(" not in source[network:gate]
 
 
 # --- validators: seeded mistakes in the rendered files ------------------------------------

@@ -21,6 +21,7 @@ from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.settings import get_root_resource
 
+from estate.model import cni
 from estate.pipeline import build
 from estate.pulumi import plan as planning
 from estate.pulumi.component import build_or_fail
@@ -198,9 +199,7 @@ LAB_DEPENDENCIES = {
     "node-k8s1": {"node-nfs1"},
     "node-k8s2": {"node-nfs1", "node-k8s1"},
     "kubernetes": {"node-k8s1"},
-    # the CNI operator first: it creates the CRD of the Installation among the manifests
-    "cni-operator": {"node-k8s1", "node-k8s2"},   # and the provider: see below
-    "manifests": {"node-k8s1", "node-k8s2", "cni-operator"},
+    "manifests": {"node-k8s1", "node-k8s2"},   # and the provider: see below
     # the join token is deleted once every node that joins with it has run
     "join-token-revoke": {"node-k8s1", "node-k8s2"},
     "munge-key": set(),
@@ -215,10 +214,9 @@ def test_resource_graph_and_its_dependencies(lab):
     assert deployment == ["lab"]
     assert all(r.parent == "lab" for n, r in lab.regs.items() if n != "lab")
     assert lab.regs["kubernetes"].type == "pulumi:providers:kubernetes"
-    for name in ("cni-operator", "manifests"):
-        group = lab.regs[name]
-        assert group.type == "kubernetes:yaml/v2:ConfigGroup"
-        assert group.provider == f"{lab.regs['kubernetes'].urn}::kubernetes-id"
+    group = lab.regs["manifests"]
+    assert group.type == "kubernetes:yaml/v2:ConfigGroup"
+    assert group.provider == f"{lab.regs['kubernetes'].urn}::kubernetes-id"
 
 
 def test_each_node_runs_its_step_triggered_by_what_it_consumes_and_runs(lab):
@@ -267,12 +265,11 @@ def test_workers_join_with_the_control_planes_secret_outputs(lab):
 
 
 def test_manifests_are_the_rendered_ones_in_apply_order(lab):
+    # not the pod network's: the control plane's step applies it (estate.model.cni)
     docs = [a.content.decode() for p, a in sorted(build(LAB).artifacts.items())
-            if p.startswith("kubernetes/manifests/")]
-    operator = [d for d in docs if "kind: Deployment\nmetadata:\n  name: tigera-operator" in d]
-    assert len(operator) == 1 and lab.regs["cni-operator"].inputs["yaml"] == operator[0]
-    rest = [d for d in docs if d not in operator]
-    assert rest and lab.regs["manifests"].inputs["yaml"] == "\n---\n".join(rest)
+            if p.startswith("kubernetes/manifests/") and not cni.role_applied(p)]
+    assert docs and lab.regs["manifests"].inputs["yaml"] == "\n---\n".join(docs)
+    assert "kind: Installation" not in lab.regs["manifests"].inputs["yaml"]
 
 
 # --- triggers: a change reprovisions only the nodes that consume what changed ----------
@@ -372,7 +369,7 @@ def test_stack_outputs(lab):
     assert inventory["stages"] == {"storage": "nfs1", "slurm-controllers": "ctl1",
                                    "slurm-nodes": "login1,gpu[1-2]",
                                    "k8s-control-plane": "k8s1", "k8s-workers": "k8s2"}
-    assert lab.exports["kubernetes"].startswith("managed: 8 manifest files")
+    assert lab.exports["kubernetes"].startswith("managed: 6 manifest files")
 
 
 def test_without_kubeconfig_the_control_planes_admin_conf_feeds_the_provider():
@@ -383,7 +380,7 @@ def test_without_kubeconfig_the_control_planes_admin_conf_feeds_the_provider():
     assert rpc.is_rpc_secret(provider.inputs["kubeconfig"])
     right = rpc.unwrap_rpc_secret(provider.inputs["kubeconfig"]) == run.join["admin_conf"]
     assert right, "the provider's kubeconfig is not k8s1's admin.conf"
-    assert run.exports["kubernetes"] == ("managed: 8 manifest files (kubernetes/manifests/) "
+    assert run.exports["kubernetes"] == ("managed: 6 manifest files (kubernetes/manifests/) "
                                          "through the admin.conf that k8s1's step outputs")
 
 
