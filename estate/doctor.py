@@ -5,8 +5,9 @@ reports one line per check, each with the fix: the packages, commands and Slurm 
 the rendered files need (and a Slurm new enough for their keywords), the munge and JWT
 keys, ports already taken, cgroup v2, nftables, the kernel's NFS, the container runtime
 and, on GPU nodes, the NVIDIA driver (loaded, at estate.model.nvidia's minimum; GPUs the
-spec marks emulated, as the lab's, are reported as such). It exits 1 on anything that would make the lab or an apply fail, so `make lab`
-names a missing piece up front instead of a daemon timing out two minutes later.
+spec marks emulated, as the lab's, are reported as such). It exits 1 on anything that
+would make the lab or an apply fail, so `make lab` names a missing piece up front instead
+of a daemon timing out two minutes later.
 
 What a target needs is derived from the spec (render.slurm.slurm_plugins, the firewall's
 flows) and the role catalogue (estate.catalogue), never listed here. Probes run through a

@@ -159,7 +159,7 @@ def designed_port(name: str) -> tuple[str, tuple[int, int]]:
 
 def _flow(name, to, segment, sources, reason, path, port=None, proto="tcp", cidrs=()):
     if port is None:
-        port = PORT_RANGES[name] if name in PORT_RANGES else (PORTS[name],) * 2
+        port = designed_port(name)[1]
     lo, hi = port
     return Flow(name, PROTOCOLS.get(name, proto), (lo, hi), frozenset(to), segment,
                 frozenset(sources), tuple(cidrs), reason, path)

@@ -28,9 +28,10 @@ from estate.spec.resolved import Estate
 
 # The provisioning command for one node; the one place its command line is spelled.
 # `estate pulumi step` is `estate apply --limit NODE --no-manifests` (the stack's ConfigGroup
-# owns the Kubernetes manifests, but the pod network's, which the control plane's step
-# applies: estate.model.cni.ROLE_MANIFESTS) that fails on an unsupported role the stack does not
-# accept, takes the join material from its environment and prints the node's outputs.
+# owns the Kubernetes manifests but the pod network's, which the control plane's step
+# applies: estate.model.cni.ROLE_MANIFESTS) that fails on an unsupported role the stack
+# does not accept, takes the join material from its environment and prints the node's
+# outputs.
 STEP = "exec {cli} pulumi step {spec} {node}"
 CLI_ENV = "ESTATE_PULUMI_CLI"
 # The join material a Kubernetes control plane's step outputs (secret) and the steps that

@@ -363,7 +363,8 @@ def build_cni(estate: Estate, source: str) -> list[Artifact]:
 
 
 def _manifest(name: str, content: bytes, estate: Estate) -> Artifact:
-    # Applied from a control plane in name order, the CNI operator first (k8s_control_plane).
+    # Applied from a control plane: the pod network first, then in name order
+    # (k8s_control_plane).
     return Artifact(f"{MANIFESTS}{name}", content, hostlist(control_planes(estate)),
                     PLANE)
 
