@@ -3,9 +3,11 @@
 Given a spec and a target (this host, or the spec's nodes through the inventory), it
 reports one line per check, each with the fix: the packages, commands and Slurm plugins
 the rendered files need (and a Slurm new enough for their keywords), the munge and JWT
-keys, ports already taken, cgroup v2, nftables, the kernel's NFS and the container
-runtime. It exits 1 on anything that would make the lab or an apply fail, so `make lab`
-names a missing piece up front instead of a daemon timing out two minutes later.
+keys, ports already taken, cgroup v2, nftables, the kernel's NFS, the container runtime
+and, on GPU nodes, the NVIDIA driver (loaded, at estate.model.nvidia's minimum; GPUs the
+spec marks emulated, as the lab's, are reported as such). It exits 1 on anything that
+would make the lab or an apply fail, so `make lab` names a missing piece up front instead
+of a daemon timing out two minutes later.
 
 What a target needs is derived from the spec (render.slurm.slurm_plugins, the firewall's
 flows) and the role catalogue (estate.catalogue), never listed here. Probes run through a
@@ -30,6 +32,7 @@ import typer
 
 from estate.catalogue import (CONFLICTS, HOST_ROLES, HOST_TOOLS, ROLES, host_packages, packages,
                               plugin_file, plugin_package)
+from estate.model import nvidia
 from estate.model.services import JWT_KEY, MUNGE_KEY, uses_jwt
 from estate.output import Output, annotation, make_console, output_option
 
@@ -218,6 +221,14 @@ class Need:
     kubernetes: bool = False
     lab: bool = False                    # this host: runs the labs, installs nothing itself
     address: str | None = None
+    gpus: GpuNeed | None = None          # the node's GPUs, as its class declares them
+
+
+@dataclass(frozen=True)
+class GpuNeed:
+    count: int
+    emulated: bool
+    where: str                           # the spec path that declares them
 
 
 def _loads(roles: Iterable[str], rendered: dict) -> tuple[str, ...]:
@@ -258,7 +269,15 @@ def node_need(estate, target) -> Need:
                 _flows(estate, [estate.nodes[target.name].group]),
                 nfs=("nfsd",) * server + ("nfs",) * client,
                 kubernetes=any(ROLES[d].plane == "kubernetes" for d in target.deploys),
-                address=target.address)
+                address=target.address, gpus=_gpus(estate, target.name))
+
+
+def _gpus(estate, name: str) -> GpuNeed | None:
+    cls = estate.node_class(estate.group_of(name))
+    if cls is None or cls.gpus is None:
+        return None
+    index = estate.spec.node_classes.index(cls)
+    return GpuNeed(cls.gpus.count, cls.gpus.emulated, f"node_classes[{index}].gpus")
 
 
 # --- probes: one short function each, (Probe) -> checks -------------------------------
@@ -498,9 +517,41 @@ def probe_runtime(p: Probe) -> list[Check]:
         "systemctl enable --now containerd", WARNING)]
 
 
+def probe_gpu_driver(p: Probe) -> list[Check]:
+    """GPU nodes need the NVIDIA driver loaded, at the pinned minimum (estate.model.nvidia):
+    without it the device plugin and Slurm's GRES find no GPU. Nodes whose GPUs the spec
+    marks emulated (the lab's fake devices) get an ok line that says so."""
+    gpus = p.need.gpus
+    if gpus is None or p.need.lab:
+        return []
+    if gpus.emulated:
+        return [p.check("doctor.gpu_driver", True, f"{gpus.count} GPU(s) marked emulated in "
+                        f"{gpus.where} (fake devices): no NVIDIA driver expected")]
+    smi = p.runner.run(nvidia.SMI_QUERY)
+    seen = nvidia.smi_versions(smi.out) if smi.rc == 0 else []
+    version = nvidia.proc_version(p.runner.read(nvidia.VERSION_FILE)) or \
+        (seen[0] if seen else None)
+    minimum = nvidia.minimum_text()
+    fix = nvidia.INSTALL_FIX.format(minimum=minimum)
+    if version is None:
+        why = _first_line(smi.err) or f"nvidia-smi exited {smi.rc}"
+        return [p.check("doctor.gpu_driver", False, f"{p.need.name} declares {gpus.count} "
+                        f"GPU(s) ({gpus.where}) but no NVIDIA driver is loaded: no "
+                        f"{nvidia.VERSION_FILE}, {why}", fix)]
+    out = [p.check("doctor.gpu_driver", nvidia.new_enough(version), f"{p.need.name}: NVIDIA "
+                   f"driver {version} loaded" + ("" if nvidia.new_enough(version) else
+                                                 f", older than the minimum {minimum}"), fix)]
+    if seen and len(seen) != gpus.count:
+        out.append(p.check("doctor.gpu_count", False, f"{p.need.name}: the driver sees "
+                           f"{len(seen)} GPU(s), {gpus.where} declares {gpus.count}",
+                           "fix the node class's gpus.count, or the node (a GPU fallen off "
+                           "the bus: nvidia-smi -L, dmesg)", WARNING))
+    return out
+
+
 PROBES: tuple[Callable[[Probe], list[Check]], ...] = (
     probe_packages, probe_conflicts, probe_commands, probe_plugins, probe_slurm_version,
-    probe_ports, probe_cgroup, probe_nftables, probe_nfs, probe_runtime)
+    probe_ports, probe_cgroup, probe_nftables, probe_nfs, probe_runtime, probe_gpu_driver)
 
 
 def run_probes(need: Need, runner: Runner, estate, artifacts) -> list[Check]:

@@ -11,6 +11,7 @@ from estate.check.findings import Severity
 from estate.check.kubernetes_schema import (MIN_MINOR, label_problems, schema_version,
                                             shipped_versions)
 from estate.check.registry import validator
+from estate.model import cni
 from estate.model import kubernetes as k8s
 from estate.spec.types import DNS_LABEL, DNS_SUBDOMAIN, LABEL_VALUE
 
@@ -22,7 +23,8 @@ KUBELET_ALLOWED = {"kubernetes.io/hostname", "kubernetes.io/instance-type", "kub
                    "failure-domain.beta.kubernetes.io/region", "topology.kubernetes.io/zone",
                    "topology.kubernetes.io/region", "node.kubernetes.io/instance-type"}
 KUBELET_ALLOWED_PREFIXES = ("kubelet.kubernetes.io/", "node.kubernetes.io/")
-RESERVED_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"}
+RESERVED_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease",
+                       *cni.NAMESPACES}
 
 
 

@@ -21,8 +21,9 @@ that writes something else is caught:
   the nvidia.com/gpu units its nodes advertise: gpu.count times the time-slice replicas of
   the device-plugin config the node selects, or the MIG devices per GPU its label declares.
 
-Namespaces Estate does not render (kube-system, default) are the cluster operators' and are
-not tenants; they are outside this proof.
+Namespaces Estate does not render (kube-system, default) and those of the CNI's operator
+(estate.model.cni.NAMESPACES, which Estate renders) are the cluster operators' and are not
+tenants; they are outside this proof.
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from estate.check.findings import Severity
 from estate.check.kubernetes_schema import (_dicts, device_plugin_configs, plane_artifacts,
                                             rendered_nodes, rendered_queues)
 from estate.check.registry import Problem, validator
+from estate.model import cni
 from estate.model import kubernetes as k8s
 from estate.model.services import MANIFESTS
 from estate.spec.hostlist import Hostlist, HostlistError
@@ -182,7 +184,7 @@ def _namespaced(artifacts) -> tuple[dict, dict]:
     for a in plane_artifacts(artifacts, MANIFESTS):
         for doc in _dicts(a):
             meta = doc.get("metadata") or {}
-            if doc.get("kind") == "Namespace":
+            if doc.get("kind") == "Namespace" and meta.get("name") not in cni.NAMESPACES:
                 namespaces[meta.get("name")] = (a.path, doc)
             elif doc.get("kind") == "ResourceQuota":
                 hard = (doc.get("spec") or {}).get("hard") or {}

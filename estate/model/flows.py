@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from ipaddress import IPv4Address, IPv4Network
 
+from estate.model import cni
 from estate.model.services import PORT_RANGES, PORTS, PROTOCOLS
 from estate.model.storage import export_clients
 from estate.spec.hostlist import Hostlist, HostlistError
@@ -92,7 +93,7 @@ class Matrix:
 # The names of the default flows: a spec flow with one of them replaces that default.
 DEFAULT_NAMES = frozenset(("ssh", "node-exporter", "slurmctld", "slurmd", "srun", "slurmdbd",
                            "slurmrestd", "nfs", "kube-apiserver", "kubelet", "etcd",
-                           "cni-vxlan"))
+                           "calico-typha", "calico-vxlan", "calico-bgp"))
 
 
 @lru_cache(maxsize=8)
@@ -150,9 +151,15 @@ def default_flows(estate: Estate) -> list[Flow]:
     return [f for f in out if f.to and (f.sources or f.cidrs)]
 
 
+def designed_port(name: str) -> tuple[str, tuple[int, int]]:
+    """(protocol, port range) a default flow is designed with (services.PORTS)."""
+    port = PORT_RANGES[name] if name in PORT_RANGES else (PORTS[name],) * 2
+    return PROTOCOLS.get(name, "tcp"), port
+
+
 def _flow(name, to, segment, sources, reason, path, port=None, proto="tcp", cidrs=()):
     if port is None:
-        port = PORT_RANGES[name] if name in PORT_RANGES else (PORTS[name],) * 2
+        port = designed_port(name)[1]
     lo, hi = port
     return Flow(name, PROTOCOLS.get(name, proto), (lo, hi), frozenset(to), segment,
                 frozenset(sources), tuple(cidrs), reason, path)
@@ -226,14 +233,28 @@ def _kubernetes(estate: Estate) -> list[Flow]:
     cp = _hosts(estate, k8s.control_plane)
     path = ("kubernetes", "control_plane")
     return [
-        _flow("kube-apiserver", cp, seg, nodes, "kubelets and the admins reach the API",
-              path, cidrs=admin_cidrs(estate)),
+        # Pods on a control plane reach its API (the kubernetes Service's endpoint) from
+        # their pod addresses: locally delivered, that traffic is never masqueraded.
+        _flow("kube-apiserver", cp, seg, nodes, "kubelets, the admins and pods (CoreDNS, "
+              "Calico's controllers) reach the API", path,
+              cidrs=admin_cidrs(estate) + (str(k8s.pod_cidr),)),
         _flow("kubelet", nodes, seg, cp, "the API server reaches kubelets (logs, exec, "
               "metrics)", path),
         _flow("etcd", cp, seg, cp, "etcd's clients and peers are the control planes", path),
-        _flow("cni-vxlan", nodes, seg, nodes, "the pod network's VXLAN overlay between "
-              "Kubernetes nodes", ("kubernetes", "pod_cidr")),
-    ]
+    ] + _cni(estate, seg, nodes)
+
+
+def _cni(estate: Estate, seg: str, nodes: frozenset[str]) -> list[Flow]:
+    """Calico between Kubernetes nodes only: Felix to Typha, and the encapsulation's port
+    (VXLAN) or BGP (no encapsulation: routes are learnt from the other nodes' BIRDs)."""
+    encap = cni.encapsulation(estate)
+    path = ("kubernetes", "cni", "encapsulation")
+    why = {"calico-typha": "every node's Felix reads the datastore through Typha, which the "
+                           "Calico operator runs on some Kubernetes nodes",
+           "calico-vxlan": "the pod network's VXLAN overlay between Kubernetes nodes",
+           "calico-bgp": "calico-node peers over BGP to learn the other nodes' pod routes"}
+    return [_flow(name, nodes, seg, nodes, why[name], path)
+            for name in cni.required_flows(encap)]
 
 
 def _parse(estate: Estate, expr: str | None) -> set[str]:

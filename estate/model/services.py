@@ -20,14 +20,17 @@ MUNGE_USER = "munge"
 # slurmdbd's and slurmrestd's ports are the spec's; srun's range is firewall.srun_ports.
 PORTS = {"ssh": 22, "slurmctld": 6817, "slurmd": 6818, "kube-apiserver": 6443, "nfs": 2049,
          "kubelet": 10250, "node-exporter": 9100,
-         # the pod network's VXLAN overlay (flannel's port; Calico's VXLAN mode can use it)
-         "cni-vxlan": 8472}
+         # Calico (estate.model.cni): Felix's default VXLAN port (FelixConfiguration
+         # vxlanPort, the IANA port), Typha's port, BGP between calico-node's BIRDs
+         "calico-vxlan": 4789, "calico-typha": 5473, "calico-bgp": 179}
 PORT_RANGES = {"etcd": (2379, 2380)}        # client, peer
-PROTOCOLS = {"cni-vxlan": "udp"}            # the rest are TCP
+PROTOCOLS = {"calico-vxlan": "udp"}         # the rest are TCP
 # Flows whose port a daemon of the estate listens on (not ssh, srun's ephemeral range or
 # an exporter Estate does not run): `estate doctor` checks those ports are free for it.
+# Calico's Typha listens as the process calico-typha (what `ss -p` names); BIRD's BGP port is
+# left out: its process (bird) is not named like the flow.
 DAEMON_FLOWS = ("slurmctld", "slurmd", "slurmdbd", "slurmrestd", "kube-apiserver", "nfs",
-                "kubelet", "etcd")
+                "kubelet", "etcd", "calico-typha")
 
 # The slurmdbd database (MariaDB, reached over its unix socket as SLURM_USER).
 SLURMDBD_DATABASE = "slurm_acct_db"

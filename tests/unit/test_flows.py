@@ -161,7 +161,11 @@ def test_default_names_are_the_defaults_names(lab):
     """A spec flow replaces a default by name (and flows.required_cut looks only then)."""
     from estate.model.flows import DEFAULT_NAMES, default_flows
     prod = build(ROOT / "stacks" / "example-prod.yaml")
-    names = {f.name for b in (lab, prod) for f in default_flows(b.estate)}
+    # the lab without pod encapsulation: Calico's BGP flow instead of VXLAN's
+    data = yaml.safe_load((ROOT / "stacks" / "lab.yaml").read_text())
+    data["kubernetes"]["cni"] = {"encapsulation": "none"}
+    routed = Estate(load_text(yaml.safe_dump(data), "lab-routed").spec)
+    names = {f.name for e in (lab.estate, prod.estate, routed) for f in default_flows(e)}
     assert names == DEFAULT_NAMES
 
 

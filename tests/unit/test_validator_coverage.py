@@ -9,6 +9,7 @@ from __future__ import annotations
 from estate.check import load_domains
 from estate.check.registry import REGISTRY
 from tests.unit import test_check_validators as spec_cases
+from tests.unit import test_cni as cni_cases
 from tests.unit import test_kubernetes_check as k8s_cases
 from tests.unit import test_ownership as ownership_cases
 
@@ -16,9 +17,10 @@ from tests.unit import test_ownership as ownership_cases
 def seeded() -> dict[str, set]:
     """Validator id -> the severities its seeded cases expect (None: the table has none)."""
     out: dict[str, set] = {}
-    for vid, severity, *_ in spec_cases.CASES + k8s_cases.CASES:
+    for vid, severity, *_ in spec_cases.CASES + k8s_cases.CASES + cni_cases.CASES:
         out.setdefault(vid, set()).add(severity)
-    for _path, _edit, vid, _text in k8s_cases.TAMPER + ownership_cases.TAMPER:
+    for _path, _edit, vid, _text in k8s_cases.TAMPER + ownership_cases.TAMPER + \
+            cni_cases.TAMPER:
         out.setdefault(vid, set()).add(None)
     return out
 
