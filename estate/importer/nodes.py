@@ -32,6 +32,7 @@ class NodeDef:
     weight: int
     core_spec: int | None = None
     mem_spec: int | None = None
+    gpu_typed: bool = True
     addrs: list[str] = field(default_factory=list)
 
 
@@ -39,8 +40,10 @@ def _int(params: dict, key: str, default: int | None = None) -> int | None:
     return int(params[key][1]) if key in params else default
 
 
-def _gres(value: str, where: ConfLine, report: Report, file: str) -> tuple[str, int] | None:
-    """Gres=gpu[:type]:count; other GRES and a second GPU type are reported."""
+def _gres(value: str, where: ConfLine, report: Report, file: str
+          ) -> tuple[str, int, bool] | None:
+    """Gres=gpu[:type]:count as (type, count, typed); an untyped GPU's class takes the
+    model 'gpu' and its group renders untyped. Other GRES and a second type are reported."""
     found = None
     for item in value.split(","):
         parts = item.split("(")[0].split(":")
@@ -56,10 +59,7 @@ def _gres(value: str, where: ConfLine, report: Report, file: str) -> tuple[str, 
         if "(" in item:
             report.drop(file, where.number, f"Gres item {item}",
                         "socket binding (S:...) is not expressed; the GPUs stay")
-        if len(parts) == 2:
-            report.drop(file, where.number, f"Gres={value}", "an untyped GPU GRES renders "
-                        "typed, as gpu:gpu:<count>")
-        found = (kind, int(count))
+        found = (kind, int(count), len(parts) != 2)
     return found
 
 
@@ -89,7 +89,8 @@ def node_def(line: ConfLine, params: dict, report: Report, file: str) -> NodeDef
         report.drop(file, line.number, f"State={state} (NodeName={line.name})",
                     "nodes render State=UNKNOWN")
     gres = params.get("gres")
-    gpu = _gres(gres[1], line, report, file) if gres and gres[1] else None
+    found = _gres(gres[1], line, report, file) if gres and gres[1] else None
+    gpu, typed = (found[:2], found[2]) if found else (None, True)
     features = []
     for key in ("feature", "features"):
         for f in params.get(key, ("", ""))[1].split(","):
@@ -99,7 +100,7 @@ def node_def(line: ConfLine, params: dict, report: Report, file: str) -> NodeDef
                 report.drop(file, line.number, f"Feature {f}", "not a spec name")
     node = NodeDef(line, hosts, sockets, cores, threads, _int(params, "realmemory", 1), gpu,
                    features, _int(params, "weight", 1), _int(params, "corespeccount"),
-                   _int(params, "memspeclimit"))
+                   _int(params, "memspeclimit"), typed)
     if "nodeaddr" in params:
         node.addrs = _addresses(params["nodeaddr"][1], node, report, file)
     return node
@@ -165,6 +166,8 @@ def group(n: NodeDef, cls: str, hosts: list[str], roles: list[str], segment: str
     slurm = {"real_memory_mb": n.memory}
     if n.gpu:
         slurm["gres_count"] = n.gpu[1]
+        if not n.gpu_typed:
+            slurm["gres_typed"] = False
     if n.weight != 1:
         slurm["weight"] = n.weight
     if n.features:

@@ -33,6 +33,7 @@ class NodeLine:
     weight: int
     core_spec_count: int | None = None
     mem_spec_limit: int | None = None
+    shards: int = 0            # GRES shard on each node: shards_per_gpu x its GPUs
 
     @property
     def hostlist(self) -> Hostlist:
@@ -77,19 +78,48 @@ def node_lines(estate: Estate) -> list[NodeLine]:
         # groups with and without an address never share a line: NodeAddr must list
         # one address per name or none
         ns = g.spec.slurm
-        key = (cls.sockets, cls.cores_per_socket, cls.threads_per_core, g.real_memory, gpu,
-               count, tuple(ns.features), ns.weight, ns.core_spec_count, ns.mem_spec_limit_mb,
-               block is None)
+        gres_type = gpu if ns.gres_typed else None
+        shards = (ns.shards_per_gpu or 0) * count
+        key = (cls.sockets, cls.cores_per_socket, cls.threads_per_core, g.real_memory,
+               gres_type, count, tuple(ns.features), ns.weight, ns.core_spec_count,
+               ns.mem_spec_limit_mb, shards, block is None)
         line = lines.get(key)
         if line is None:
             line = lines[key] = NodeLine(
                 [], [], cls.cpus, cls.sockets, cls.cores_per_socket, cls.threads_per_core,
-                key[3], f"gpu:{gpu}:{count}" if count else None, gpu, count,
-                key[6], key[7], key[8], key[9])
+                key[3], gres_text(gres_type, count, shards), gres_type, count,
+                key[6], key[7], key[8], key[9], shards)
         line.names.extend(g.hosts.ranges)
         if block:
             line.addrs.extend(address_ranges(block.first, block.count))
     return list(lines.values())
+
+
+def gres_text(gres_type: str | None, count: int, shards: int) -> str | None:
+    """A NodeName line's Gres=: gpu[:type]:N, then shard:M."""
+    if not count:
+        return None
+    gpu = f"gpu:{gres_type}:{count}" if gres_type else f"gpu:{count}"
+    return gpu + (f",shard:{shards}" if shards else "")
+
+
+@dataclass(frozen=True)
+class GresFile:
+    """One gres.conf line of a NodeName line's GPUs: device files and the cores near them."""
+    first: int                 # first GPU index
+    count: int
+    cores: tuple[int, int] | None
+
+
+def gpu_affinity(line: NodeLine) -> list[GresFile]:
+    """The GPUs split evenly over the sockets, each share bound to its socket's cores
+    (Cores=, Slurm's core indices): a job's CPUs then sit next to its GPUs. A count the
+    sockets do not divide, or one socket, gets one line without Cores=."""
+    n, sockets, cps = line.gres_count, line.sockets, line.cores_per_socket
+    if sockets < 2 or n % sockets:
+        return [GresFile(0, n, None)]
+    per = n // sockets
+    return [GresFile(s * per, per, (s * cps, (s + 1) * cps - 1)) for s in range(sockets)]
 
 
 def def_mem_per_cpu(estate: Estate, lines: list[NodeLine]) -> dict[str, int]:

@@ -10,8 +10,8 @@ import json
 
 from estate.model import model
 from estate.model.flows import srun_ports
-from estate.model.slurm import (def_mem_per_cpu, def_per_gpu, default_time, node_lines,
-                                propagate_except, state_mount, weights)
+from estate.model.slurm import (def_mem_per_cpu, def_per_gpu, default_time, gpu_affinity,
+                                node_lines, propagate_except, state_mount, weights)
 from estate.model.slurm_keys import conf_keys
 from estate.model.services import (GPU_DEVICES, PORTS, SLURM_USER, SLURMDBD_DATABASE,
                                    STATE_DROPIN, hooks, jwt_key_path, slurm_daemon_paths,
@@ -30,8 +30,9 @@ def controllers(estate: Estate) -> list[dict]:
     return [{"name": c, "addr": estate.address(c, seg)} for c in estate.spec.slurm.controllers]
 
 
-def device_files(prefix: str, count: int) -> str:
-    return f"{prefix}0" if count == 1 else f"{prefix}[0-{count - 1}]"
+def device_files(prefix: str, count: int, first: int = 0) -> str:
+    last = first + count - 1
+    return f"{prefix}{first}" if count == 1 else f"{prefix}[{first}-{last}]"
 
 
 def plugin_settings(estate: Estate) -> dict[str, dict[str, str]]:
@@ -54,7 +55,7 @@ def plugin_settings(estate: Estate) -> dict[str, dict[str, str]]:
         "AccountingStorageType": ("accounting_storage/slurmdbd" if slurm.accounting
                                   else "accounting_storage/none"),
         "JobAcctGatherType": f"jobacct_gather/{job_acct_gather(slurm)}",
-        "GresTypes": "gpu",
+        "GresTypes": "gpu,shard" if any(ln.shards for ln in node_lines(estate)) else "gpu",
         "MpiDefault": slurm.mpi_default,
     }
     if slurm.preemption:
@@ -196,6 +197,7 @@ def _context(estate: Estate, source: str) -> dict:
         # `scontrol show topology` reads back what was written
         "switch_lists": {sw.name: compress(sw.switches) for sw in spec.topology.switches},
         "device_files": device_files,
+        "gpu_affinity": gpu_affinity,
         "jwt": uses_jwt(spec),
         "jwt_key": jwt_key_path(spec),
         "daemon_paths": slurm_daemon_paths(spec),

@@ -102,6 +102,10 @@ class NodeSlurm(Strict):
                                         "system (slurmd, the OS), never given to jobs.")
     mem_spec_limit_mb: SlurmMemoryMB | None = Field(None, description="MemSpecLimit: "
                                                     "memory (MB) kept for the system.")
+    gres_typed: bool = Field(True, description="Gres=gpu:<model>:N; false: Gres=gpu:N, "
+                             "untyped (jobs then cannot ask for a GPU model).")
+    shards_per_gpu: int | None = Field(None, ge=1, le=1024, description="GRES shard: each "
+                                       "GPU shared by up to this many jobs (--gres=shard:N).")
 
 
 class NodeGroup(Strict):

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from estate.model import model
-from estate.model.slurm import def_per_gpu, default_time, node_lines, time_seconds, weights
+from estate.model.slurm import (def_per_gpu, default_time, gpu_affinity, node_lines, time_seconds,
+                                weights)
 from estate.spec.hostlist import Hostlist, HostlistError
 from estate.spec.resolved import Estate
 
@@ -93,6 +94,18 @@ def compare(estate: Estate, view: SlurmView) -> list[Mismatch]:
 
 # --- nodes --------------------------------------------------------------------
 
+def reported_gres(line) -> str:
+    """Gres= as scontrol shows it: slurmd adds the sockets the GPUs are bound to (S:0-1),
+    and shards carry their GPUs' type (measured on 22.05)."""
+    if not line.gres_count:
+        return "(null)"
+    files = gpu_affinity(line)
+    sockets = f"(S:0-{len(files) - 1})" if files[0].cores else ""
+    kind = f"{line.gres_model}:" if line.gres_model else ""
+    out = f"gpu:{kind}{line.gres_count}{sockets}"
+    return out + (f",shard:{kind}{line.shards}{sockets}" if line.shards else "")
+
+
 def expected_nodes(estate: Estate) -> dict[str, dict[str, str]]:
     """Node -> the scontrol fields its NodeName line sets, in scontrol's spelling."""
     out = {}
@@ -102,7 +115,7 @@ def expected_nodes(estate: Estate) -> dict[str, dict[str, str]]:
             exp = {"CPUTot": str(line.cpus), "Sockets": str(line.sockets),
                    "CoresPerSocket": str(line.cores_per_socket),
                    "ThreadsPerCore": str(line.threads_per_core),
-                   "RealMemory": str(line.real_memory), "Gres": line.gres or "(null)",
+                   "RealMemory": str(line.real_memory), "Gres": reported_gres(line),
                    "AvailableFeatures": ",".join(line.features) or "(null)",
                    "Weight": str(line.weight)}
             if line.core_spec_count:    # scontrol prints them only when set

@@ -113,3 +113,17 @@ def test_the_sites_health_check_drains_a_node(lab):
         lab.run(lab.client(), ["scontrol", "update", "NodeName=gpu4", "State=RESUME"],
                 check=False)
 
+
+
+def test_gpus_are_bound_to_their_sockets_and_shared_as_shards(lab):
+    node = lab.view().nodes["gpu1"]
+    assert node["Gres"] == "gpu:a100:2(S:0-1),shard:a100:8(S:0-1)", node
+    # three jobs share one node's GPUs through shards, each seeing one GPU
+    jobs = [lab.sbatch("-p", "gpu", "-w", "gpu1", "--gres=shard:2", "--wrap", "sleep 5")
+            for _ in range(3)]
+    states = lab.wait_jobs(jobs, "RUNNING", 20)
+    assert all(s.startswith("RUNNING") for s in states.values()), states
+    out = lab.srun("-p", "gpu", "-w", "gpu1", "--gres=shard:1", "sh", "-c",
+                   "echo $CUDA_VISIBLE_DEVICES")
+    assert out.strip() in ("0", "1"), out
+    lab.run(lab.client(), ["scancel", *jobs], check=False)

@@ -97,11 +97,13 @@ def test_rendered_differences_are_reported_per_source_line():
     assert not any(d.line in (7, 8) for d in report.dropped)   # those nodes render the same
 
 
-def test_untyped_gres_is_reported():
+def test_untyped_gres_stays_untyped():
     text = "ClusterName=g\nNodeName=g1 Gres=gpu:2 CPUs=8\nPartitionName=p Nodes=g1\n"
     doc, report = _import(text)
     report_differences(text, doc, report, "slurm.conf")
-    assert any(d.line == 2 and "as gpu:gpu:" in d.reason for d in report.dropped)
+    assert not [d for d in report.dropped if d.line == 2], report.dropped
+    group = next(g for g in doc["nodes"] if g["hosts"] == "g1")
+    assert group["slurm"]["gres_typed"] is False and group["slurm"]["gres_count"] == 2
 
 
 def test_topology_and_gres_files():

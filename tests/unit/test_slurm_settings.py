@@ -178,3 +178,37 @@ def test_a_feature_with_a_constraint_operator_is_refused():
     data = spec_dict("lab")
     data["nodes"][2]["slurm"]["features"] = ["a100|h100"]
     assert any(f.path == "nodes[2].slurm.features[0]" for f in findings_for(data))
+
+
+# --- GRES ----------------------------------------------------------------------------
+
+def _gres_lines(conf: str) -> list[str]:
+    return [l for l in conf.splitlines() if l.startswith("NodeName=")]
+
+
+def test_gpus_split_over_sockets_are_bound_to_their_cores():
+    conf = render(spec_dict("prod"))["slurm/gres.conf"]
+    assert _gres_lines(conf) == [
+        "NodeName=gpu[001-128] Name=gpu Type=h100 File=/dev/nvidia[0-3] Cores=0-55",
+        "NodeName=gpu[001-128] Name=gpu Type=h100 File=/dev/nvidia[4-7] Cores=56-111"]
+
+
+def test_one_socket_or_an_uneven_split_gets_no_cores():
+    data = spec_dict("lab")          # gpu-2x: one socket
+    assert _gres_lines(render(data)["slurm/gres.conf"]) == [
+        "NodeName=gpu[1-2] Name=gpu Type=a100 File=/run/estate/fake-gpu/nvidia[0-1]"]
+    data["node_classes"][1] |= {"sockets": 3, "cores_per_socket": 2}
+    assert "Cores=" not in render(data)["slurm/gres.conf"]
+
+
+def test_shards_and_untyped_gpus():
+    data = spec_dict("lab")
+    data["nodes"][2]["slurm"] |= {"shards_per_gpu": 3, "gres_typed": False}
+    files = render(data)
+    node = next(l for l in files["slurm/slurm.conf"].splitlines()
+                if l.startswith("NodeName=gpu[1-2] "))
+    assert " Gres=gpu:2,shard:6 " in node
+    assert "GresTypes=gpu,shard" in files["slurm/slurm.conf"].splitlines()
+    assert _gres_lines(files["slurm/gres.conf"]) == [
+        "NodeName=gpu[1-2] Name=gpu File=/run/estate/fake-gpu/nvidia[0-1]",
+        "NodeName=gpu[1-2] Name=shard Count=6"]
