@@ -552,3 +552,28 @@ def state_export_squashed(estate):
                       "so the controllers cannot give the directory to SlurmUser",
                       "replace root_squash with no_root_squash and give the reason (only the "
                       "controllers mount it)")
+
+
+@validator("slurm.cloud_without_power_saving", E, "slurm",
+           "cloud nodes but no slurm.power_saving to power them up")
+def cloud_without_power_saving(estate):
+    if estate.spec.slurm.power_saving:
+        return
+    for g in model(estate).groups:
+        if g.slurm_compute and g.spec.slurm.state == "cloud":
+            yield problem(("nodes", g.index, "slurm", "state"), f"{g.spec.hosts} are cloud "
+                          "nodes, but without slurm.power_saving slurmctld has no "
+                          "ResumeProgram: they stay powered down and their jobs wait",
+                          "add slurm.power_saving (resume_program, suspend_program), or "
+                          "drop state: cloud")
+
+
+@validator("slurm.power_saving_without_cloud", W, "slurm",
+           "slurm.power_saving but no cloud node to power")
+def power_saving_without_cloud(estate):
+    if estate.spec.slurm.power_saving and not any(
+            g.slurm_compute and g.spec.slurm.state == "cloud" for g in model(estate).groups):
+        yield problem(("slurm", "power_saving"), "slurm.power_saving is set, but no node "
+                      "group has state: cloud, so it powers nothing (the other nodes are "
+                      "SuspendExcNodes)", "set nodes[].slurm.state: cloud on the groups "
+                      "slurmctld may power down, or drop power_saving")

@@ -33,6 +33,7 @@ class NodeDef:
     core_spec: int | None = None
     mem_spec: int | None = None
     gpu_typed: bool = True
+    state: str = "unknown"
     addrs: list[str] = field(default_factory=list)
 
 
@@ -85,9 +86,9 @@ def node_def(line: ConfLine, params: dict, report: Report, file: str) -> NodeDef
                     f"renders as CPUs={sockets * cores * threads} "
                     "(Sockets x CoresPerSocket x ThreadsPerCore)")
     state = params.get("state", ("", "UNKNOWN"))[1]
-    if state.upper() != "UNKNOWN":
+    if state.upper() not in ("UNKNOWN", "CLOUD", "FUTURE"):
         report.drop(file, line.number, f"State={state} (NodeName={line.name})",
-                    "nodes render State=UNKNOWN")
+                    "nodes render State=UNKNOWN, CLOUD or FUTURE")
     gres = params.get("gres")
     found = _gres(gres[1], line, report, file) if gres and gres[1] else None
     gpu, typed = (found[:2], found[2]) if found else (None, True)
@@ -100,7 +101,8 @@ def node_def(line: ConfLine, params: dict, report: Report, file: str) -> NodeDef
                 report.drop(file, line.number, f"Feature {f}", "not a spec name")
     node = NodeDef(line, hosts, sockets, cores, threads, _int(params, "realmemory", 1), gpu,
                    features, _int(params, "weight", 1), _int(params, "corespeccount"),
-                   _int(params, "memspeclimit"), typed)
+                   _int(params, "memspeclimit"), typed,
+                   state.lower() if state.upper() in ("CLOUD", "FUTURE") else "unknown")
     if "nodeaddr" in params:
         node.addrs = _addresses(params["nodeaddr"][1], node, report, file)
     return node
@@ -176,5 +178,7 @@ def group(n: NodeDef, cls: str, hosts: list[str], roles: list[str], segment: str
         slurm["core_spec_count"] = n.core_spec
     if n.mem_spec:
         slurm["mem_spec_limit_mb"] = n.mem_spec
+    if n.state != "unknown":
+        slurm["state"] = n.state
     g["slurm"] = slurm
     return g

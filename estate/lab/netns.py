@@ -135,6 +135,12 @@ class Lab:
     def workers(self) -> list[str]:
         return [n for line in node_lines(self.estate) for n in line.hostlist]
 
+    def powered_workers(self) -> list[str]:
+        """Workers whose slurmd runs from the start: cloud nodes wait for slurmctld's
+        resume program, future nodes for `scontrol update State=RESUME`."""
+        return [n for line in node_lines(self.estate) if line.state == "UNKNOWN"
+                for n in line.hostlist]
+
     def client(self) -> str:
         """Where users run srun/sbatch: a login node, else the first controller."""
         login = list(self.estate.role_hosts("slurm_login"))
@@ -270,7 +276,7 @@ class Lab:
         if self.slurm.accounting:
             self.wait(deadline, "accounting.sh to apply", self._apply_accounting,
                       self._consumer("slurm/accounting.sh"), "slurmctld")
-        for name in self.workers():
+        for name in self.powered_workers():
             self.start_slurmd(name)
         self.wait_workers(deadline)
 
@@ -280,10 +286,19 @@ class Lab:
         """slurmctld in the foreground; it recovers jobs from its StateSaveLocation."""
         self.start(name, "slurmctld", ["slurmctld", "-D"])
 
-    def start_slurmd(self, name: str) -> None:
-        """slurmd configless, with the options of the node's rendered slurmd.env."""
+    def start_slurmd(self, name: str, booted: bool = False) -> None:
+        """slurmd configless, with the options of the node's rendered slurmd.env.
+
+        booted: as on a node that has just powered up (a cloud node slurmctld resumed):
+        slurmctld waits for a resumed node's boot time to pass the resume request, so
+        slurmd runs in a time namespace whose boot time is now (unshare --boottime)."""
         env = shlex.split(self._env(name, "slurm/slurmd.env").get("SLURMD_OPTIONS", ""))
-        self.start(name, "slurmd", ["slurmd", "-D", *env])
+        argv = ["slurmd", "-D", *env]
+        if booted:
+            # boot time now, give or take a second (the kernel refuses a negative uptime)
+            uptime = int(float(Path("/proc/uptime").read_text().split()[0]))
+            argv = ["unshare", "--time", "--boottime", str(-uptime), *argv]
+        self.start(name, "slurmd", argv)
 
     def wait_slurmctld(self, deadline: float) -> None:
         self.wait(deadline, "slurmctld to answer", self._ctld_up, self.slurm.controllers[0],
@@ -291,7 +306,7 @@ class Lab:
 
     def wait_workers(self, deadline: float) -> None:
         self.wait(deadline, "every worker to be usable", self._workers_usable,
-                  self.workers()[0] if self.workers() else self.client(), "slurmd")
+                  (self.powered_workers() or [self.client()])[0], "slurmd")
 
     def pids(self, name: str, daemon: str) -> list[int]:
         """The live processes of the node whose command is `daemon` (slurmd, not its
@@ -463,7 +478,8 @@ class Lab:
     def _workers_usable(self) -> bool:
         proc = self.run(self.client(), slurm_view.NODE_CMD, check=False, timeout=20)
         nodes = slurm_view.SlurmView.parse(proc.stdout, "", "", "").nodes
-        return all(slurm_view.usable(nodes.get(n, {}).get("State", "")) for n in self.workers())
+        return all(slurm_view.usable(nodes.get(n, {}).get("State", ""))
+                   for n in self.powered_workers())
 
     def _consumer(self, path: str) -> str:
         return next(iter(self.artifacts[path].consumers))

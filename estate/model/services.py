@@ -54,8 +54,9 @@ GPU_DEVICES = "slurm/gpu-devices/"
 IDENTITY = "common/identity.json"
 MANIFESTS = "kubernetes/manifests/"
 STATE_DROPIN = "slurm/systemd/slurmctld-state.conf"   # slurmctld waits for its shared state
-HOOKS = "slurm/hooks/"              # the site's node hook scripts ...
-HOOK_DIR = "/etc/slurm/hooks"       # ... and where the workers have them
+HOOKS = "slurm/hooks/"              # the site's node hook scripts (slurmd runs them) ...
+CTLD_HOOKS = "slurm/ctld-hooks/"    # ... and its power programs (slurmctld runs them) ...
+HOOK_DIR = "/etc/slurm/hooks"       # ... and where the nodes have them
 
 
 @dataclass(frozen=True)
@@ -66,10 +67,11 @@ class Hook:
     name: str       # the installed file's name
     file: str
     where: tuple
+    daemon: str = "slurmd"    # who runs it: slurmd on the workers, slurmctld on controllers
 
     @property
     def artifact(self) -> str:
-        return HOOKS + self.name
+        return (HOOKS if self.daemon == "slurmd" else CTLD_HOOKS) + self.name
 
     @property
     def installed(self) -> str:
@@ -83,8 +85,15 @@ def hooks(spec: Spec) -> list[Hook]:
     if h.health_check:
         named.append(("HealthCheckProgram", "healthcheck", h.health_check.program,
                       ("health_check", "program")))
-    return [Hook(key, name, f, ("slurm", "hooks", *where)) for key, name, f, where in named
-            if f]
+    out = [Hook(key, name, f, ("slurm", "hooks", *where)) for key, name, f, where in named
+           if f]
+    power = spec.slurm.power_saving
+    if power:
+        out += [Hook("ResumeProgram", "resume", power.resume_program,
+                     ("slurm", "power_saving", "resume_program"), "slurmctld"),
+                Hook("SuspendProgram", "suspend", power.suspend_program,
+                     ("slurm", "power_saving", "suspend_program"), "slurmctld")]
+    return out
 
 
 def uses_jwt(spec: Spec) -> bool:

@@ -34,6 +34,7 @@ class NodeLine:
     core_spec_count: int | None = None
     mem_spec_limit: int | None = None
     shards: int = 0            # GRES shard on each node: shards_per_gpu x its GPUs
+    state: str = "UNKNOWN"     # State=: UNKNOWN, CLOUD (powered on demand) or FUTURE
 
     @property
     def hostlist(self) -> Hostlist:
@@ -82,13 +83,13 @@ def node_lines(estate: Estate) -> list[NodeLine]:
         shards = (ns.shards_per_gpu or 0) * count
         key = (cls.sockets, cls.cores_per_socket, cls.threads_per_core, g.real_memory,
                gres_type, count, tuple(ns.features), ns.weight, ns.core_spec_count,
-               ns.mem_spec_limit_mb, shards, block is None)
+               ns.mem_spec_limit_mb, shards, ns.state.upper(), block is None)
         line = lines.get(key)
         if line is None:
             line = lines[key] = NodeLine(
                 [], [], cls.cpus, cls.sockets, cls.cores_per_socket, cls.threads_per_core,
                 key[3], gres_text(gres_type, count, shards), gres_type, count,
-                key[6], key[7], key[8], key[9], shards)
+                key[6], key[7], key[8], key[9], shards, key[11])
         line.names.extend(g.hosts.ranges)
         if block:
             line.addrs.extend(address_ranges(block.first, block.count))
@@ -237,3 +238,9 @@ def state_mount(estate: Estate):
         if controllers <= clients:
             return m
     return None
+
+
+def suspend_excluded(lines: list[NodeLine]) -> Hostlist:
+    """SuspendExcNodes: every node but the cloud ones, which power saving alone may touch
+    (SuspendTime would otherwise power down any idle node)."""
+    return Hostlist([r for ln in lines if ln.state != "CLOUD" for r in ln.names])

@@ -34,7 +34,9 @@ OWNED = frozenset(k.lower() for k in (
     "SlurmdTimeout", "MessageTimeout", "UnkillableStepTimeout", "KillWait",
     "BatchStartTimeout", "InactiveLimit", "PreemptType", "PreemptMode", "SrunPortRange",
     "Prolog", "Epilog", "PrologFlags", "HealthCheckProgram", "HealthCheckInterval",
-    "HealthCheckNodeState", "RebootProgram",
+    "HealthCheckNodeState", "RebootProgram", "ResumeProgram", "SuspendProgram", "SuspendTime",
+    "ResumeTimeout", "SuspendTimeout", "ResumeRate", "SuspendRate", "SuspendExcNodes",
+    "PrivateData",
     "NodeName", "PartitionName", "NodeSet", "FrontendName", "DownNodes", "Include",
     "ControlMachine", "ControlAddr", "BackupController", "BackupAddr"))
 

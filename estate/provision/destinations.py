@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from fnmatch import fnmatch
 
-from estate.model.services import GPU_DEVICES, HOOK_DIR, HOOKS, MANIFESTS, STATE_DROPIN
+from estate.model.services import (CTLD_HOOKS, GPU_DEVICES, HOOK_DIR, HOOKS, MANIFESTS,
+                                   STATE_DROPIN)
 
 ESTATE_ETC = "/etc/estate"
 
@@ -22,6 +23,7 @@ TABLE: list[tuple[str, str]] = [
     (STATE_DROPIN, "/etc/systemd/system/slurmctld.service.d/estate-state.conf"),
     ("slurm/*.conf", "/etc/slurm/{name}"),
     (HOOKS + "*", HOOK_DIR + "/{name}"),
+    (CTLD_HOOKS + "*", HOOK_DIR + "/{name}"),
     ("storage/exports/*.exports", "/etc/exports.d/estate.exports"),
     ("storage/mounts/*.mount", "/etc/systemd/system/{name}"),
     ("kubernetes/containerd/*.toml", "/etc/containerd/config.toml"),
@@ -53,6 +55,7 @@ INSTALLERS: list[tuple[str, str]] = [
     ("slurm/slurmd.env", "slurm_worker"),
     (GPU_DEVICES + "*", "slurm_worker"),
     (HOOKS + "*", "slurm_worker"),
+    (CTLD_HOOKS + "*", "slurm_controller"),
     ("slurm/accounting.sh", "slurm_controller"),
     ("slurm/accounts.cfg", "slurm_controller"),
     (STATE_DROPIN, "slurm_controller"),

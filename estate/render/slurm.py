@@ -11,7 +11,8 @@ import json
 from estate.model import model
 from estate.model.flows import srun_ports
 from estate.model.slurm import (def_mem_per_cpu, def_per_gpu, default_time, gpu_affinity,
-                                node_lines, propagate_except, state_mount, weights)
+                                node_lines, propagate_except, state_mount, suspend_excluded,
+                                weights)
 from estate.model.slurm_keys import conf_keys
 from estate.model.services import (GPU_DEVICES, PORTS, SLURM_USER, SLURMDBD_DATABASE,
                                    STATE_DROPIN, hooks, jwt_key_path, slurm_daemon_paths,
@@ -207,7 +208,10 @@ def _context(estate: Estate, source: str) -> dict:
         "srun_ports": srun_ports(estate),
         "slurm_user": SLURM_USER,
         "hooks": spec.slurm.hooks,
-        "node_hooks": [(h.key, h.installed) for h in hooks(spec)],
+        "node_hooks": [(h.key, h.installed) for h in hooks(spec) if h.daemon == "slurmd"],
+        "ctld_hooks": [(h.key, h.installed) for h in hooks(spec) if h.daemon == "slurmctld"],
+        "power": spec.slurm.power_saving,
+        "suspend_excluded": str(suspend_excluded(lines)),
     }
 
 
@@ -271,15 +275,18 @@ def worker_artifacts(estate: Estate) -> list[Artifact]:
 
 
 def hook_artifacts(estate: Estate, workers: Hostlist) -> list[Artifact]:
-    """The site's hook scripts, byte for byte, executable, on every worker (slurmd runs
-    them; configless workers get slurm.conf from slurmctld but never these files)."""
+    """The site's scripts, byte for byte, executable: node hooks on every worker (slurmd
+    runs them; configless workers get slurm.conf from slurmctld but never these files),
+    power programs on the controllers (slurmctld runs them)."""
     out = []
+    controllers = Hostlist.from_names(estate.spec.slurm.controllers)
     for hook in hooks(estate.spec):
         content = estate.files.get(hook.file)
         if content is None:
             raise RenderError(f"{hook.file} (slurm.hooks) was not read: load the spec from "
                               "its file so the files next to it come along")
-        out.append(Artifact(hook.artifact, content, workers, PLANE, mode=0o755))
+        on = workers if hook.daemon == "slurmd" else controllers
+        out.append(Artifact(hook.artifact, content, on, PLANE, mode=0o755))
     return out
 
 

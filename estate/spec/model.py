@@ -106,6 +106,10 @@ class NodeSlurm(Strict):
                              "untyped (jobs then cannot ask for a GPU model).")
     shards_per_gpu: int | None = Field(None, ge=1, le=1024, description="GRES shard: each "
                                        "GPU shared by up to this many jobs (--gres=shard:N).")
+    state: Literal["unknown", "cloud", "future"] = Field(
+        "unknown", description="The nodes' State=: cloud nodes are powered up on demand by "
+        "slurm.power_saving's resume program; future nodes are defined but not yet in "
+        "service (scontrol update State=RESUME brings them in).")
 
 
 class NodeGroup(Strict):
@@ -300,6 +304,21 @@ class NodeHooks(Strict):
                                                 "installed program (scontrol reboot).")
 
 
+class PowerSaving(Strict):
+    """slurmctld powers cloud nodes (nodes[].slurm.state: cloud) up and down through the
+    site's programs; the other nodes are excluded (SuspendExcNodes)."""
+    resume_program: RelativeFile = Field(description="ResumeProgram, next to the spec: "
+                                         "powers up the nodes in its argument (a hostlist).")
+    suspend_program: RelativeFile = Field(description="SuspendProgram, next to the spec.")
+    suspend_time: int = Field(600, ge=1, le=31 * 86400, description="SuspendTime: seconds "
+                              "idle before a cloud node is powered down.")
+    resume_timeout: int = Field(300, ge=1, le=65533, description="ResumeTimeout: a node not "
+                                "registered this long after its resume is set DOWN.")
+    suspend_timeout: int = Field(30, ge=1, le=65533, description="SuspendTimeout.")
+    resume_rate: int = Field(300, ge=0, le=65533, description="ResumeRate (nodes/minute).")
+    suspend_rate: int = Field(60, ge=0, le=65533, description="SuspendRate (nodes/minute).")
+
+
 class Slurm(Strict):
     cluster_name: Name
     controllers: list[Name] = Field(min_length=1, max_length=2,
@@ -332,6 +351,7 @@ class Slurm(Strict):
     priority: Priority = Priority()
     preemption: Preemption | None = None
     hooks: NodeHooks = NodeHooks()
+    power_saving: PowerSaving | None = None
     extra: dict[ConfKey, SlurmConfValue] = Field(
         {}, description="Other slurm.conf settings, key -> value; the key must be one "
         "Slurm's parser knows (slurm_conf/keys/) and not one Estate renders itself.")

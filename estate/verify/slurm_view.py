@@ -18,7 +18,7 @@ from estate.model.slurm import (def_per_gpu, default_time, gpu_affinity, node_li
 from estate.spec.hostlist import Hostlist, HostlistError
 from estate.spec.resolved import Estate
 
-NODE_CMD = ["scontrol", "show", "node", "-o"]
+NODE_CMD = ["scontrol", "--future", "show", "node", "-o"]    # future nodes too
 PARTITION_CMD = ["scontrol", "show", "partition", "-o"]
 TOPOLOGY_CMD = ["scontrol", "show", "topology"]
 SINFO_CMD = ["sinfo", "-h", "-N", "-o", "%N|%P|%T"]
@@ -136,8 +136,33 @@ def node_partitions(estate: Estate) -> dict[str, set[str]]:
     return out
 
 
+# What the spec's node state lets slurmctld report, in a mismatch's words.
+DECLARED = {"UNKNOWN": "usable (IDLE/MIXED/ALLOCATED)",
+            "CLOUD": "usable, or powered down/up by power saving (IDLE+CLOUD+POWERED_DOWN)",
+            "FUTURE": "FUTURE (not yet in service)"}
+_POWER_FLAGS = {"CLOUD", "POWERED_DOWN", "POWERING_UP", "POWERING_DOWN"}
+
+
+def as_declared(declared: str, state: str) -> bool:
+    """A node's reported state fits what the spec declares: usable; for a cloud node also
+    powered down or on its way (IDLE+CLOUD+POWERED_DOWN); for a future node FUTURE."""
+    if declared == "FUTURE":
+        return state.split("+")[0] == "FUTURE"
+    if declared == "CLOUD":
+        base, *flags = state.split("+")
+        if base in _USABLE and flags and set(flags) <= _POWER_FLAGS | _USABLE_FLAGS:
+            return True
+    return usable(state)
+
+
+def node_states(estate: Estate) -> dict[str, str]:
+    """Node -> the State= its NodeName line declares (UNKNOWN, CLOUD, FUTURE)."""
+    return {n: line.state for line in node_lines(estate) for n in line.hostlist}
+
+
 def _compare_nodes(estate: Estate, view: SlurmView) -> list[Mismatch]:
     expected, parts = expected_nodes(estate), node_partitions(estate)
+    declared = node_states(estate)
     out = []
     for name, exp in expected.items():
         subject = f"node {name}"
@@ -151,11 +176,12 @@ def _compare_nodes(estate: Estate, view: SlurmView) -> list[Mismatch]:
         have_parts = set(filter(None, got.get("Partitions", "").split(",")))
         if have_parts != want_parts:
             out.append(Mismatch(subject, "Partitions", _join(want_parts), _join(have_parts)))
-        if not usable(got.get("State", "")):
+        state = got.get("State", "")
+        if not as_declared(declared.get(name, "UNKNOWN"), state):
             reason = got.get("Reason", "")
-            out.append(Mismatch(subject, "State", "usable (IDLE/MIXED/ALLOCATED)",
-                                got.get("State", "") + (f" ({reason})" if reason else ""),
-                                state_fix(name, got.get("State", ""))))
+            out.append(Mismatch(subject, "State", DECLARED[declared.get(name, "UNKNOWN")],
+                                state + (f" ({reason})" if reason else ""),
+                                state_fix(name, state)))
     out += [Mismatch(f"node {n}", "presence", "not in the spec", "defined in Slurm")
             for n in view.nodes if n not in expected]
     return out
@@ -305,10 +331,10 @@ def _compare_topology(estate: Estate, view: SlurmView) -> list[Mismatch]:
 
 def _compare_sinfo(estate: Estate, view: SlurmView) -> list[Mismatch]:
     """sinfo lists each node once per partition, the default partition marked '*'."""
-    want = set()
-    for p in model(estate).partitions:
+    want, future = set(), {n for n, s in node_states(estate).items() if s == "FUTURE"}
+    for p in model(estate).partitions:     # sinfo leaves future nodes out
         label = p.name + ("*" if p.spec.default else "")
-        want |= {(n, label) for n in p.members.hostlist()}
+        want |= {(n, label) for n in p.members.hostlist() if n not in future}
     out = [Mismatch(f"node {n}", "sinfo partition", p, "not listed")
            for n, p in sorted(want - view.sinfo)]
     out += [Mismatch(f"node {n}", "sinfo partition", "not listed", p)

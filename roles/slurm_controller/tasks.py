@@ -15,7 +15,7 @@ from pyinfra.facts.server import Mounts
 from pyinfra.operations import files, systemd
 from pyinfra.operations.util import any_changed
 
-from estate.model.services import JWT_KEY
+from estate.model.services import CTLD_HOOKS, JWT_KEY
 from estate.provision.destinations import destination
 from estate.spec.types import system_directory_problem
 from roles._lib import consumed, digest_of, digest_text, install, install_packages, install_secret, \
@@ -61,6 +61,8 @@ def slurm_controller() -> None:
     files.directory(name="State directory", path=state_dir, user=user, group=user, mode="0700")
     configs = slurm_configs()
     inputs = [digest_of(configs)]
+    for path in consumed(f"{CTLD_HOOKS}*"):
+        install(path)   # the power programs: slurmctld runs them afresh each time
     dropins = consumed("slurm/systemd/*")
     if dropins:
         inputs.append(digest_of(dropins))

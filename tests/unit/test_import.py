@@ -181,3 +181,12 @@ def test_features_with_values_and_specialized_resources_are_kept():
                               "core_spec_count": 2, "mem_spec_limit_mb": 4096}
     assert not [d for d in report.dropped if "cn[1-2]" in d.text or "Feature" in d.text]
     Spec.model_validate(doc)
+
+
+def test_cloud_and_future_nodes_keep_their_state():
+    doc, report = _import("ClusterName=x\nSlurmctldHost=head\nNodeName=c[1-4] CPUs=4 "
+                          "State=CLOUD\nNodeName=f1 CPUs=4 State=FUTURE\n"
+                          "PartitionName=p Nodes=c[1-4],f1 Default=YES\n")
+    states = {g["hosts"]: g.get("slurm", {}).get("state") for g in doc["nodes"]}
+    assert states["c[1-4]"] == "cloud" and states["f1"] == "future"
+    assert not [d for d in report.dropped if "State=" in d.text]

@@ -44,6 +44,7 @@ ROOT_STACK = SPECS[STACK]
 # name files next to the spec (read from COMPANIONS, as spec.load reads them).
 PLANTED_HOOKS = {"prolog": "hooks/prolog.sh", "epilog": "hooks/epilog.sh",
                  "health_check": {"program": "hooks/nhc"}, "reboot_program": "/usr/sbin/reboot"}
+PLANTED_POWER = {"resume_program": "power/resume.sh", "suspend_program": "power/suspend.sh"}
 # "{v}" stands for the field's current value (or "x"): a payload behind a valid prefix
 # gets past checks that only look at how a value starts.
 PAYLOADS = {
@@ -221,13 +222,14 @@ def _rename_key(loc, sample):
 def spec_data() -> dict:
     data = spec_dict(STACK)
     data["slurm"]["hooks"] = copy.deepcopy(PLANTED_HOOKS)
+    data["slurm"]["power_saving"] = copy.deepcopy(PLANTED_POWER)
     return data
 
 
 @lru_cache(maxsize=1)
 def companions() -> Path:
     base = Path(tempfile.mkdtemp(prefix="estate-injection-"))
-    for name in ("hooks/prolog.sh", "hooks/epilog.sh", "hooks/nhc"):
+    for name in ("hooks/prolog.sh", "hooks/epilog.sh", "hooks/nhc", *PLANTED_POWER.values()):
         (base / name).parent.mkdir(exist_ok=True)
         (base / name).write_bytes(b"#!/bin/sh\nexit 0\n")
     return base

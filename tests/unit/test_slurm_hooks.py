@@ -103,3 +103,42 @@ def test_one_controller_needs_no_shared_state():
     result = build(Path(__file__).resolve().parents[2] / "stacks/lab.yaml")
     assert "slurm/systemd/slurmctld-state.conf" not in result.artifacts
     assert "slurm_state_mount" not in runtime_facts(result.estate)
+
+
+# --- power saving --------------------------------------------------------------------
+
+def test_cloud_nodes_are_powered_by_the_sites_programs_on_the_controllers(tmp_path):
+    data = spec_dict("lab")
+    data["nodes"][2]["slurm"]["state"] = "cloud"
+    data["slurm"]["power_saving"] = {"resume_program": "power/up", "suspend_program":
+                                     "power/down", "suspend_time": 900}
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    (tmp_path / "power").mkdir()
+    (tmp_path / "power/up").write_bytes(b"#!/bin/sh\nipmitool power on\n")
+    (tmp_path / "power/down").write_bytes(b"#!/bin/sh\nipmitool power off\n")
+    result = build(spec)
+    assert result.ok, result.findings
+    up = result.artifacts["slurm/ctld-hooks/resume"]
+    assert (str(up.consumers), up.mode, destination(up.path)) == \
+        ("ctl1", 0o755, "/etc/slurm/hooks/resume")
+    assert installer(up.path, ["slurm_controller"]) == "slurm_controller"
+    conf = result.artifacts["slurm/slurm.conf"].content.decode().splitlines()
+    for line in ("ResumeProgram=/etc/slurm/hooks/resume", "SuspendProgram=/etc/slurm/hooks/suspend",
+                 "SuspendTime=900", "PrivateData=cloud"):
+        assert line in conf
+    assert not [l for l in conf if l.startswith("SuspendExcNodes=")]   # every worker is cloud
+    node = next(l for l in conf if l.startswith("NodeName=gpu[1-2] "))
+    assert node.endswith(" State=CLOUD")
+    (tmp_path / "power/down").unlink()
+    assert _ids(build(spec)).get("slurm.power_saving.suspend_program") == "spec.companion_file"
+
+
+def test_reported_states_against_the_declared_ones():
+    from estate.verify.slurm_view import as_declared
+    assert as_declared("CLOUD", "IDLE+CLOUD+POWERED_DOWN")
+    assert as_declared("CLOUD", "ALLOCATED+CLOUD+POWERING_UP")
+    assert as_declared("CLOUD", "IDLE")
+    assert not as_declared("CLOUD", "DOWN+CLOUD+POWERED_DOWN")
+    assert not as_declared("UNKNOWN", "IDLE+CLOUD+POWERED_DOWN")
+    assert as_declared("FUTURE", "FUTURE") and not as_declared("FUTURE", "IDLE")
