@@ -273,6 +273,51 @@ def api_endpoint(estate: Estate) -> str:
 
 # --- GPU flavors and tenant quotas -------------------------------------------------
 
+# --- node allocatable: what the scheduler may hand out on a node ----------------------
+
+# The kubelet's default hard-eviction thresholds for the disk signals: setting evictionHard
+# replaces the default map, so Estate writes them back next to its memory threshold.
+EVICTION_DISK_DEFAULTS = {"nodefs.available": "10%", "nodefs.inodesFree": "5%",
+                          "imagefs.available": "15%"}
+MEMORY_SIGNAL = "memory.available"
+
+
+@dataclass(frozen=True)
+class Allocatable:
+    cpu_millis: int
+    memory_mi: int
+
+
+def _reservation(r) -> dict[str, str]:
+    return {"cpu": f"{r.cpu_millicores}m", "memory": f"{r.memory_mb}Mi"}
+
+
+def kubelet_settings(estate: Estate) -> dict:
+    """The KubeletConfiguration fields that set node allocatable (kubeadm hands the one
+    KubeletConfiguration to every node), from the spec's kubernetes.kubelet."""
+    kl = estate.spec.kubernetes.kubelet
+    return {"kubeReserved": _reservation(kl.kube_reserved),
+            "systemReserved": _reservation(kl.system_reserved),
+            "evictionHard": {MEMORY_SIGNAL: f"{kl.eviction_memory_mb}Mi",
+                             **EVICTION_DISK_DEFAULTS}}
+
+
+def allocatable(estate: Estate, cls: NodeClass) -> Allocatable:
+    """The kubelet's node allocatable for a class: capacity - kubeReserved - systemReserved -
+    the memory eviction threshold (clamped at zero: kubernetes.reserved_exceeds_capacity
+    reports a class the reservations swallow)."""
+    kl = estate.spec.kubernetes.kubelet
+    cpu = cls.cpus * 1000 - kl.kube_reserved.cpu_millicores - kl.system_reserved.cpu_millicores
+    mem = (cls.memory_mb - kl.kube_reserved.memory_mb - kl.system_reserved.memory_mb
+           - kl.eviction_memory_mb)
+    return Allocatable(max(cpu, 0), max(mem, 0))
+
+
+def cpu_quantity(millis: int) -> int | str:
+    """A CPU amount as Kubernetes writes it: whole cores as an integer, else millicores."""
+    return millis // 1000 if millis % 1000 == 0 else f"{millis}m"
+
+
 @dataclass(frozen=True)
 class Flavor:
     """One Kueue ResourceFlavor: the GPU nodes of one model."""
@@ -281,8 +326,8 @@ class Flavor:
     nodes: tuple[str, ...]
     gpus: int                 # physical GPUs
     units: int                # nvidia.com/gpu the device plugin advertises
-    cpus: int
-    memory_mi: int
+    cpu_millis: int           # allocatable, not capacity (kubelet reservations deducted)
+    memory_mi: int            # allocatable
     max_units_per_node: int
 
     @property
@@ -302,15 +347,16 @@ def flavors(estate: Estate) -> tuple[Flavor, ...]:
         cls, gpu = facts.cls, facts.cls.gpus
         units = gpu.count * replicas(sharing_for(estate, cls)[1])
         f = acc.setdefault(gpu.model, {"product": gpu.product, "nodes": [], "gpus": 0,
-                                       "units": 0, "cpus": 0, "mem": 0, "max": 0})
+                                       "units": 0, "cpu": 0, "mem": 0, "max": 0})
         f["nodes"].extend(names)
         f["gpus"] += gpu.count * len(names)
         f["units"] += units * len(names)
-        f["cpus"] += cls.cpus * len(names)
-        f["mem"] += cls.memory_mb * len(names)
+        free = allocatable(estate, cls)
+        f["cpu"] += free.cpu_millis * len(names)
+        f["mem"] += free.memory_mi * len(names)
         if names:
             f["max"] = max(f["max"], units)
-    return tuple(Flavor(m, f["product"], tuple(f["nodes"]), f["gpus"], f["units"], f["cpus"],
+    return tuple(Flavor(m, f["product"], tuple(f["nodes"]), f["gpus"], f["units"], f["cpu"],
                         f["mem"], f["max"]) for m, f in acc.items())
 
 
@@ -339,7 +385,7 @@ class Quota:
     flavor: str
     gpus: int          # physical GPUs from the spec
     units: int         # nvidia.com/gpu nominal quota
-    cpus: int
+    cpu_millis: int    # of the flavor's allocatable
     memory_mi: int
 
 
@@ -347,7 +393,7 @@ class Quota:
 def tenant_quotas(estate: Estate) -> dict[str, tuple[Quota, ...]]:
     """Tenant -> its quota in each flavor it names.
 
-    GPU units, CPUs and memory of a flavor are split in proportion to the GPUs
+    GPU units, and the allocatable CPU and memory of a flavor, are split in proportion to the GPUs
     each tenant is given out of the flavor's GPUs, so a tenant's CPU share follows
     its GPU share, and quotas that claim all of a flavor's GPUs add up to it
     exactly. GPUs no tenant claims stay out of every queue (estate check warns).
@@ -358,18 +404,17 @@ def tenant_quotas(estate: Estate) -> dict[str, tuple[Quota, ...]]:
         named = [t for t in tenants if f.name in t.gpus]
         weights = [t.gpus[f.name] for t in named]
         split = zip(named, apportion(f.units, weights, f.gpus),
-                    apportion(f.cpus, weights, f.gpus), apportion(f.memory_mi, weights, f.gpus))
+                    apportion(f.cpu_millis, weights, f.gpus), apportion(f.memory_mi, weights, f.gpus))
         for t, units, cpus, mem in split:
             out[t.name].append(Quota(f.name, t.gpus[f.name], units, cpus, mem))
     return {name: tuple(q) for name, q in out.items()}
 
 
-def borrowable_units(estate: Estate, tenant: Tenant) -> int:
-    """The most nvidia.com/gpu Kueue can admit for a tenant: its cohort's quota in its flavors."""
-    quotas = tenant_quotas(estate)
-    mine = {q.flavor for q in quotas[tenant.name]}
-    return sum(q.units for t in estate.spec.kubernetes.tenants if t.cohort == tenant.cohort
-               for q in quotas[t.name] if q.flavor in mine)
+def tenant_units(estate: Estate, tenant: Tenant) -> int:
+    """A tenant's nvidia.com/gpu share: its nominal quotas, summed over its flavors. Its
+    ResourceQuota is exactly this, so the tenants' ResourceQuotas add up to the GPUs the
+    spec hands out and never to more (each used to allow its whole cohort's quota)."""
+    return sum(q.units for q in tenant_quotas(estate)[tenant.name])
 
 
 def priority_class(tenant: Tenant) -> str:

@@ -26,7 +26,8 @@ from estate.model.kubernetes import (  # the facts this renderer lays out
     TOLERATIONS_WHITELIST, pool_toleration, tolerations_whitelist,
     NFS_NOMINAL_CAPACITY, NVIDIA_RUNTIME_BINARY, PAUSE_IMAGE, RUNTIME_HANDLER,
     TOKEN_PLACEHOLDER, TOOLKIT_CONFIG, TOOLKIT_SETTINGS,
-    api_endpoint, borrowable_units, control_planes, flavors, hostlist,
+    api_endpoint, control_planes, cpu_quantity, flavors, hostlist, kubelet_settings,
+    tenant_units,
     PLANE, plane_nodes, priority_class, sharing_for, tenant_quotas,
 )
 from estate.model.services import MANIFESTS
@@ -93,6 +94,7 @@ def build_kubeadm(estate: Estate, source: str) -> list[Artifact]:
                    api_port=API_PORT, kubeadm_api=KUBEADM_API, dns_domain=DNS_DOMAIN,
                    cert_sans=[n.address for n in cps if n.address],
                    cert_key=CERT_KEY_PLACEHOLDER if len(cps) > 1 else None,
+                   kubelet=kubelet_settings(estate),
                    api_server_args=[{"name": "enable-admission-plugins",
                                      "value": ",".join(ADMISSION_PLUGINS)}],
                    version=f"v{estate.spec.kubernetes.version}")
@@ -224,7 +226,7 @@ def tenant_context(estate: Estate, tenant: Tenant) -> dict:
     ingress, egress = network_policy_peers(estate, tenant)
     return {
         "name": tenant.name,
-        "gpu_ceiling": borrowable_units(estate, tenant),
+        "gpu_share": tenant_units(estate, tenant),
         "gpu_max_per_container": max((by_flavor[q.flavor].max_units_per_node for q in quotas),
                                      default=0),
         "ingress_from": ingress, "egress_to": egress,
@@ -262,7 +264,7 @@ def build_kueue(estate: Estate, source: str) -> list[Artifact]:
                "quotas": [q for q in quotas[t.name]]} for t in k8s.tenants]
     text = _render("kueue.yaml.j2", estate, source, api=KUEUE_API, flavors=flavors(estate),
                    tolerations={f.name: [pool_toleration(f.name)] for f in flavors(estate)},
-                   queues=queues, gpu_resource=GPU_RESOURCE,
+                   queues=queues, gpu_resource=GPU_RESOURCE, cpu=cpu_quantity,
                    ns_label=NAMESPACE_NAME_LABEL)
     return [_manifest("50-kueue.yaml", text, estate)]
 
