@@ -78,11 +78,14 @@ TOOLKIT_SETTINGS = {"accept-nvidia-visible-devices-envvar-when-unprivileged": Fa
 CRI_SOCKET = "unix:///run/containerd/containerd.sock"
 API_PORT = PORTS["kube-apiserver"]
 DNS_DOMAIN = "cluster.local"
-PAUSE_IMAGE = "registry.k8s.io/pause:3.10"          # the sandbox image kubeadm 1.31 uses
 DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"
 DEVICE_PLUGIN_NAMESPACE = "kube-system"
 DEVICE_PLUGIN_NAME = "nvidia-device-plugin"
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
+# The Kueue release Estate installs (k8s/kueue/, vendored and checksummed) and the
+# Kubernetes minors its README's e2e suites run on at that tag (kind 1.34, 1.35, 1.36).
+KUEUE_VERSION = "v0.19.2"
+KUEUE_TESTED = ((1, 34), (1, 36))          # first and last minor, inclusive
 KUBEADM_API = "kubeadm.k8s.io/v1beta4"     # kubeadm >= 1.31
 KIND_API = "kind.x-k8s.io/v1alpha4"
 KIND_IMAGE = "kindest/node:v{version}"

@@ -24,12 +24,13 @@ from estate.model.kubernetes import (  # the facts this renderer lays out
     ADMISSION_PLUGINS, KIND_API, KIND_IMAGE, KNode, KUBEADM_API, KUEUE_API,
     NAMESPACE_NAME_LABEL, POD_SECURITY_LABELS, SYSTEM_PRIORITY_CLASSES, TENANT_ROLE,
     TOLERATIONS_WHITELIST, pool_toleration, tolerations_whitelist,
-    NFS_NOMINAL_CAPACITY, NVIDIA_RUNTIME_BINARY, PAUSE_IMAGE, RUNTIME_HANDLER,
+    NFS_NOMINAL_CAPACITY, NVIDIA_RUNTIME_BINARY, RUNTIME_HANDLER,
     TOKEN_PLACEHOLDER, TOOLKIT_CONFIG, TOOLKIT_SETTINGS,
     api_endpoint, control_planes, cpu_quantity, flavors, hostlist, kubelet_settings,
     tenant_units,
     PLANE, plane_nodes, priority_class, sharing_for, tenant_quotas,
 )
+from estate.kubernetes_releases import pause_image
 from estate.model.services import MANIFESTS
 from estate.model.flows import matrix
 from estate.model.storage import grants
@@ -121,7 +122,8 @@ def build_containerd(estate: Estate, source: str) -> list[Artifact]:
         if not consumers:
             continue
         text = _render("containerd-config.toml.j2", estate, source, gpu=gpu,
-                       pause_image=PAUSE_IMAGE, handler=RUNTIME_HANDLER,
+                       pause_image=pause_image(estate.spec.kubernetes.version),
+                       handler=RUNTIME_HANDLER,
                        nvidia_binary=NVIDIA_RUNTIME_BINARY)
         out.append(Artifact(f"kubernetes/containerd/{path}", text, hostlist(consumers), PLANE))
     return out

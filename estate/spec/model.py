@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from estate.catalogue import SPEC_ROLES
+from estate.kubernetes_releases import DEFAULT_VERSION
 from estate.spec.bounds import (IPv4, BlockSize, CoresPerSocket, Fairshare, GpuMemoryGB,
                                  GpuQuota, GresCount, IPv4Cidr, K8sPriority, LinkGbps,
                                  MAX_MEMORY_MB, MemoryMB, MAX_CORES_PER_SOCKET, SLURM_UINT32_MAX, Reserved,
@@ -360,7 +361,9 @@ class Kubelet(Strict):
 
 
 class Kubernetes(Strict):
-    version: Version = "1.31.4"
+    version: Version = Field(DEFAULT_VERSION, description=(
+        "Kubernetes MAJOR.MINOR.PATCH; `estate check` warns once the minor is past its end "
+        "of life (estate/kubernetes_releases.py)."))
     package_repository: AptSource | None = Field(None, description="apt repository (deb URL and "
                                            "suite) for kubelet/kubeadm/kubectl, e.g. a mirror; "
                                            "default: pkgs.k8s.io for the version's minor.")

@@ -59,10 +59,10 @@ def test_package_source_is_rendered_from_the_spec_version(lab):
     result, _, _ = lab
     arts = result.artifacts
     url, keyring = repository(arts["kubernetes/apt/kubernetes.list"].content.decode())
-    assert url == "https://pkgs.k8s.io/core:/stable:/v1.31/deb/"
+    assert url == "https://pkgs.k8s.io/core:/stable:/v1.36/deb/"
     pref = arts["kubernetes/apt/kubernetes.pref"].content.decode()
     assert pinned_packages(pref) == ["kubelet", "kubeadm", "kubectl"]
-    assert "Pin: version 1.31.4-*" in pref
+    assert "Pin: version 1.36.1-*" in pref
 
 
 def test_package_repository_override(tmp_path):

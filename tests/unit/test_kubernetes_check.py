@@ -86,6 +86,12 @@ CASES = [
      "storage.exports[1].name"),
     ("kubernetes.plane_too_large", W, "lab", {"nodes[5].hosts": "inf[0001-5000]"},
      "nodes[5].hosts"),
+    # end of life 2025-10-28; the tests' day is fixed (tests/conftest.py FIXED_TODAY)
+    ("kubernetes.version_end_of_life", W, "lab", {"kubernetes.version": "1.31.4"},
+     "kubernetes.version"),
+    # Kueue v0.19.2 is tested on 1.34-1.36
+    ("kubernetes.kueue_untested_version", W, "lab", {"kubernetes.version": "1.37.1"},
+     "kubernetes.version"),
     ("kubernetes.reserved_exceeds_capacity", E, "lab",
      {"kubernetes.kubelet": {"kube_reserved": {"cpu_millicores": 0, "memory_mb": 4096}}},
      "kubernetes.kubelet"),

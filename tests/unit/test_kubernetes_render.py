@@ -79,7 +79,7 @@ def test_every_manifest_passes_strict_schema_validation(stack):
 
 def test_validation_uses_the_pinned_minor_schema(stack):
     estate, _ = stack
-    assert kcheck.schema_version(estate.spec.kubernetes.version) == "1.31.0"
+    assert kcheck.schema_version(estate.spec.kubernetes.version) == "1.36.0"
 
 
 def test_kubeadm_kubelet_and_kind_configs_validate(stack):
