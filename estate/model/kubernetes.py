@@ -27,12 +27,30 @@ GPU_RESOURCE = "nvidia.com/gpu"
 # pool carry it (TOLERATIONS_WHITELIST).
 GPU_TAINT = {"key": GPU_RESOURCE, "effect": "NoSchedule"}
 CONTROL_PLANE_TAINT = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
+# kubeadm labels the control planes it initialises or joins with this key (empty value).
+CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
+# Where the cluster add-ons Estate renders (Kueue's controller) run: every node is tainted
+# (control planes, GPU pools) unless the spec has untainted workers, so an add-on tolerates
+# the control-plane taint and prefers the control planes; it never tolerates a GPU pool's
+# taint, so it takes no tenant's node. kubernetes.addon_unschedulable checks the rendered
+# add-ons have a node.
+ADDON_TOLERATIONS = ({"key": CONTROL_PLANE_TAINT["key"], "operator": "Exists",
+                      "effect": CONTROL_PLANE_TAINT["effect"]},)
+
+
+def addon_affinity() -> dict:
+    return {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "preference": {"matchExpressions": [
+            {"key": CONTROL_PLANE_LABEL, "operator": "Exists"}]}}]}}
 GPU_PRESENT = "nvidia.com/gpu.present"
 GPU_PRODUCT = "nvidia.com/gpu.product"
 GPU_COUNT = "nvidia.com/gpu.count"
 GPU_REPLICAS = "nvidia.com/gpu.replicas"
 DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
 DEFAULT_SHARING_CONFIG = "default"
+# Kueue gives a job without a queue name the LocalQueue of this name in its namespace
+# (pkg/controller/constants DefaultLocalQueueName): every tenant namespace has one.
+DEFAULT_LOCAL_QUEUE = "default"
 # NVIDIA topograph's keys: tree levels and the accelerated (block) domain.
 TOPOLOGY_LABELS = {
     "leaf": "network.topology.nvidia.com/leaf",

@@ -18,7 +18,8 @@ from functools import lru_cache
 import yaml
 
 from estate.model.kubernetes import (  # the facts this renderer lays out
-    API_PORT, CA_HASH_PLACEHOLDER, CERT_KEY_PLACEHOLDER, CRI_SOCKET, DEFAULT_SHARING_CONFIG,
+    API_PORT, CA_HASH_PLACEHOLDER, CERT_KEY_PLACEHOLDER, CRI_SOCKET, DEFAULT_LOCAL_QUEUE,
+    DEFAULT_SHARING_CONFIG,
     DEVICE_LIST_STRATEGY, DEVICE_PLUGIN_CONFIG_LABEL, DEVICE_PLUGIN_IMAGE, DEVICE_PLUGIN_NAME,
     DEVICE_PLUGIN_NAMESPACE, DNS_DOMAIN, FSTAB_ONLY_OPTIONS, GPU_PRESENT, GPU_RESOURCE,
     ADMISSION_PLUGINS, KIND_API, KIND_IMAGE, KNode, KUBEADM_API, KUEUE_API,
@@ -35,6 +36,7 @@ from estate.model.services import MANIFESTS
 from estate.model.flows import matrix
 from estate.model.storage import grants
 from estate.render.artifacts import Artifact
+from estate.render.kueue_install import build_kueue_install
 from estate.render.templates import RenderError, dumped, line_value, render_template
 from estate.spec.hostlist import Hostlist
 from estate.spec.model import GpuSharing, Tenant
@@ -263,6 +265,7 @@ def build_kueue(estate: Estate, source: str) -> list[Artifact]:
         return []
     quotas = tenant_quotas(estate)
     queues = [{"name": t.name, "cohort": t.cohort, "namespace": t.name,
+               "local_queues": [t.name, DEFAULT_LOCAL_QUEUE],
                "quotas": [q for q in quotas[t.name]]} for t in k8s.tenants]
     text = _render("kueue.yaml.j2", estate, source, api=KUEUE_API, flavors=flavors(estate),
                    tolerations={f.name: [pool_toleration(f.name)] for f in flavors(estate)},
@@ -397,9 +400,14 @@ def build_node(estate: Estate, source: str) -> list[Artifact]:
             for p, t in texts.items()]
 
 
+def build_kueue_system(estate: Estate, source: str) -> list[Artifact]:
+    """Kueue itself (estate.render.kueue_install), applied before the queues."""
+    return build_kueue_install(estate, source, to_yaml, hostlist(control_planes(estate)))
+
+
 BUILDERS = (build_kubeadm, build_containerd, build_toolkit, build_node, build_cluster_objects,
             build_device_plugin,
-            build_storage, build_tenants, build_kueue, build_kind)
+            build_storage, build_tenants, build_kueue_system, build_kueue, build_kind)
 
 
 def render_kubernetes(estate: Estate, source: str = "") -> list[Artifact]:

@@ -25,6 +25,7 @@ from pyinfra.operations import server
 
 from estate.model.services import MANIFESTS
 from estate.provision.destinations import destination
+from estate.render import kueue_install as kueue
 from roles._lib import probe, STAMPS, Unsupported, consumed, digest_of, install, run_when_changed, \
     runtime
 from roles._lib.facts import FileText
@@ -43,6 +44,29 @@ FILL_KEY = ("awk 'BEGIN { k = ENVIRON[\"KEY\"]; p = \"${KUBEADM_CERTIFICATE_KEY}
 INIT_COMMAND = ("test -f {admin} || ( umask 077 && KEY=$(kubeadm certs certificate-key) && "
                 "KEY=$KEY {fill} {src} > {config} && kubeadm init --upload-certs --config "
                 "{config}; rc=$?; rm -f {config}; exit $rc )")
+
+
+# The Kueue install must be serving before the queues are applied: its CRDs established
+# and its webhooks (which validate every ClusterQueue) answering.
+KUEUE_READY = ("kubectl --kubeconfig {admin} wait --for=condition=Established --timeout=120s "
+               "crd/clusterqueues.kueue.x-k8s.io crd/localqueues.kueue.x-k8s.io "
+               "crd/resourceflavors.kueue.x-k8s.io && kubectl --kubeconfig {admin} -n {ns} "
+               "rollout status deployment/{deployment} --timeout=300s")
+
+
+def apply_command(files: list[str]) -> str:
+    """kubectl apply of each rendered manifest in name order, server-side (Kueue's CRDs
+    exceed the 256 KiB last-applied annotation of a client-side apply), waiting for Kueue
+    after its install."""
+    admin = shlex.quote(ADMIN)
+    steps = []
+    for f in files:
+        steps.append(f"kubectl --kubeconfig {admin} apply --server-side --force-conflicts "
+                     f"-f {shlex.quote(f)}")
+        if f.endswith("/" + kueue.OUTPUT):
+            steps.append(KUEUE_READY.format(admin=admin, ns=kueue.NAMESPACE[1],
+                                            deployment=kueue.DEPLOYMENT[1]))
+    return " && ".join(steps)
 
 
 def missing_tools(run) -> list[str]:
@@ -84,10 +108,9 @@ def k8s_control_plane(join: bool = False) -> None:
     for p in manifests:
         install(p)
     if manifests:
-        files = shlex.join(arg for p in manifests for arg in ("-f", destination(p)))
         run_when_changed(name="kubectl apply the rendered manifests (name order)",
                          stamp=f"{STAMPS}/k8s-manifests", digest=digest_of(manifests),
-                         command=f"kubectl --kubeconfig {shlex.quote(ADMIN)} apply {files}")
+                         command=apply_command([destination(p) for p in manifests]))
     out = host.data.get("estate_join_out")
     if join and out:
         write_join_material(out)

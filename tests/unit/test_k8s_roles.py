@@ -105,3 +105,19 @@ def test_join_values_from_the_control_plane_join_command():
            "--discovery-token-ca-cert-hash sha256:" + "a" * 64 + " \n")
     assert join_values(out) == {"KUBEADM_TOKEN": "abcdef.0123456789abcdef",
                                 "KUBEADM_CA_CERT_HASH": "sha256:" + "a" * 64}
+
+
+def test_manifests_are_applied_server_side_in_order_and_kueue_is_awaited(lab):
+    from roles.k8s_control_plane.tasks import apply_command
+    result, _, _ = lab
+    files = [destination(p) for p in sorted(result.artifacts)
+             if p.startswith("kubernetes/manifests/")]
+    steps = apply_command(files).split(" && ")
+    applied = [s.rsplit(" -f ", 1)[1] for s in steps if " apply " in s]
+    assert applied == files and all("--server-side" in s for s in steps if " apply " in s)
+    install = next(i for i, s in enumerate(steps) if s.endswith("40-kueue-install.yaml"))
+    queues = next(i for i, s in enumerate(steps) if s.endswith("50-kueue.yaml"))
+    waits = steps[install + 1:queues]
+    assert any("condition=Established" in s and "crd/clusterqueues.kueue.x-k8s.io" in s
+               for s in waits)
+    assert any("rollout status deployment/kueue-controller-manager" in s for s in waits)

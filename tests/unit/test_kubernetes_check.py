@@ -163,7 +163,8 @@ def test_pipeline_runs_the_artifact_checks():
     assert ids == {"kubernetes.manifest_invalid", "kubernetes.config_invalid",
                    "kubernetes.secret_rendered", "kubernetes.gpu_node_scheduling",
                    "kubernetes.tenant_unfenced", "kubernetes.gpu_isolation",
-                   "kubernetes.quota_exceeds_allocatable"}
+                   "kubernetes.quota_exceeds_allocatable", "kubernetes.kueue_config_invalid",
+                   "kubernetes.kueue_tenant_unmanaged", "kubernetes.addon_unschedulable"}
     result = build(ROOT / "stacks" / "lab.yaml")
     assert result.ok and "kubernetes/manifests/50-kueue.yaml" in result.artifacts
 

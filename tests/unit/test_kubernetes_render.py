@@ -447,8 +447,11 @@ def test_queues_bind_tenant_namespaces_to_their_cluster_queues(stack):
     lqs = [d for d in objs if d["kind"] == "LocalQueue"]
     pcs = {d["metadata"]["name"]: d["value"] for d in objs if d["kind"] == "PriorityClass"}
     for t in estate.spec.kubernetes.tenants:
-        [lq] = [q for q in lqs if q["metadata"]["namespace"] == t.name]
-        cq = cqs[lq["spec"]["clusterQueue"]]
+        mine = [q for q in lqs if q["metadata"]["namespace"] == t.name]
+        # its own, and 'default': Kueue's queue for what names none (it manages them all)
+        assert sorted(q["metadata"]["name"] for q in mine) == sorted([t.name, "default"])
+        assert {q["spec"]["clusterQueue"] for q in mine} == {t.name}
+        cq = cqs[t.name]
         assert cq["spec"]["namespaceSelector"]["matchLabels"] == {k8s.NAMESPACE_NAME_LABEL: t.name}
         assert cq["spec"]["cohortName"] == t.cohort
         assert pcs[k8s.priority_class(t)] == t.priority
