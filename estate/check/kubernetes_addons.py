@@ -11,7 +11,6 @@ from estate.check.ownership import HARD_EFFECTS, tolerates
 from estate.check.registry import Problem, validator
 from estate.model import kubernetes as k8s
 from estate.model.services import MANIFESTS
-from estate.render import kueue_install as kueue
 
 E = Severity.ERROR
 KUEUE_SCHEMA = ("config.kueue.x-k8s.io_v1beta2.yaml", "Configuration")
@@ -19,7 +18,7 @@ WORKLOADS = ("Deployment", "DaemonSet", "StatefulSet")
 INIT = "kubernetes/kubeadm/init.yaml"
 # namespaces whose pods Kueue must never gate: its own webhook would block its own pods,
 # and kube-system holds the cluster's DNS and the device plugin
-NEVER_MANAGED = ("kube-system", kueue.NAMESPACE[1])
+NEVER_MANAGED = ("kube-system", k8s.KUEUE_NAMESPACE)
 
 
 # --- Kueue's configuration ----------------------------------------------------------------
@@ -29,10 +28,10 @@ def rendered_kueue_config(artifacts) -> tuple[str, dict | None]:
     for a in plane_artifacts(artifacts, MANIFESTS):
         for doc in _dicts(a):
             meta = doc.get("metadata") or {}
-            if (doc.get("kind"), meta.get("name")) == kueue.CONFIG_MAP:
-                text = (doc.get("data") or {}).get(kueue.CONFIG_KEY)
+            if (doc.get("kind"), meta.get("name")) == ("ConfigMap", k8s.KUEUE_CONFIG_MAP):
+                text = (doc.get("data") or {}).get(k8s.KUEUE_CONFIG_KEY)
                 return a.path, _first(str(text)) if text is not None else None
-    return f"{MANIFESTS}{kueue.OUTPUT}", None
+    return f"{MANIFESTS}{k8s.KUEUE_CONTROLLER}", None
 
 
 def selects(selector, labels: dict) -> bool:
@@ -71,8 +70,8 @@ def kueue_config_invalid(ctx):
         return
     path, config = rendered_kueue_config(ctx.artifacts)
     if not isinstance(config, dict):
-        yield Problem(path, f"no Kueue controller configuration ({kueue.CONFIG_MAP[1]} "
-                      f"ConfigMap, key {kueue.CONFIG_KEY}) in the rendered manifests",
+        yield Problem(path, f"no Kueue controller configuration ({k8s.KUEUE_CONFIG_MAP} "
+                      f"ConfigMap, key {k8s.KUEUE_CONFIG_KEY}) in the rendered manifests",
                       "re-render: Estate installs Kueue with its configuration")
         return
     for err in _errors(_config_validator(*KUEUE_SCHEMA), config)[:5]:
@@ -98,7 +97,7 @@ def kueue_tenant_unmanaged(ctx):
                       "ClusterQueue's GPU quota", hint)
     selector = config.get("managedJobsNamespaceSelector")
     frameworks = set((config.get("integrations") or {}).get("frameworks") or [])
-    missing = [f for f in kueue.REQUIRED_FRAMEWORKS if f not in frameworks]
+    missing = [f for f in k8s.KUEUE_REQUIRED_FRAMEWORKS if f not in frameworks]
     if missing:
         yield Problem(path, f"Kueue's integrations leave out {', '.join(missing)}: such "
                       "objects in a tenant namespace run without an admission", hint)

@@ -104,6 +104,17 @@ KUEUE_API = "kueue.x-k8s.io/v1beta2"
 # Kubernetes minors its README's e2e suites run on at that tag (kind 1.34, 1.35, 1.36).
 KUEUE_VERSION = "v0.19.2"
 KUEUE_TESTED = ((1, 34), (1, 36))          # first and last minor, inclusive
+# Names in the release's manifests that Estate renders its own version of, and the file
+# they are rendered into (applied before the queues).
+KUEUE_INSTALL = "40-kueue-install.yaml"          # the release, the same for every spec
+KUEUE_CONTROLLER = "41-kueue-controller.yaml"    # its configuration and Deployment
+KUEUE_NAMESPACE = "kueue-system"
+KUEUE_CONFIG_MAP = "kueue-manager-config"
+KUEUE_CONFIG_KEY = "controller_manager_config.yaml"
+KUEUE_DEPLOYMENT = "kueue-controller-manager"
+# The integrations whose objects could hold GPUs in a tenant namespace without a Kueue
+# admission if Kueue did not manage them (built-in kinds; the others need their CRDs).
+KUEUE_REQUIRED_FRAMEWORKS = ("batch/job", "pod", "deployment", "statefulset")
 KUBEADM_API = "kubeadm.k8s.io/v1beta4"     # kubeadm >= 1.31
 KIND_API = "kind.x-k8s.io/v1alpha4"
 KIND_IMAGE = "kindest/node:v{version}"

@@ -23,9 +23,9 @@ from pyinfra.api import OperationError, deploy
 from pyinfra.facts.server import Command
 from pyinfra.operations import server
 
+from estate.model import kubernetes as k8s
 from estate.model.services import MANIFESTS
 from estate.provision.destinations import destination
-from estate.render import kueue_install as kueue
 from roles._lib import probe, STAMPS, Unsupported, consumed, digest_of, install, run_when_changed, \
     runtime
 from roles._lib.facts import FileText
@@ -46,27 +46,17 @@ INIT_COMMAND = ("test -f {admin} || ( umask 077 && KEY=$(kubeadm certs certifica
                 "{config}; rc=$?; rm -f {config}; exit $rc )")
 
 
-# The Kueue install must be serving before the queues are applied: its CRDs established
-# and its webhooks (which validate every ClusterQueue) answering.
-KUEUE_READY = ("kubectl --kubeconfig {admin} wait --for=condition=Established --timeout=120s "
-               "crd/clusterqueues.kueue.x-k8s.io crd/localqueues.kueue.x-k8s.io "
-               "crd/resourceflavors.kueue.x-k8s.io && kubectl --kubeconfig {admin} -n {ns} "
-               "rollout status deployment/{deployment} --timeout=300s")
-
-
-def apply_command(files: list[str]) -> str:
-    """kubectl apply of each rendered manifest in name order, server-side (Kueue's CRDs
-    exceed the 256 KiB last-applied annotation of a client-side apply), waiting for Kueue
-    after its install."""
-    admin = shlex.quote(ADMIN)
-    steps = []
-    for f in files:
-        steps.append(f"kubectl --kubeconfig {admin} apply --server-side --force-conflicts "
-                     f"-f {shlex.quote(f)}")
-        if f.endswith("/" + kueue.OUTPUT):
-            steps.append(KUEUE_READY.format(admin=admin, ns=kueue.NAMESPACE[1],
-                                            deployment=kueue.DEPLOYMENT[1]))
-    return " && ".join(steps)
+# The rendered manifests, applied one file at a time in name order and server-side
+# (Kueue's CRDs exceed the 256 KiB last-applied annotation of a client-side apply). After
+# Kueue's controller file, wait until Kueue serves: its CRDs established and its
+# Deployment rolled out (its webhooks validate every ClusterQueue applied next).
+APPLY_MANIFESTS = (
+    "for f in {files}; do kubectl --kubeconfig {admin} apply --server-side --force-conflicts "
+    "-f \"$f\" || exit 1; case \"$f\" in */{controller}) kubectl --kubeconfig {admin} wait "
+    "--for=condition=Established --timeout=120s crd/clusterqueues.kueue.x-k8s.io "
+    "crd/localqueues.kueue.x-k8s.io crd/resourceflavors.kueue.x-k8s.io && kubectl "
+    "--kubeconfig {admin} -n {ns} rollout status deployment/{deployment} --timeout=300s "
+    "|| exit 1;; esac; done")
 
 
 def missing_tools(run) -> list[str]:
@@ -110,7 +100,12 @@ def k8s_control_plane(join: bool = False) -> None:
     if manifests:
         run_when_changed(name="kubectl apply the rendered manifests (name order)",
                          stamp=f"{STAMPS}/k8s-manifests", digest=digest_of(manifests),
-                         command=apply_command([destination(p) for p in manifests]))
+                         command=APPLY_MANIFESTS.format(
+                             files=shlex.join(destination(p) for p in manifests),
+                             admin=shlex.quote(ADMIN),
+                             controller=shlex.quote(k8s.KUEUE_CONTROLLER),
+                             ns=shlex.quote(k8s.KUEUE_NAMESPACE),
+                             deployment=shlex.quote(k8s.KUEUE_DEPLOYMENT)))
     out = host.data.get("estate_join_out")
     if join and out:
         write_join_material(out)

@@ -62,7 +62,8 @@ def test_manifests_pass_server_side_dry_run(artifacts):
     _needs_cluster()
     for path, docs in _manifests(artifacts, kueue=False):
         if docs:
-            run = kubectl("apply", "--dry-run=server", "--validate=strict", "-f", "-",
+            run = kubectl("apply", "--server-side", "--dry-run=server", "--validate=strict",
+                          "-f", "-",
                           stdin=yaml.safe_dump_all(docs).encode())
             assert run.returncode == 0, (path, run.stderr.decode())
 
@@ -73,7 +74,8 @@ def test_kueue_objects_pass_server_side_dry_run(artifacts):
         pytest.skip("Kueue's CRDs are not installed in the ESTATE_KUBECONFIG cluster")
     for path, docs in _manifests(artifacts, kueue=True):
         if docs:
-            run = kubectl("apply", "--dry-run=server", "--validate=strict", "-f", "-",
+            run = kubectl("apply", "--server-side", "--dry-run=server", "--validate=strict",
+                          "-f", "-",
                           stdin=yaml.safe_dump_all(docs).encode())
             assert run.returncode == 0, (path, run.stderr.decode())
 

@@ -220,6 +220,22 @@ TAMPER = [
     # the kubelet's cgroup driver
     ("kubernetes/kubeadm/init.yaml", _set([2, "cgroupDriver"], "cgroupsv2"),
      "kubernetes.config_invalid", "cgroupsv2"),
+    # Kueue left to manage only what names a queue: a tenant's Deployment runs unadmitted
+    ("kubernetes/manifests/41-kueue-controller.yaml",
+     _set([0, "data", "controller_manager_config.yaml"],
+          "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+          "manageJobsWithoutQueueName: false\n"),
+     "kubernetes.kueue_tenant_unmanaged", "manageJobsWithoutQueueName is not true"),
+    # a misspelt Kueue configuration field (closed schema)
+    ("kubernetes/manifests/41-kueue-controller.yaml",
+     _set([0, "data", "controller_manager_config.yaml"],
+          "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+          "manageJobsWithoutQueueNames: true\n"),
+     "kubernetes.kueue_config_invalid", "manageJobsWithoutQueueNames"),
+    # Kueue's controller without the control-plane toleration: every node is tainted
+    ("kubernetes/manifests/41-kueue-controller.yaml",
+     _set([1, "spec", "template", "spec", "tolerations"], []),
+     "kubernetes.addon_unschedulable", "kueue-system/kueue-controller-manager has no node"),
     # a kubelet reservation in a unit the kubelet cannot parse
     ("kubernetes/kubeadm/init.yaml", _set([2, "kubeReserved", "cpu"], "half"),
      "kubernetes.config_invalid", "half"),
