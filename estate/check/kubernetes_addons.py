@@ -7,6 +7,8 @@ from __future__ import annotations
 from estate.check.findings import Severity
 from estate.check.kubernetes_schema import (_config_validator, _dicts, _errors, _first,
                                             plane_artifacts, rendered_nodes)
+from estate.check.kubernetes_quota import RESOURCES, amount, rendered_reservations
+from estate.check.kubernetes_quota import _capacity as capacity
 from estate.check.ownership import HARD_EFFECTS, tolerates
 from estate.check.registry import Problem, validator
 from estate.model import kubernetes as k8s
@@ -152,24 +154,53 @@ def lands_on(pod: dict, node: dict) -> bool:
                for taint in node["taints"] if taint.get("effect") in HARD_EFFECTS)
 
 
+def pod_requests(pod: dict) -> dict[str, float]:
+    """{'cpu': millicores, 'memory': MiB} the pod's containers request together."""
+    out = {res: 0.0 for res in RESOURCES}
+    for c in pod.get("containers") or []:
+        requests = ((c.get("resources") or {}).get("requests")) or {}
+        for res, (unit, _) in RESOURCES.items():
+            out[res] += amount(requests.get(res, 0), unit)
+    return out
+
+
+def node_room(ctx) -> dict[str, dict[str, float]]:
+    """Node -> its allocatable (class capacity less the rendered kubelet reservations)."""
+    kept = rendered_reservations(ctx.artifacts)
+    return {n.name: {res: capacity(n.cls, res) - kept[res] for res in RESOURCES}
+            for n in k8s.plane_nodes(ctx.estate) if n.cls is not None}
+
+
 @validator("kubernetes.addon_unschedulable", E, "kubernetes",
            "a rendered add-on (Deployment, DaemonSet, StatefulSet) has no node it can run on",
            stage="artifacts")
 def addon_unschedulable(ctx):
     if not ctx.estate.spec.kubernetes:
         return
-    nodes = scheduling_nodes(ctx.artifacts)
+    nodes, room = scheduling_nodes(ctx.artifacts), node_room(ctx)
     for a in plane_artifacts(ctx.artifacts, MANIFESTS):
         for doc in _dicts(a):
             if doc.get("kind") not in WORKLOADS:
                 continue
             pod = (((doc.get("spec") or {}).get("template") or {}).get("spec")) or {}
-            if any(lands_on(pod, n) for n in nodes.values()):
+            placed = [name for name, n in nodes.items() if lands_on(pod, n)]
+            want = pod_requests(pod)
+            fits = [name for name in placed if name not in room
+                    or all(want[r] <= room[name][r] for r in RESOURCES)]
+            if fits:
                 continue
             meta = doc.get("metadata") or {}
-            yield Problem(a.path, f"{doc['kind']} {meta.get('namespace')}/{meta.get('name')} "
-                          f"has no node to run on: none of the {len(nodes)} rendered nodes "
-                          "matches its nodeSelector and node affinity with every hard taint "
-                          "tolerated (control planes and GPU pools are tainted)",
+            what = f"{doc['kind']} {meta.get('namespace')}/{meta.get('name')}"
+            if placed:
+                asks = ", ".join(f"{want[r]:.0f} {RESOURCES[r][1]} of {r}" for r in RESOURCES)
+                yield Problem(a.path, f"{what} requests {asks}, more than the allocatable of "
+                              f"every node it may run on ({', '.join(placed[:5])})",
+                              "give those nodes more capacity or lower kubernetes.kubelet's "
+                              "reservations")
+                continue
+            yield Problem(a.path, f"{what} has no node to run on: none of the {len(nodes)} "
+                          "rendered nodes matches its nodeSelector and node affinity with "
+                          "every hard taint tolerated (control planes and GPU pools are "
+                          "tainted)",
                           "re-render: Estate places its add-ons on the control planes "
                           "(estate.model.kubernetes.ADDON_TOLERATIONS)")

@@ -217,6 +217,10 @@ TAMPER = [
     (lambda a: edited(a, kueue.DEPLOYMENT, lambda d: d["spec"]["template"]["spec"].update(
         nodeSelector={"nvidia.com/gpu.present": "true"})),
      "kubernetes.addon_unschedulable", "has no node"),
+    # placed right, but asking more memory than a control plane has left
+    (lambda a: edited(a, kueue.DEPLOYMENT, lambda d: d["spec"]["template"]["spec"]
+                      ["containers"][0]["resources"]["requests"].update(memory="4Ti")),
+     "kubernetes.addon_unschedulable", "more than the allocatable of every node"),
 ]
 
 
