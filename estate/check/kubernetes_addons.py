@@ -164,11 +164,18 @@ def pod_requests(pod: dict) -> dict[str, float]:
     return out
 
 
-def node_room(ctx) -> dict[str, dict[str, float]]:
-    """Node -> its allocatable (class capacity less the rendered kubelet reservations)."""
-    kept = rendered_reservations(ctx.artifacts)
-    return {n.name: {res: capacity(n.cls, res) - kept[res] for res in RESOURCES}
-            for n in k8s.plane_nodes(ctx.estate) if n.cls is not None}
+def _landing(pod: dict, nodes: dict, classes: dict, kept: dict) -> tuple[bool, list]:
+    """(whether some node takes the pod, the nodes it may run on but has no room on);
+    stops at the first node that takes it (a plane may have thousands)."""
+    want, crowded = pod_requests(pod), []
+    for name, node in nodes.items():
+        if not lands_on(pod, node):
+            continue
+        cls = classes.get(name)
+        if cls is None or all(want[r] <= capacity(cls, r) - kept[r] for r in RESOURCES):
+            return True, crowded
+        crowded.append(name)
+    return False, crowded
 
 
 @validator("kubernetes.addon_unschedulable", E, "kubernetes",
@@ -177,24 +184,23 @@ def node_room(ctx) -> dict[str, dict[str, float]]:
 def addon_unschedulable(ctx):
     if not ctx.estate.spec.kubernetes:
         return
-    nodes, room = scheduling_nodes(ctx.artifacts), node_room(ctx)
+    nodes, kept = scheduling_nodes(ctx.artifacts), rendered_reservations(ctx.artifacts)
+    classes = {n.name: n.cls for n in k8s.plane_nodes(ctx.estate) if n.cls is not None}
     for a in plane_artifacts(ctx.artifacts, MANIFESTS):
         for doc in _dicts(a):
             if doc.get("kind") not in WORKLOADS:
                 continue
             pod = (((doc.get("spec") or {}).get("template") or {}).get("spec")) or {}
-            placed = [name for name, n in nodes.items() if lands_on(pod, n)]
-            want = pod_requests(pod)
-            fits = [name for name in placed if name not in room
-                    or all(want[r] <= room[name][r] for r in RESOURCES)]
-            if fits:
+            lands, crowded = _landing(pod, nodes, classes, kept)
+            if lands:
                 continue
             meta = doc.get("metadata") or {}
             what = f"{doc['kind']} {meta.get('namespace')}/{meta.get('name')}"
-            if placed:
+            if crowded:
+                want = pod_requests(pod)
                 asks = ", ".join(f"{want[r]:.0f} {RESOURCES[r][1]} of {r}" for r in RESOURCES)
                 yield Problem(a.path, f"{what} requests {asks}, more than the allocatable of "
-                              f"every node it may run on ({', '.join(placed[:5])})",
+                              f"every node it may run on ({', '.join(crowded[:5])})",
                               "give those nodes more capacity or lower kubernetes.kubelet's "
                               "reservations")
                 continue

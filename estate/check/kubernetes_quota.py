@@ -17,6 +17,7 @@ from estate.check.kubernetes_schema import _dicts
 from estate.check.ownership import _groups, _name, _tenant_path, rendered
 from estate.check.registry import Problem, validator
 from estate.model import kubernetes as k8s
+from estate.model import model
 from estate.model.services import MANIFESTS
 from estate.spec.hostset import HostSet
 
@@ -74,16 +75,16 @@ def reserved_exceeds_capacity(estate):
     if not estate.spec.kubernetes:
         return
     seen = set()
-    for node in k8s.plane_nodes(estate):
-        cls = node.cls
-        if cls is None or cls.name in seen:
+    for group in model(estate).groups:        # a group shares one class: no per-node scan
+        cls = group.cls
+        if group.plane != k8s.PLANE or not group.hosts or cls is None or cls.name in seen:
             continue
         seen.add(cls.name)
         free = k8s.allocatable(estate, cls)
         for res, left in (("cpu", free.cpu_millis), ("memory", free.memory_mi)):
             if left <= 0:
                 yield problem(("kubernetes", "kubelet"),
-                              f"node class '{cls.name}' ({node.name}, ...) has "
+                              f"node class '{cls.name}' ({str(group.hosts)[:40]}) has "
                               f"{_capacity(cls, res):.0f} {RESOURCES[res][1]} of {res}; "
                               "kube_reserved, system_reserved and the eviction threshold "
                               "take all of it, so no pod fits",
