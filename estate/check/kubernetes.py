@@ -40,7 +40,7 @@ def version(estate):
     v = _plane(estate).version
     m = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)", v)
     if not m:
-        yield problem(("kubernetes", "version"), f"'{v}' is not a version like 1.31.4",
+        yield problem(("kubernetes", "version"), f"'{v}' is not a version like 1.36.1",
                       "write MAJOR.MINOR.PATCH without a leading v")
     elif (int(m.group(1)), int(m.group(2))) < (1, MIN_MINOR):
         yield problem(("kubernetes", "version"), f"Kubernetes {v} predates kubeadm's "

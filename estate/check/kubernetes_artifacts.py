@@ -6,10 +6,11 @@ nodes are GPU ownership: estate.check.ownership.
 from __future__ import annotations
 
 import tomllib
+from functools import lru_cache
 
 from estate.check.findings import Severity
 from estate.check.kubernetes_schema import (BOOTSTRAP_TOKEN, _dicts, containerd_problems,
-                                            device_plugin_configs, documents, parse_error,
+                                            _parse, device_plugin_configs, documents, parse_error,
                                             plane_artifacts, rendered_nodes, validate_config,
                                             validate_device_plugin_config, validate_object)
 from estate.check.registry import Problem, validator
@@ -32,10 +33,18 @@ def manifest_invalid(ctx):
             yield Problem(a.path, f"the rendered file is not valid YAML: {err}",
                           "a spec value broke out of its place in the template: quote it, or "
                           "remove newlines and quotes from it")
-        for i, doc in enumerate(documents(a)):
-            for err in validate_object(doc, _version(ctx)):
-                yield Problem(a.path, f"document {i} ({_kind(doc)}): {err}",
-                              "fix the renderer or template that wrote it")
+        for i, kind, err in _manifest_problems(a.content, _version(ctx)):
+            yield Problem(a.path, f"document {i} ({kind}): {err}",
+                          "fix the renderer or template that wrote it")
+
+
+@lru_cache(maxsize=256)
+def _manifest_problems(content: bytes, version: str) -> tuple[tuple[int, str, str], ...]:
+    """(document index, kind, error) of one rendered manifest file, cached by its bytes:
+    the Kueue release (1.7 MB, the same for every spec) is validated once per process,
+    not once per spec checked."""
+    return tuple((i, _kind(doc), err) for i, doc in enumerate(_parse(content)[0])
+                 for err in validate_object(doc, version))
 
 
 def _kind(doc) -> str:
@@ -68,8 +77,7 @@ def config_invalid(ctx):
            "a join secret written into a rendered file", stage="artifacts")
 def secret_rendered(ctx):
     for a in plane_artifacts(ctx.artifacts):
-        text = a.content.decode(errors="replace")
-        if BOOTSTRAP_TOKEN.search(text):
+        if _has_token(a.content):
             yield Problem(a.path, "contains a kubeadm bootstrap token",
                           "leave the token placeholder; roles fill it at join time")
         for doc in _dicts(a) if a.path.startswith("kubernetes/kubeadm/") else ():
@@ -77,6 +85,12 @@ def secret_rendered(ctx):
                 if value not in k8s.PLACEHOLDERS:
                     yield Problem(a.path, f"{key} holds a value, not a placeholder",
                                   f"write one of {', '.join(k8s.PLACEHOLDERS)}")
+
+
+@lru_cache(maxsize=256)
+def _has_token(content: bytes) -> bool:
+    """Cached by the file's bytes: the Kueue release is 1.7 MB, the same for every spec."""
+    return bool(BOOTSTRAP_TOKEN.search(content.decode(errors="replace")))
 
 
 def _secret_fields(doc):

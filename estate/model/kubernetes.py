@@ -27,12 +27,30 @@ GPU_RESOURCE = "nvidia.com/gpu"
 # pool carry it (TOLERATIONS_WHITELIST).
 GPU_TAINT = {"key": GPU_RESOURCE, "effect": "NoSchedule"}
 CONTROL_PLANE_TAINT = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
+# kubeadm labels the control planes it initialises or joins with this key (empty value).
+CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
+# Where the cluster add-ons Estate renders (Kueue's controller) run: every node is tainted
+# (control planes, GPU pools) unless the spec has untainted workers, so an add-on tolerates
+# the control-plane taint and prefers the control planes; it never tolerates a GPU pool's
+# taint, so it takes no tenant's node. kubernetes.addon_unschedulable checks the rendered
+# add-ons have a node.
+ADDON_TOLERATIONS = ({"key": CONTROL_PLANE_TAINT["key"], "operator": "Exists",
+                      "effect": CONTROL_PLANE_TAINT["effect"]},)
+
+
+def addon_affinity() -> dict:
+    return {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "preference": {"matchExpressions": [
+            {"key": CONTROL_PLANE_LABEL, "operator": "Exists"}]}}]}}
 GPU_PRESENT = "nvidia.com/gpu.present"
 GPU_PRODUCT = "nvidia.com/gpu.product"
 GPU_COUNT = "nvidia.com/gpu.count"
 GPU_REPLICAS = "nvidia.com/gpu.replicas"
 DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
 DEFAULT_SHARING_CONFIG = "default"
+# Kueue gives a job without a queue name the LocalQueue of this name in its namespace
+# (pkg/controller/constants DefaultLocalQueueName): every tenant namespace has one.
+DEFAULT_LOCAL_QUEUE = "default"
 # NVIDIA topograph's keys: tree levels and the accelerated (block) domain.
 TOPOLOGY_LABELS = {
     "leaf": "network.topology.nvidia.com/leaf",
@@ -78,11 +96,25 @@ TOOLKIT_SETTINGS = {"accept-nvidia-visible-devices-envvar-when-unprivileged": Fa
 CRI_SOCKET = "unix:///run/containerd/containerd.sock"
 API_PORT = PORTS["kube-apiserver"]
 DNS_DOMAIN = "cluster.local"
-PAUSE_IMAGE = "registry.k8s.io/pause:3.10"          # the sandbox image kubeadm 1.31 uses
 DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"
 DEVICE_PLUGIN_NAMESPACE = "kube-system"
 DEVICE_PLUGIN_NAME = "nvidia-device-plugin"
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
+# The Kueue release Estate installs (k8s/kueue/, vendored and checksummed) and the
+# Kubernetes minors its README's e2e suites run on at that tag (kind 1.34, 1.35, 1.36).
+KUEUE_VERSION = "v0.19.2"
+KUEUE_TESTED = ((1, 34), (1, 36))          # first and last minor, inclusive
+# Names in the release's manifests that Estate renders its own version of, and the file
+# they are rendered into (applied before the queues).
+KUEUE_INSTALL = "40-kueue-install.yaml"          # the release, the same for every spec
+KUEUE_CONTROLLER = "41-kueue-controller.yaml"    # its configuration and Deployment
+KUEUE_NAMESPACE = "kueue-system"
+KUEUE_CONFIG_MAP = "kueue-manager-config"
+KUEUE_CONFIG_KEY = "controller_manager_config.yaml"
+KUEUE_DEPLOYMENT = "kueue-controller-manager"
+# The integrations whose objects could hold GPUs in a tenant namespace without a Kueue
+# admission if Kueue did not manage them (built-in kinds; the others need their CRDs).
+KUEUE_REQUIRED_FRAMEWORKS = ("batch/job", "pod", "deployment", "statefulset")
 KUBEADM_API = "kubeadm.k8s.io/v1beta4"     # kubeadm >= 1.31
 KIND_API = "kind.x-k8s.io/v1alpha4"
 KIND_IMAGE = "kindest/node:v{version}"
@@ -289,6 +321,51 @@ def api_endpoint(estate: Estate) -> str:
 
 # --- GPU flavors and tenant quotas -------------------------------------------------
 
+# --- node allocatable: what the scheduler may hand out on a node ----------------------
+
+# The kubelet's default hard-eviction thresholds for the disk signals: setting evictionHard
+# replaces the default map, so Estate writes them back next to its memory threshold.
+EVICTION_DISK_DEFAULTS = {"nodefs.available": "10%", "nodefs.inodesFree": "5%",
+                          "imagefs.available": "15%"}
+MEMORY_SIGNAL = "memory.available"
+
+
+@dataclass(frozen=True)
+class Allocatable:
+    cpu_millis: int
+    memory_mi: int
+
+
+def _reservation(r) -> dict[str, str]:
+    return {"cpu": f"{r.cpu_millicores}m", "memory": f"{r.memory_mb}Mi"}
+
+
+def kubelet_settings(estate: Estate) -> dict:
+    """The KubeletConfiguration fields that set node allocatable (kubeadm hands the one
+    KubeletConfiguration to every node), from the spec's kubernetes.kubelet."""
+    kl = estate.spec.kubernetes.kubelet
+    return {"kubeReserved": _reservation(kl.kube_reserved),
+            "systemReserved": _reservation(kl.system_reserved),
+            "evictionHard": {MEMORY_SIGNAL: f"{kl.eviction_memory_mb}Mi",
+                             **EVICTION_DISK_DEFAULTS}}
+
+
+def allocatable(estate: Estate, cls: NodeClass) -> Allocatable:
+    """The kubelet's node allocatable for a class: capacity - kubeReserved - systemReserved -
+    the memory eviction threshold (clamped at zero: kubernetes.reserved_exceeds_capacity
+    reports a class the reservations swallow)."""
+    kl = estate.spec.kubernetes.kubelet
+    cpu = cls.cpus * 1000 - kl.kube_reserved.cpu_millicores - kl.system_reserved.cpu_millicores
+    mem = (cls.memory_mb - kl.kube_reserved.memory_mb - kl.system_reserved.memory_mb
+           - kl.eviction_memory_mb)
+    return Allocatable(max(cpu, 0), max(mem, 0))
+
+
+def cpu_quantity(millis: int) -> int | str:
+    """A CPU amount as Kubernetes writes it: whole cores as an integer, else millicores."""
+    return millis // 1000 if millis % 1000 == 0 else f"{millis}m"
+
+
 @dataclass(frozen=True)
 class Flavor:
     """One Kueue ResourceFlavor: the GPU nodes of one model."""
@@ -297,8 +374,8 @@ class Flavor:
     nodes: tuple[str, ...]
     gpus: int                 # physical GPUs
     units: int                # nvidia.com/gpu the device plugin advertises
-    cpus: int
-    memory_mi: int
+    cpu_millis: int           # allocatable, not capacity (kubelet reservations deducted)
+    memory_mi: int            # allocatable
     max_units_per_node: int
 
     @property
@@ -318,15 +395,16 @@ def flavors(estate: Estate) -> tuple[Flavor, ...]:
         cls, gpu = facts.cls, facts.cls.gpus
         units = gpu.count * replicas(sharing_for(estate, cls)[1])
         f = acc.setdefault(gpu.model, {"product": gpu.product, "nodes": [], "gpus": 0,
-                                       "units": 0, "cpus": 0, "mem": 0, "max": 0})
+                                       "units": 0, "cpu": 0, "mem": 0, "max": 0})
         f["nodes"].extend(names)
         f["gpus"] += gpu.count * len(names)
         f["units"] += units * len(names)
-        f["cpus"] += cls.cpus * len(names)
-        f["mem"] += cls.memory_mb * len(names)
+        free = allocatable(estate, cls)
+        f["cpu"] += free.cpu_millis * len(names)
+        f["mem"] += free.memory_mi * len(names)
         if names:
             f["max"] = max(f["max"], units)
-    return tuple(Flavor(m, f["product"], tuple(f["nodes"]), f["gpus"], f["units"], f["cpus"],
+    return tuple(Flavor(m, f["product"], tuple(f["nodes"]), f["gpus"], f["units"], f["cpu"],
                         f["mem"], f["max"]) for m, f in acc.items())
 
 
@@ -355,7 +433,7 @@ class Quota:
     flavor: str
     gpus: int          # physical GPUs from the spec
     units: int         # nvidia.com/gpu nominal quota
-    cpus: int
+    cpu_millis: int    # of the flavor's allocatable
     memory_mi: int
 
 
@@ -363,7 +441,7 @@ class Quota:
 def tenant_quotas(estate: Estate) -> dict[str, tuple[Quota, ...]]:
     """Tenant -> its quota in each flavor it names.
 
-    GPU units, CPUs and memory of a flavor are split in proportion to the GPUs
+    GPU units, and the allocatable CPU and memory of a flavor, are split in proportion to the GPUs
     each tenant is given out of the flavor's GPUs, so a tenant's CPU share follows
     its GPU share, and quotas that claim all of a flavor's GPUs add up to it
     exactly. GPUs no tenant claims stay out of every queue (estate check warns).
@@ -374,18 +452,17 @@ def tenant_quotas(estate: Estate) -> dict[str, tuple[Quota, ...]]:
         named = [t for t in tenants if f.name in t.gpus]
         weights = [t.gpus[f.name] for t in named]
         split = zip(named, apportion(f.units, weights, f.gpus),
-                    apportion(f.cpus, weights, f.gpus), apportion(f.memory_mi, weights, f.gpus))
+                    apportion(f.cpu_millis, weights, f.gpus), apportion(f.memory_mi, weights, f.gpus))
         for t, units, cpus, mem in split:
             out[t.name].append(Quota(f.name, t.gpus[f.name], units, cpus, mem))
     return {name: tuple(q) for name, q in out.items()}
 
 
-def borrowable_units(estate: Estate, tenant: Tenant) -> int:
-    """The most nvidia.com/gpu Kueue can admit for a tenant: its cohort's quota in its flavors."""
-    quotas = tenant_quotas(estate)
-    mine = {q.flavor for q in quotas[tenant.name]}
-    return sum(q.units for t in estate.spec.kubernetes.tenants if t.cohort == tenant.cohort
-               for q in quotas[t.name] if q.flavor in mine)
+def tenant_units(estate: Estate, tenant: Tenant) -> int:
+    """A tenant's nvidia.com/gpu share: its nominal quotas, summed over its flavors. Its
+    ResourceQuota is exactly this, so the tenants' ResourceQuotas add up to the GPUs the
+    spec hands out and never to more (each used to allow its whole cohort's quota)."""
+    return sum(q.units for q in tenant_quotas(estate)[tenant.name])
 
 
 def priority_class(tenant: Tenant) -> str:

@@ -18,23 +18,27 @@ from functools import lru_cache
 import yaml
 
 from estate.model.kubernetes import (  # the facts this renderer lays out
-    API_PORT, CA_HASH_PLACEHOLDER, CERT_KEY_PLACEHOLDER, CRI_SOCKET, DEFAULT_SHARING_CONFIG,
+    API_PORT, CA_HASH_PLACEHOLDER, CERT_KEY_PLACEHOLDER, CRI_SOCKET, DEFAULT_LOCAL_QUEUE,
+    DEFAULT_SHARING_CONFIG,
     DEVICE_LIST_STRATEGY, DEVICE_PLUGIN_CONFIG_LABEL, DEVICE_PLUGIN_IMAGE, DEVICE_PLUGIN_NAME,
     DEVICE_PLUGIN_NAMESPACE, DNS_DOMAIN, FSTAB_ONLY_OPTIONS, GPU_PRESENT, GPU_RESOURCE,
     ADMISSION_PLUGINS, KIND_API, KIND_IMAGE, KNode, KUBEADM_API, KUEUE_API,
     NAMESPACE_NAME_LABEL, POD_SECURITY_LABELS, SYSTEM_PRIORITY_CLASSES, TENANT_ROLE,
     TOLERATIONS_WHITELIST, pool_toleration, tolerations_whitelist,
-    NFS_NOMINAL_CAPACITY, NVIDIA_RUNTIME_BINARY, PAUSE_IMAGE, RUNTIME_HANDLER,
+    NFS_NOMINAL_CAPACITY, NVIDIA_RUNTIME_BINARY, RUNTIME_HANDLER,
     TOKEN_PLACEHOLDER, TOOLKIT_CONFIG, TOOLKIT_SETTINGS,
-    api_endpoint, borrowable_units, control_planes, flavors, hostlist,
+    api_endpoint, control_planes, cpu_quantity, flavors, hostlist, kubelet_settings,
+    tenant_units,
     PLANE, plane_nodes, priority_class, sharing_for, tenant_quotas,
 )
 from estate.model import cni
+from estate.kubernetes_releases import pause_image
 from estate.model.services import MANIFESTS
 from estate.model.flows import matrix
 from estate.render.cni import installation_spec, operator_manifest
 from estate.model.storage import grants
 from estate.render.artifacts import Artifact
+from estate.render.kueue_install import build_kueue_install
 from estate.render.templates import RenderError, dumped, line_value, render_template
 from estate.spec.hostlist import Hostlist
 from estate.spec.model import GpuSharing, Tenant
@@ -95,6 +99,7 @@ def build_kubeadm(estate: Estate, source: str) -> list[Artifact]:
                    api_port=API_PORT, kubeadm_api=KUBEADM_API, dns_domain=DNS_DOMAIN,
                    cert_sans=[n.address for n in cps if n.address],
                    cert_key=CERT_KEY_PLACEHOLDER if len(cps) > 1 else None,
+                   kubelet=kubelet_settings(estate),
                    api_server_args=[{"name": "enable-admission-plugins",
                                      "value": ",".join(ADMISSION_PLUGINS)}],
                    version=f"v{estate.spec.kubernetes.version}")
@@ -121,7 +126,8 @@ def build_containerd(estate: Estate, source: str) -> list[Artifact]:
         if not consumers:
             continue
         text = _render("containerd-config.toml.j2", estate, source, gpu=gpu,
-                       pause_image=PAUSE_IMAGE, handler=RUNTIME_HANDLER,
+                       pause_image=pause_image(estate.spec.kubernetes.version),
+                       handler=RUNTIME_HANDLER,
                        nvidia_binary=NVIDIA_RUNTIME_BINARY)
         out.append(Artifact(f"kubernetes/containerd/{path}", text, hostlist(consumers), PLANE))
     return out
@@ -226,7 +232,7 @@ def tenant_context(estate: Estate, tenant: Tenant) -> dict:
     ingress, egress = network_policy_peers(estate, tenant)
     return {
         "name": tenant.name,
-        "gpu_ceiling": borrowable_units(estate, tenant),
+        "gpu_share": tenant_units(estate, tenant),
         "gpu_max_per_container": max((by_flavor[q.flavor].max_units_per_node for q in quotas),
                                      default=0),
         "ingress_from": ingress, "egress_to": egress,
@@ -261,10 +267,11 @@ def build_kueue(estate: Estate, source: str) -> list[Artifact]:
         return []
     quotas = tenant_quotas(estate)
     queues = [{"name": t.name, "cohort": t.cohort, "namespace": t.name,
+               "local_queues": [t.name, DEFAULT_LOCAL_QUEUE],
                "quotas": [q for q in quotas[t.name]]} for t in k8s.tenants]
     text = _render("kueue.yaml.j2", estate, source, api=KUEUE_API, flavors=flavors(estate),
                    tolerations={f.name: [pool_toleration(f.name)] for f in flavors(estate)},
-                   queues=queues, gpu_resource=GPU_RESOURCE,
+                   queues=queues, gpu_resource=GPU_RESOURCE, cpu=cpu_quantity,
                    ns_label=NAMESPACE_NAME_LABEL)
     return [_manifest("50-kueue.yaml", text, estate)]
 
@@ -404,9 +411,14 @@ def build_node(estate: Estate, source: str) -> list[Artifact]:
             for p, t in texts.items()]
 
 
+def build_kueue_system(estate: Estate, source: str) -> list[Artifact]:
+    """Kueue itself (estate.render.kueue_install), applied before the queues."""
+    return build_kueue_install(estate, source, to_yaml, hostlist(control_planes(estate)))
+
+
 BUILDERS = (build_kubeadm, build_containerd, build_toolkit, build_node, build_cluster_objects,
             build_cni, build_device_plugin,
-            build_storage, build_tenants, build_kueue, build_kind)
+            build_storage, build_tenants, build_kueue_system, build_kueue, build_kind)
 
 
 def render_kubernetes(estate: Estate, source: str = "") -> list[Artifact]:

@@ -12,9 +12,11 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from estate.catalogue import SPEC_ROLES
+from estate.kubernetes_releases import DEFAULT_VERSION
 from estate.spec.bounds import (IPv4, BlockSize, CoresPerSocket, Fairshare, GpuMemoryGB,
-                                 GpuQuota, GresCount, IPv4Cidr, K8sPriority, LinkGbps, MemoryMB,
-                                 MAX_CORES_PER_SOCKET, MAX_SOCKETS, SLURM_UINT32_MAX, Reserved,
+                                 GpuQuota, GresCount, IPv4Cidr, K8sPriority, LinkGbps,
+                                 MAX_MEMORY_MB, MAX_CORES_PER_SOCKET, MAX_SOCKETS,
+                                 MemoryMB, SLURM_UINT32_MAX, Reserved,
                                  SlurmMemoryMB, SlurmPriority, SlurmWeight, Sockets)
 from estate.spec.types import (AbsolutePath, AptSource, DevicePrefix, FreeText, LabelKey,
                                LabelValue, OptionList, OwnedDirectory, RelativeFile,
@@ -413,8 +415,32 @@ class Cni(Strict):
         "between drops pod addresses).")
 
 
+class Reservation(Strict):
+    """What the kubelet keeps out of a node's allocatable for one consumer."""
+    cpu_millicores: int = Field(ge=0, le=MAX_CORES_PER_SOCKET * 64 * 1000)
+    memory_mb: int = Field(ge=0, le=MAX_MEMORY_MB)
+
+
+class Kubelet(Strict):
+    """The kubelet's node-allocatable settings, the same on every plane node (kubeadm's
+    KubeletConfiguration is cluster-wide). Allocatable = capacity - kube_reserved -
+    system_reserved - the memory eviction threshold; quotas split allocatable, not capacity."""
+    kube_reserved: Reservation = Field(
+        Reservation(cpu_millicores=250, memory_mb=512),
+        description="For the kubelet and container runtime (kubeReserved).")
+    system_reserved: Reservation = Field(
+        Reservation(cpu_millicores=250, memory_mb=512),
+        description="For the OS daemons: sshd, journald, node agents "
+        "(systemReserved).")
+    eviction_memory_mb: int = Field(100, ge=1, le=MAX_MEMORY_MB, description=(
+        "Hard eviction threshold memory.available (evictionHard; the kubelet's default is "
+        "100Mi); the kubelet evicts pods below it, so it is not allocatable either."))
+
+
 class Kubernetes(Strict):
-    version: Version = "1.31.4"
+    version: Version = Field(DEFAULT_VERSION, description=(
+        "Kubernetes MAJOR.MINOR.PATCH; `estate check` warns once the minor is past its end "
+        "of life (estate/kubernetes_releases.py)."))
     package_repository: AptSource | None = Field(None, description="apt repository (deb URL and "
                                            "suite) for kubelet/kubeadm/kubectl, e.g. a mirror; "
                                            "default: pkgs.k8s.io for the version's minor.")
@@ -424,6 +450,7 @@ class Kubernetes(Strict):
     api_segment: Name = "service"
     gpu_sharing: GpuSharing = GpuSharing()
     gpu_sharing_by_class: dict[Name, GpuSharing] = {}
+    kubelet: Kubelet = Kubelet()
     tenants: list[Tenant] = []
     cni: Cni = Cni()
 

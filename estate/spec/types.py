@@ -286,7 +286,7 @@ def _apt_source(value: str) -> str:
     problem = url_problem(url)
     if problem:
         raise _error("url", f"{url!r} {problem}; write 'URL [SUITE]', e.g. "
-                     "https://pkgs.k8s.io/core:/stable:/v1.31/deb/ /")
+                     "https://pkgs.k8s.io/core:/stable:/v1.36/deb/ /")
     for word in rest:
         if not SUITE.fullmatch(word):
             raise _error("apt_suite", f"suite or component {word!r} in {value!r} must be "
@@ -302,8 +302,8 @@ AptSource = Annotated[str, AfterValidator(_apt_source), _schema(
 # --- tokens the validators then check for meaning -------------------------------------
 
 Version = Annotated[str, AfterValidator(_token(
-    "version_syntax", "A-Za-z0-9.+-", "a version", "1.31.4", 64)),
-    _schema("^[A-Za-z0-9.+-]+$", "A version, e.g. 1.31.4.")]
+    "version_syntax", "A-Za-z0-9.+-", "a version", "1.36.1", 64)),
+    _schema("^[A-Za-z0-9.+-]+$", "A version, e.g. 1.36.1.")]
 """A version token (the Kubernetes validators check it is one Estate can render)."""
 
 SlurmTime = Annotated[str, AfterValidator(_token(

@@ -26,6 +26,7 @@ from pyinfra.facts.server import Command
 from pyinfra.operations import server
 
 from estate.model import cni
+from estate.model import kubernetes as k8s
 from estate.model.services import MANIFESTS
 from estate.provision.destinations import destination
 from roles._lib import probe, STAMPS, Unsupported, consumed, digest_of, install, run_when_changed, \
@@ -68,6 +69,19 @@ def apply_network(files: list[str], digest: str) -> None:
     run_when_changed(name="kubectl apply the pod network (the CNI operator, then its "
                           "Installation once the operator's CRD is Established)",
                      stamp=f"{STAMPS}/k8s-network", digest=digest, command=command)
+
+
+# The rendered manifests, applied one file at a time in name order and server-side
+# (Kueue's CRDs exceed the 256 KiB last-applied annotation of a client-side apply). After
+# Kueue's controller file, wait until Kueue serves: its CRDs established and its
+# Deployment rolled out (its webhooks validate every ClusterQueue applied next).
+APPLY_MANIFESTS = (
+    "for f in {files}; do kubectl --kubeconfig {admin} apply --server-side --force-conflicts "
+    "-f \"$f\" || exit 1; case \"$f\" in */{controller}) kubectl --kubeconfig {admin} wait "
+    "--for=condition=Established --timeout=120s crd/clusterqueues.kueue.x-k8s.io "
+    "crd/localqueues.kueue.x-k8s.io crd/resourceflavors.kueue.x-k8s.io && kubectl "
+    "--kubeconfig {admin} -n {ns} rollout status deployment/{deployment} --timeout=300s "
+    "|| exit 1;; esac; done")
 
 
 def missing_tools(run) -> list[str]:
@@ -117,10 +131,14 @@ def k8s_control_plane(join: bool = False) -> None:
     for p in manifests:
         install(p)
     if manifests:
-        files = shlex.join(arg for p in manifests for arg in ("-f", destination(p)))
         run_when_changed(name="kubectl apply the rendered manifests (name order)",
                          stamp=f"{STAMPS}/k8s-manifests", digest=digest_of(manifests),
-                         command=f"kubectl --kubeconfig {shlex.quote(ADMIN)} apply {files}")
+                         command=APPLY_MANIFESTS.format(
+                             files=shlex.join(destination(p) for p in manifests),
+                             admin=shlex.quote(ADMIN),
+                             controller=shlex.quote(k8s.KUEUE_CONTROLLER),
+                             ns=shlex.quote(k8s.KUEUE_NAMESPACE),
+                             deployment=shlex.quote(k8s.KUEUE_DEPLOYMENT)))
     out = host.data.get("estate_join_out")
     if join and out:
         write_join_material(out)

@@ -72,7 +72,8 @@ def test_manifests_pass_server_side_dry_run(artifacts):
     _needs_cluster()
     for path, docs in _manifests(artifacts):
         if docs:
-            run = kubectl("apply", "--dry-run=server", "--validate=strict", "-f", "-",
+            run = kubectl("apply", "--server-side", "--dry-run=server", "--validate=strict",
+                          "-f", "-",
                           stdin=yaml.safe_dump_all(docs).encode())
             assert run.returncode == 0, (path, run.stderr.decode())
 
@@ -95,7 +96,8 @@ def test_cni_installation_passes_server_side_dry_run(artifacts):
                     "cluster")
     for path, docs in _manifests(artifacts, cni.INSTALLATION_API):
         if docs:
-            run = kubectl("apply", "--dry-run=server", "--validate=strict", "-f", "-",
+            run = kubectl("apply", "--server-side", "--dry-run=server", "--validate=strict",
+                          "-f", "-",
                           stdin=yaml.safe_dump_all(docs).encode())
             assert run.returncode == 0, (path, run.stderr.decode())
 

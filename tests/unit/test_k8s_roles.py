@@ -59,10 +59,10 @@ def test_package_source_is_rendered_from_the_spec_version(lab):
     result, _, _ = lab
     arts = result.artifacts
     url, keyring = repository(arts["kubernetes/apt/kubernetes.list"].content.decode())
-    assert url == "https://pkgs.k8s.io/core:/stable:/v1.31/deb/"
+    assert url == "https://pkgs.k8s.io/core:/stable:/v1.36/deb/"
     pref = arts["kubernetes/apt/kubernetes.pref"].content.decode()
     assert pinned_packages(pref) == ["kubelet", "kubeadm", "kubectl"]
-    assert "Pin: version 1.31.4-*" in pref
+    assert "Pin: version 1.36.1-*" in pref
 
 
 def test_package_repository_override(tmp_path):
@@ -105,3 +105,32 @@ def test_join_values_from_the_control_plane_join_command():
            "--discovery-token-ca-cert-hash sha256:" + "a" * 64 + " \n")
     assert join_values(out) == {"KUBEADM_TOKEN": "abcdef.0123456789abcdef",
                                 "KUBEADM_CA_CERT_HASH": "sha256:" + "a" * 64}
+
+
+def test_manifests_are_applied_server_side_in_order_and_kueue_is_awaited(lab, tmp_path):
+    """The role's apply command, run by a shell against a kubectl that only logs."""
+    import shlex
+    import subprocess
+    from estate.model import kubernetes as k8s
+    from roles.k8s_control_plane.tasks import ADMIN, APPLY_MANIFESTS
+    result, _, _ = lab
+    files = [destination(p) for p in sorted(result.artifacts)
+             if p.startswith("kubernetes/manifests/")]
+    command = APPLY_MANIFESTS.format(files=shlex.join(files), admin=shlex.quote(ADMIN),
+                                     controller=shlex.quote(k8s.KUEUE_CONTROLLER),
+                                     ns=shlex.quote(k8s.KUEUE_NAMESPACE),
+                                     deployment=shlex.quote(k8s.KUEUE_DEPLOYMENT))
+    log = tmp_path / "log"
+    (tmp_path / "kubectl").write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
+    (tmp_path / "kubectl").chmod(0o755)
+    run = subprocess.run(["sh", "-c", command], env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    calls = log.read_text().splitlines()
+    applied = [c.rsplit(" -f ", 1)[1] for c in calls if " apply " in c]
+    assert applied == files and all("--server-side" in c for c in calls if " apply " in c)
+    order = [c.rsplit(" -f ", 1)[1].rsplit("/", 1)[1] if " apply " in c else c.split()[2]
+             for c in calls]
+    assert order.index("41-kueue-controller.yaml") < order.index("wait") \
+        < order.index("-n") < order.index("50-kueue.yaml")
+    assert any("rollout status deployment/kueue-controller-manager" in c for c in calls)

@@ -86,6 +86,18 @@ CASES = [
      "storage.exports[1].name"),
     ("kubernetes.plane_too_large", W, "lab", {"nodes[5].hosts": "inf[0001-5000]"},
      "nodes[5].hosts"),
+    # end of life 2025-10-28; the tests' day is fixed (tests/conftest.py FIXED_TODAY)
+    ("kubernetes.version_end_of_life", W, "lab", {"kubernetes.version": "1.31.4"},
+     "kubernetes.version"),
+    # Kueue v0.19.2 is tested on 1.34-1.36
+    ("kubernetes.kueue_untested_version", W, "lab", {"kubernetes.version": "1.37.1"},
+     "kubernetes.version"),
+    ("kubernetes.reserved_exceeds_capacity", E, "lab",
+     {"kubernetes.kubelet": {"kube_reserved": {"cpu_millicores": 0, "memory_mb": 4096}}},
+     "kubernetes.kubelet"),
+    ("kubernetes.reserved_exceeds_capacity", E, "lab",
+     {"kubernetes.kubelet": {"system_reserved": {"cpu_millicores": 2000, "memory_mb": 0}}},
+     "kubernetes.kubelet"),
     ("kubernetes.yaml_word", E, "lab", {"kubernetes.tenants[0].cohort": "on"},
      "kubernetes.tenants[0].cohort"),
 ]
@@ -150,7 +162,9 @@ def test_pipeline_runs_the_artifact_checks():
     ids = {v.id for v in REGISTRY.values() if v.domain == "kubernetes" and v.stage == "artifacts"}
     assert ids == {"kubernetes.manifest_invalid", "kubernetes.config_invalid",
                    "kubernetes.secret_rendered", "kubernetes.gpu_node_scheduling",
-                   "kubernetes.tenant_unfenced", "kubernetes.gpu_isolation"}
+                   "kubernetes.tenant_unfenced", "kubernetes.gpu_isolation",
+                   "kubernetes.quota_exceeds_allocatable", "kubernetes.kueue_config_invalid",
+                   "kubernetes.kueue_tenant_unmanaged", "kubernetes.addon_unschedulable"}
     result = build(ROOT / "stacks" / "lab.yaml")
     assert result.ok and "kubernetes/manifests/50-kueue.yaml" in result.artifacts
 
@@ -206,6 +220,32 @@ TAMPER = [
     # the kubelet's cgroup driver
     ("kubernetes/kubeadm/init.yaml", _set([2, "cgroupDriver"], "cgroupsv2"),
      "kubernetes.config_invalid", "cgroupsv2"),
+    # Kueue left to manage only what names a queue: a tenant's Deployment runs unadmitted
+    ("kubernetes/manifests/41-kueue-controller.yaml",
+     _set([0, "data", "controller_manager_config.yaml"],
+          "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+          "manageJobsWithoutQueueName: false\n"),
+     "kubernetes.kueue_tenant_unmanaged", "manageJobsWithoutQueueName is not true"),
+    # a misspelt Kueue configuration field (closed schema)
+    ("kubernetes/manifests/41-kueue-controller.yaml",
+     _set([0, "data", "controller_manager_config.yaml"],
+          "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
+          "manageJobsWithoutQueueNames: true\n"),
+     "kubernetes.kueue_config_invalid", "manageJobsWithoutQueueNames"),
+    # Kueue's controller without the control-plane toleration: every node is tainted
+    ("kubernetes/manifests/41-kueue-controller.yaml",
+     _set([1, "spec", "template", "spec", "tolerations"], []),
+     "kubernetes.addon_unschedulable", "kueue-system/kueue-controller-manager has no node"),
+    # a kubelet reservation in a unit the kubelet cannot parse
+    ("kubernetes/kubeadm/init.yaml", _set([2, "kubeReserved", "cpu"], "half"),
+     "kubernetes.config_invalid", "half"),
+    # a reservation the quotas were not split for: they now exceed allocatable
+    ("kubernetes/kubeadm/init.yaml", _set([2, "systemReserved", "memory"], "3Gi"),
+     "kubernetes.quota_exceeds_allocatable", "MiB of memory in flavor 'l4'"),
+    # a hand-raised CPU quota
+    ("kubernetes/manifests/50-kueue.yaml",
+     _set([1, "spec", "resourceGroups", 0, "flavors", 0, "resources", 0, "nominalQuota"], 64),
+     "kubernetes.quota_exceeds_allocatable", "millicores of cpu in flavor 'l4'"),
     # kind's node role
     ("kubernetes/kind-config.yaml", _set([0, "nodes", 0, "role"], "master"),
      "kubernetes.config_invalid", "master"),
@@ -230,6 +270,23 @@ TAMPER = [
      _set([0, "spec", "nodeLabels"], {"nvidia.com/gpu.product": "NVIDIA-L4-SHARED"}),
      "ownership.pool_overcommitted", "matches no rendered node"),
 ]
+
+
+def test_resource_quotas_that_each_fit_but_together_exceed_the_pool_are_caught():
+    """Two tenants each allowed the whole pool: each alone fits (ownership.pool_overcommitted
+    is silent), together they are twice the GPUs."""
+    data = spec_dict("lab")
+    data["kubernetes"]["tenants"] = [{"name": "a", "gpus": {"l4": 1}},
+                                     {"name": "b", "gpus": {"l4": 0}}]
+    estate = Estate(load_text(yaml.safe_dump(data), "<test>").spec)
+    arts = render_all(estate, "<test>")
+    assert "kubernetes.quota_exceeds_allocatable" not in artifact_findings(estate, arts)
+    whole = _set([0, "spec", "hard", "requests.nvidia.com/gpu"], "4")
+    arts = tampered(arts, "kubernetes/manifests/30-tenant-b.yaml", whole)
+    found = artifact_findings(estate, arts)
+    assert "ownership.pool_overcommitted" not in found
+    [f] = found["kubernetes.quota_exceeds_allocatable"]
+    assert "allow 8 requests.nvidia.com/gpu together (a 4, b 4)" in f.message, f.message
 
 
 @pytest.mark.parametrize("path,edit,vid,text", TAMPER, ids=[f"{t[2]}:{t[3]}" for t in TAMPER])

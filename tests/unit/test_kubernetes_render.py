@@ -14,6 +14,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from estate.check import kubernetes_quota as kquota
 from estate.check import kubernetes_schema as kcheck
 from estate.render import Artifacts, render_all
 from estate.model import kubernetes as k8s
@@ -78,7 +79,7 @@ def test_every_manifest_passes_strict_schema_validation(stack):
 
 def test_validation_uses_the_pinned_minor_schema(stack):
     estate, _ = stack
-    assert kcheck.schema_version(estate.spec.kubernetes.version) == "1.31.0"
+    assert kcheck.schema_version(estate.spec.kubernetes.version) == "1.36.0"
 
 
 def test_kubeadm_kubelet_and_kind_configs_validate(stack):
@@ -172,8 +173,13 @@ def test_cluster_queue_quotas_sum_to_the_plane_gpus_per_flavor(stack):
     assert {f["metadata"]["name"]: kcheck.flavor_capacity(f, nodes) for f in flavors} == units
 
 
-def test_cpu_and_memory_quotas_split_the_flavor_nodes_exactly(stack):
+def test_cpu_and_memory_quotas_split_the_flavor_nodes_allocatable_exactly(stack):
+    """Allocatable, not capacity: the kubelet keeps kube_reserved, system_reserved and the
+    eviction threshold from every node, and quotas must not hand those out."""
     estate, arts = stack
+    kl = estate.spec.kubernetes.kubelet
+    kept_cpu = kl.kube_reserved.cpu_millicores + kl.system_reserved.cpu_millicores
+    kept_mem = kl.kube_reserved.memory_mb + kl.system_reserved.memory_mb + kl.eviction_memory_mb
     _, queues = kcheck.rendered_queues(arts)
     totals: dict[str, Counter] = {}
     for q in queues:
@@ -183,32 +189,55 @@ def test_cpu_and_memory_quotas_split_the_flavor_nodes_exactly(stack):
                 # Kueue's CEL rule: each flavor lists every covered resource, in order
                 assert [r["name"] for r in f["resources"]] == group["coveredResources"]
                 t = totals.setdefault(f["name"], Counter())
-                t["cpu"] += f["resources"][0]["nominalQuota"]
+                t["cpu"] += kquota.amount(f["resources"][0]["nominalQuota"], 1e-3)
                 t["memory"] += int(f["resources"][1]["nominalQuota"].removesuffix("Mi"))
     want: dict[str, Counter] = {}
     for group, hosts in zip(estate.spec.nodes, estate.group_hosts):
         cls = estate.node_class(group)
         if group.plane == "kubernetes" and "k8s_worker" in group.roles and cls.gpus:
             w = want.setdefault(cls.gpus.model, Counter())
-            w["cpu"] += len(hosts) * cls.cpus
-            w["memory"] += len(hosts) * cls.memory_mb
-    assert totals == want
+            w["cpu"] += len(hosts) * (cls.cpus * 1000 - kept_cpu)
+            w["memory"] += len(hosts) * (cls.memory_mb - kept_mem)
+    assert totals == want and all(t["cpu"] > 0 and t["memory"] > 0 for t in totals.values())
 
 
-def test_resource_quota_is_the_most_kueue_could_admit(stack):
+def test_kubelet_reserves_what_the_spec_says(stack):
+    estate, arts = stack
+    [kubelet] = [d for d in yaml.safe_load_all(arts["kubernetes/kubeadm/init.yaml"].content)
+                 if d["kind"] == "KubeletConfiguration"]
+    kl = estate.spec.kubernetes.kubelet
+    assert kubelet["kubeReserved"] == {"cpu": f"{kl.kube_reserved.cpu_millicores}m",
+                                       "memory": f"{kl.kube_reserved.memory_mb}Mi"}
+    assert kubelet["systemReserved"] == {"cpu": f"{kl.system_reserved.cpu_millicores}m",
+                                         "memory": f"{kl.system_reserved.memory_mb}Mi"}
+    # setting evictionHard replaces the kubelet's whole default map: the disk signals stay
+    assert kubelet["evictionHard"] == {"memory.available": f"{kl.eviction_memory_mb}Mi",
+                                       "nodefs.available": "10%", "nodefs.inodesFree": "5%",
+                                       "imagefs.available": "15%"}
+    assert kcheck.validate_config(kubelet) == []
+
+
+def test_resource_quota_is_the_tenants_share_and_kueue_lends_no_gpus(stack):
+    """Each ResourceQuota is its ClusterQueue's nominal GPUs (no borrowing, which the
+    ResourceQuota would refuse), so the ResourceQuotas add up to the GPUs handed out."""
     estate, arts = stack
     _, queues = kcheck.rendered_queues(arts)
-    by_cohort: dict[str, dict[str, int]] = {}
-    for q in queues:
-        for f, n in kcheck.nominal_gpus([q]).items():
-            c = by_cohort.setdefault(q["spec"]["cohortName"], Counter())
-            c[f] += n
+    total = 0
     for q in queues:
         ns = q["spec"]["namespaceSelector"]["matchLabels"][k8s.NAMESPACE_NAME_LABEL]
         [rq] = [d for d in manifests(arts) if d["kind"] == "ResourceQuota"
                 and d["metadata"]["namespace"] == ns and d["metadata"]["name"] == "gpu"]
-        ceiling = sum(by_cohort[q["spec"]["cohortName"]][f] for f in kcheck.nominal_gpus([q]))
-        assert rq["spec"]["hard"][f"requests.{k8s.GPU_RESOURCE}"] == str(ceiling)
+        share = sum(kcheck.nominal_gpus([q]).values())
+        assert rq["spec"]["hard"][f"requests.{k8s.GPU_RESOURCE}"] == str(share)
+        total += share
+        for group in q["spec"]["resourceGroups"]:
+            for f in group["flavors"]:
+                [gpu] = [r for r in f["resources"] if r["name"] == k8s.GPU_RESOURCE]
+                assert gpu["borrowingLimit"] == 0
+    assert total == sum(kcheck.nominal_gpus(queues).values())
+    units = {f["metadata"]["name"]: kcheck.flavor_capacity(f, kcheck.rendered_nodes(arts))
+             for f in kcheck.rendered_queues(arts)[0]}
+    assert total <= sum(units.values())
 
 
 def test_quotas_follow_time_slicing_and_per_class_overrides():
@@ -238,7 +267,8 @@ def test_two_tenants_split_a_flavor_by_their_gpus():
     assert got == {"a": 8, "b": 4}                   # x4 time-slicing replicas
     cpus = {q["metadata"]["name"]: q["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
             ["nominalQuota"] for q in queues}
-    assert sum(cpus.values()) == 2 and cpus["a"] >= cpus["b"]
+    # the lab's L4 node: 2 CPUs, of which the default reservations leave 1500m allocatable
+    assert cpus == {"a": 1, "b": "500m"}
 
 
 @pytest.mark.parametrize("total,weights,whole,want", [
@@ -271,7 +301,8 @@ def test_unclaimed_gpus_stay_out_of_the_queues():
     _, queues = kcheck.rendered_queues(arts)
     assert kcheck.nominal_gpus(queues) == {"l4": 4}          # 1 GPU x 4 replicas of 8
     [q] = queues
-    assert q["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] == 1
+    assert q["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] \
+        == "750m"                                    # half of the 1500m allocatable
 
 
 # --- nodes: labels, taints, topology --------------------------------------------------------
@@ -416,8 +447,11 @@ def test_queues_bind_tenant_namespaces_to_their_cluster_queues(stack):
     lqs = [d for d in objs if d["kind"] == "LocalQueue"]
     pcs = {d["metadata"]["name"]: d["value"] for d in objs if d["kind"] == "PriorityClass"}
     for t in estate.spec.kubernetes.tenants:
-        [lq] = [q for q in lqs if q["metadata"]["namespace"] == t.name]
-        cq = cqs[lq["spec"]["clusterQueue"]]
+        mine = [q for q in lqs if q["metadata"]["namespace"] == t.name]
+        # its own, and 'default': Kueue's queue for what names none (it manages them all)
+        assert sorted(q["metadata"]["name"] for q in mine) == sorted([t.name, "default"])
+        assert {q["spec"]["clusterQueue"] for q in mine} == {t.name}
+        cq = cqs[t.name]
         assert cq["spec"]["namespaceSelector"]["matchLabels"] == {k8s.NAMESPACE_NAME_LABEL: t.name}
         assert cq["spec"]["cohortName"] == t.cohort
         assert pcs[k8s.priority_class(t)] == t.priority

@@ -110,7 +110,8 @@ node = args[3]
 with open(os.environ["FAKE_LOG"], "a") as log:
     log.write(json.dumps({{"node": node, "args": args, "cwd": os.getcwd(),
                           "env": {{k: v for k, v in os.environ.items()
-                                  if k.startswith("ESTATE_") and k != "ESTATE_PULUMI_CLI"}},
+                                  if k.startswith("ESTATE_")
+                                  and k not in ("ESTATE_PULUMI_CLI", "ESTATE_TODAY")}},
                           "t": time.monotonic()}}) + "\\n")
 if node == os.environ.get("FAKE_FAIL"):
     print("it broke", file=sys.stderr)
