@@ -148,6 +148,16 @@ HOST_TOOLS: dict[str, tuple[str, ...]] = {
     # VM tier: real kernels for NFS (QEMU under TCG)
     "vm": ("qemu-system-x86", "qemu-utils"),
 }
+# Slurm releases the namespace lab runs, by slurm.version: the Debian suite that ships each.
+# The host's own suite (bookworm, 22.05) runs from the host; another release runs from a
+# debootstrapped root of its suite (scripts/slurm-root.sh, estate/lab/netns.py), whose
+# packages are those of ROOT_ROLES: the daemons and clients of one lab node.
+# slurm_conf/keys/<version>.json must exist for every version here (tests/unit/test_slurm_version.py).
+HOST_SUITE = "bookworm"
+SLURM_SUITES = {"22.05": "bookworm", "24.11": "trixie"}
+# The Slurm a spec targets until it sets slurm.version: the host suite's.
+DEFAULT_SLURM = next(v for v, suite in SLURM_SUITES.items() if suite == HOST_SUITE)
+ROOT_ROLES = ("munge", "slurm_controller", "slurm_login", "slurm_worker")
 # Never installed: it takes over the slurmctld/slurmd alternatives with a build that dies.
 CONFLICTS = ("slurm-wlm-emulator",)
 
@@ -169,8 +179,13 @@ def host_packages() -> list[str]:
     return list(dict.fromkeys(packages(*HOST_ROLES) + tools))
 
 
+def root_packages() -> list[str]:
+    """What a release root for the namespace lab holds (scripts/slurm-root.sh)."""
+    return packages(*ROOT_ROLES)
+
+
 def _main(argv: list[str]) -> int:
-    usage = ("usage: python3 -m estate.catalogue host | conflicts | "
+    usage = ("usage: python3 -m estate.catalogue host | conflicts | root | suite VERSION | "
              "packages ROLE... [+EXTRA...] [--sep SEP]")
     sep = "\n"
     if "--sep" in argv:
@@ -183,6 +198,10 @@ def _main(argv: list[str]) -> int:
         print(sep.join(host_packages()))
     elif argv[0] == "conflicts":
         print(sep.join(CONFLICTS))
+    elif argv[0] == "root":
+        print(sep.join(root_packages()))
+    elif argv[0] == "suite" and len(argv) == 2 and argv[1] in SLURM_SUITES:
+        print(SLURM_SUITES[argv[1]])
     elif argv[0] == "packages":
         roles = [a for a in argv[1:] if not a.startswith("+")]
         unknown = [r for r in roles if r not in ROLES]

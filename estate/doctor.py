@@ -31,6 +31,7 @@ import typer
 from estate.catalogue import (CONFLICTS, HOST_ROLES, HOST_TOOLS, ROLES, host_packages, packages,
                               plugin_file, plugin_package)
 from estate.model.services import JWT_KEY, MUNGE_KEY, uses_jwt
+from estate.model.slurm import BLOCK_TOPOLOGY
 from estate.output import Output, annotation, make_console, output_option
 
 ERROR, WARNING = "error", "warning"
@@ -56,13 +57,13 @@ SERVICE_COMMANDS = {"munge": "munged", "mariadb": "mariadbd", "chrony": "chronyd
 # The oldest Slurm that accepts what the renderer writes (Slurm's RELEASE_NOTES):
 # (rendered file, text in it, or None for "the file is rendered at all", oldest
 # (major, minor), severity, what needs it). Configless and AuthAltTypes came in 20.02;
-# topology/block in 23.11; the block file is rendered for later and never installed by
-# the roles (slurm.conf keeps topology/tree), so an older Slurm is only a warning.
+# topology/block (rendered where slurm.version >= 23.11 and the spec has blocks) in 23.11.
 SLURM_MINIMUM = (
     ("slurm/slurm.conf", "enable_configless", (20, 2), ERROR,
      "configless slurmd (SlurmctldParameters=enable_configless)"),
     ("slurm/slurm.conf", "AuthAltTypes=", (20, 2), ERROR, "AuthAltTypes=auth/jwt"),
-    ("slurm/topology.block.conf", None, (23, 11), WARNING, "topology/block"),
+    ("slurm/slurm.conf", "TopologyPlugin=topology/block", BLOCK_TOPOLOGY, ERROR,
+     "topology/block"),
 )
 SLURM_PACKAGES = ("slurmctld", "slurmd", "slurmdbd", "slurmrestd", "slurm-client")
 

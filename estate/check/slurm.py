@@ -322,13 +322,14 @@ def slurmrestd_host(estate):
 @validator("slurm.unknown_setting", E, "slurm",
            "a slurm.extra key that the Slurm version's slurm.conf parser does not know")
 def unknown_setting(estate):
-    known = conf_keys()
+    version = estate.spec.slurm.version
+    known = conf_keys(version)
     for key in estate.spec.slurm.extra:
         if key.lower() not in known:
             near = closest(key, known.values())
             yield problem(("slurm", "extra", key), f"slurm.conf has no key '{key}' (Slurm "
-                          "22.05's parser, slurm_conf/keys/22.05.json); every Slurm daemon "
-                          "and command would refuse the file (unrecognized key)",
+                          f"{version}'s parser, slurm_conf/keys/{version}.json); every Slurm "
+                          "daemon and command would refuse the file (unrecognized key)",
                           f"did you mean '{near}'?" if near else
                           "remove it, or check the spelling in slurm.conf(5)")
 
@@ -347,12 +348,13 @@ def owned_setting(estate):
 @validator("slurm.unknown_scheduler_parameter", E, "slurm",
            "a SchedulerParameters option that the Slurm version does not document")
 def unknown_scheduler_parameter(estate):
-    known = scheduler_options()
+    version = estate.spec.slurm.version
+    known = scheduler_options(version)
     for key in estate.spec.slurm.scheduler_parameters:
         if key not in known:
             near = closest(key, known)
             yield problem(("slurm", "scheduler_parameters", key), f"'{key}' is not a "
-                          "SchedulerParameters option of Slurm 22.05 (slurm.conf(5)), "
+                          f"SchedulerParameters option of Slurm {version} (slurm.conf(5)), "
                           "so it does not do what it seems to",
                           f"did you mean '{near}'?" if near else "remove it")
 

@@ -11,9 +11,9 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
+from estate.catalogue import DEFAULT_SLURM as DEFAULT_VERSION  # noqa: F401 (re-exported)
+
 KEYS_DIR = Path(__file__).resolve().parents[2] / "slurm_conf" / "keys"
-# The Slurm the spec targets until the spec names a version (Debian 12's).
-DEFAULT_VERSION = "22.05"
 
 # Keys slurm.conf.j2 writes from typed fields or derives, and the line keywords that give
 # slurm.conf its structure: slurm.extra must not set them (a second value would silently
@@ -40,6 +40,12 @@ OWNED = frozenset(k.lower() for k in (
 @lru_cache(maxsize=None)
 def _load(version: str) -> dict:
     return json.loads((KEYS_DIR / f"{version}.json").read_text())
+
+
+def at_least(version: str, oldest: tuple[int, int]) -> bool:
+    """'24.11' >= (23, 11)."""
+    major, minor = version.split(".")
+    return (int(major), int(minor)) >= oldest
 
 
 def versions() -> list[str]:

@@ -10,7 +10,7 @@ import json
 
 from estate.model import model
 from estate.model.flows import srun_ports
-from estate.model.slurm import (def_mem_per_cpu, def_per_gpu, default_time, node_lines,
+from estate.model.slurm import (block_topology, def_mem_per_cpu, def_per_gpu, default_time, node_lines,
                                 propagate_except, weights)
 from estate.model.slurm_keys import conf_keys
 from estate.model.services import (GPU_DEVICES, PORTS, SLURM_USER, SLURMDBD_DATABASE,
@@ -47,7 +47,7 @@ def plugin_settings(estate: Estate) -> dict[str, dict[str, str]]:
         "ProctrackType": "proctrack/cgroup" if cgroup else "proctrack/linuxproc",
         "TaskPlugin": "task/cgroup,task/affinity" if cgroup else "task/none",
         "SelectType": "select/cons_tres",
-        "TopologyPlugin": "topology/tree",
+        "TopologyPlugin": "topology/block" if block_topology(estate) else "topology/tree",
         "SchedulerType": "sched/backfill",
         "PriorityType": "priority/multifactor",
         "AccountingStorageType": ("accounting_storage/slurmdbd" if slurm.accounting
@@ -139,7 +139,7 @@ def preempt_mode(slurm) -> str | None:
 
 def extra_settings(slurm) -> list[tuple[str, str]]:
     """slurm.extra in Slurm's spelling of each key (the validators refused unknown ones)."""
-    known = conf_keys()
+    known = conf_keys(slurm.version)
     return [(known.get(k.lower(), k), str(v)) for k, v in slurm.extra.items()]
 
 
@@ -218,15 +218,11 @@ def render_slurm(estate: Estate, source: str = "") -> list[Artifact]:
                  readers, PLANE),
         Artifact("slurm/gres.conf", render_template("slurm_conf/gres.conf.j2", ctx),
                  readers, PLANE),
-        Artifact("slurm/topology.conf", render_template("slurm_conf/topology.conf.j2", ctx),
+        Artifact("slurm/topology.conf", render_template(topology_template(estate), ctx),
                  ctl, PLANE),
         Artifact("slurm/cgroup.conf", render_template("slurm_conf/cgroup.conf.j2", ctx),
                  Hostlist(readers.ranges + estate.role_hosts("slurm_worker").ranges), PLANE),
     ]
-    if estate.spec.topology.blocks:
-        out.append(Artifact("slurm/topology.block.conf",
-                            render_template("slurm_conf/topology.block.conf.j2", ctx),
-                            ctl, PLANE))
     out += worker_artifacts(estate)
     out += slurmrestd_artifacts(estate)
     acct = estate.spec.slurm.accounting
@@ -241,6 +237,13 @@ def render_slurm(estate: Estate, source: str = "") -> list[Artifact]:
                             render_template("slurm_conf/accounting.sh.j2", ctx), ctl, PLANE,
                             mode=0o755))
     return out
+
+
+def topology_template(estate: Estate) -> str:
+    """topology.conf's form: the blocks where the Slurm reads them, else the switch tree
+    (slurm.block_topology_version refuses blocks the spec's Slurm cannot read)."""
+    return ("slurm_conf/topology.block.conf.j2" if block_topology(estate)
+            else "slurm_conf/topology.conf.j2")
 
 
 def worker_artifacts(estate: Estate) -> list[Artifact]:
