@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from estate.catalogue import host_packages
+from estate.catalogue import HOST_SUITE, SLURM_SUITES, host_packages
 from estate.lab.netns import BRIDGE, NETNS_DIR, NS_PREFIX, Lab, down, lab_pids
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,11 +20,14 @@ ACCOUNTING_TOOLS = ("slurmdbd", "sacctmgr", "mariadbd", "mariadb-install-db", "m
 PACKAGES = " ".join(host_packages())
 
 
-def require_live_slurm(accounting: bool) -> None:
+def require_live_slurm(accounting: bool, version: str | None = None) -> None:
+    """Skip, naming what is missing, where the tier cannot run. Another Slurm release than
+    the host's runs from a root that debootstrap builds (scripts/slurm-root.sh)."""
     if os.geteuid() != 0:
         pytest.skip("live_slurm needs root (network namespaces, mknod, daemons)")
+    other = version is not None and SLURM_SUITES[version] != HOST_SUITE
     missing = [t for t in TOOLS + (ACCOUNTING_TOOLS if accounting else ())
-               if shutil.which(t) is None]
+               + (("debootstrap", "chroot") if other else ()) if shutil.which(t) is None]
     if missing:
         pytest.skip(f"live_slurm needs {', '.join(missing)}: apt-get install {PACKAGES}")
 
@@ -41,7 +44,7 @@ def leftovers() -> list[str]:
 def running_lab(spec: Path):
     """Bring the spec's cluster up, hand it to the tests, always tear it down."""
     lab = Lab(spec)
-    require_live_slurm(bool(lab.slurm.accounting))
+    require_live_slurm(bool(lab.slurm.accounting), lab.slurm.version)
     t0 = time.monotonic()
     try:
         lab.up()
