@@ -180,12 +180,15 @@ def host_packages() -> list[str]:
 
 
 def root_packages() -> list[str]:
-    """What a release root for the namespace lab holds (scripts/slurm-root.sh)."""
-    return packages(*ROOT_ROLES)
+    """What a release root for the namespace lab holds (scripts/slurm-root.sh): the lab
+    node's roles, and every plugin package Debian splits out, so that the root's dpkg can
+    say which package ships each plugin a rendered file names (test_plugin_packages.py)."""
+    return list(dict.fromkeys(packages(*ROOT_ROLES) + list(PLUGIN_PACKAGES.values())))
 
 
 def _main(argv: list[str]) -> int:
-    usage = ("usage: python3 -m estate.catalogue host | conflicts | root | suite VERSION | "
+    usage = ("usage: python3 -m estate.catalogue host | conflicts | root | releases | "
+             "suite VERSION | "
              "packages ROLE... [+EXTRA...] [--sep SEP]")
     sep = "\n"
     if "--sep" in argv:
@@ -200,6 +203,8 @@ def _main(argv: list[str]) -> int:
         print(sep.join(CONFLICTS))
     elif argv[0] == "root":
         print(sep.join(root_packages()))
+    elif argv[0] == "releases":   # the Slurm releases that run from a root, not the host
+        print(sep.join(v for v, suite in SLURM_SUITES.items() if suite != HOST_SUITE))
     elif argv[0] == "suite" and len(argv) == 2 and argv[1] in SLURM_SUITES:
         print(SLURM_SUITES[argv[1]])
     elif argv[0] == "packages":
