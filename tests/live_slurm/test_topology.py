@@ -1,12 +1,15 @@
 """Two leaf switches on real Slurm (tests/live_slurm/two_leaf.yaml, no accounting):
 topology/tree places a --switches=1 job under one leaf, and only topology explains
-where jobs land."""
+where jobs land. On both releases Estate renders for: the host's 22.05, and 24.11 from its
+Debian 13 root (the same spec with slurm.version 24.11; see test_slurm_2411.py)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+import yaml
 
+from estate.catalogue import SLURM_SUITES
 from estate.model import model
 from estate.verify import slurm_view
 from tests.live_slurm.conftest import running_lab
@@ -16,9 +19,13 @@ pytestmark = pytest.mark.live_slurm
 SPEC = Path(__file__).with_name("two_leaf.yaml")
 
 
-@pytest.fixture(scope="module")
-def lab():
-    yield from running_lab(SPEC)
+@pytest.fixture(scope="module", params=sorted(SLURM_SUITES))
+def lab(request, tmp_path_factory):
+    data = yaml.safe_load(SPEC.read_text())
+    data["slurm"]["version"] = request.param
+    spec = tmp_path_factory.mktemp(f"slurm-{request.param}") / SPEC.name
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    yield from running_lab(spec)
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +34,8 @@ def leaves(lab):
 
 
 def test_slurm_view_matches_the_spec(lab, leaves):
+    version = lab.run(lab.client(), ["srun", "--version"]).stdout
+    assert version.startswith(f"slurm-wlm {lab.slurm.version}."), version
     view = lab.view()
     assert slurm_view.compare(lab.estate, view) == []
     assert {n for n in view.switches if view.switches[n].get("Level") == "0"} == set(leaves)
