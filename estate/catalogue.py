@@ -157,7 +157,7 @@ HOST_SUITE = "bookworm"
 SLURM_SUITES = {"22.05": "bookworm", "24.11": "trixie"}
 # The Slurm a spec targets until it sets slurm.version: the host suite's.
 DEFAULT_SLURM = next(v for v, suite in SLURM_SUITES.items() if suite == HOST_SUITE)
-ROOT_ROLES = ("munge", "slurm_controller", "slurm_login", "slurm_worker")
+ROOT_ROLES = ("munge", "slurmdbd", "slurm_controller", "slurm_login", "slurm_worker")
 # Never installed: it takes over the slurmctld/slurmd alternatives with a build that dies.
 CONFLICTS = ("slurm-wlm-emulator",)
 

@@ -10,6 +10,9 @@ handler, destroy, line options, ...) around the entry naming SlurmctldTimeout. T
 size is found, not assumed: the smallest stride at which the anchor's neighbours are keys
 too (40 bytes in 22.05, 56 in 24.11). SchedulerParameters
 options are parsed with string searches, so they come from slurm.conf(5) as installed.
+"plugins" lists the plugin files of the release (type_name, as in auth_jwt.so) with the
+packages the project installs (estate.catalogue): which plugins a release ships at all
+(24.11 has no mpi_none.so and no mpi_pmix_v4.so).
 
     python3 scripts/slurm-conf-keys.py [LIBSLURMFULL] [MANPAGE] > slurm_conf/keys/22.05.json
     python3 scripts/slurm-conf-keys.py --root "$(scripts/slurm-root.sh 24.11)" \
@@ -20,8 +23,10 @@ asks that root's dpkg database which packages they came from.
 """
 from __future__ import annotations
 
+import glob
 import gzip
 import hashlib
+import os
 import json
 import re
 import struct
@@ -111,6 +116,11 @@ def scheduler_parameters(path: str) -> list[str]:
     return sorted(names)
 
 
+def plugins(plugin_dir: str) -> list[str]:
+    return sorted(os.path.basename(p)[:-3] for p in glob.glob(f"{plugin_dir}/*.so")
+                  if not os.path.basename(p).startswith("lib"))
+
+
 def package_version(path: str, root: str = "/") -> str:
     admin = ["--admindir", f"{root.rstrip('/')}/var/lib/dpkg"]
     owner = subprocess.run(["dpkg-query", *admin, "-S", path], capture_output=True,
@@ -131,9 +141,12 @@ def main(lib: str = LIB, man: str = MAN, root: str = "/") -> None:
                           "slurm_conf_options parser table, read by scripts/slurm-conf-keys.py",
             "SchedulerParameters": f"{man} ({package_version(man, root)}), the options listed "
                                    "under SchedulerParameters",
+            "plugins": f"{os.path.dirname(lib)}/*.so with the packages of "
+                       "python3 -m estate.catalogue host (or root)",
         },
         "slurm.conf": keys,
         "SchedulerParameters": scheduler_parameters(where + man),
+        "plugins": plugins(where + os.path.dirname(lib)),
     }
     json.dump(doc, sys.stdout, indent=1)
     sys.stdout.write("\n")

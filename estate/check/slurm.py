@@ -17,7 +17,8 @@ from estate.check.registry import validator
 from estate.model import model
 from estate.model.nodes import slurm_compute
 from estate.model.slurm import default_time, def_per_gpu, node_lines, partition_lines, time_seconds
-from estate.model.slurm_keys import OWNED, closest, conf_keys, scheduler_options
+from estate.model.slurm_keys import OWNED, closest, conf_keys, plugins, scheduler_options, ships
+from estate.render.slurm import slurm_plugins
 
 E, W = Severity.ERROR, Severity.WARNING
 
@@ -357,6 +358,29 @@ def unknown_scheduler_parameter(estate):
                           f"SchedulerParameters option of Slurm {version} (slurm.conf(5)), "
                           "so it does not do what it seems to",
                           f"did you mean '{near}'?" if near else "remove it")
+
+
+# The spec field that chooses a plugin of each type; Estate chooses the others itself.
+_PLUGIN_FIELDS = {"mpi": ("slurm", "mpi_default"), "jobacct_gather": ("slurm", "job_acct_gather"),
+                  "preempt": ("slurm", "preemption", "type")}
+
+
+@validator("slurm.plugin_not_in_release", E, "slurm",
+           "a plugin the rendered files name that the spec's Slurm release does not ship")
+def plugin_not_in_release(estate):
+    version = estate.spec.slurm.version
+    for conf, names in slurm_plugins(estate).items():
+        for plugin in names:
+            if ships(version, plugin):
+                continue
+            kind = plugin.split("/")[0]
+            others = sorted(p[len(kind) + 1:] for p in plugins(version)
+                            if p.startswith(kind + "_"))
+            yield problem(_PLUGIN_FIELDS.get(kind, ("slurm", "version")),
+                          f"{plugin} ({conf}) is not a plugin of Slurm {version} "
+                          f"(slurm_conf/keys/{version}.json lists what it ships); its "
+                          "daemons would not start", f"use one of: {', '.join(others)}"
+                          if others else f"set slurm.version to a release that has it")
 
 
 _CR_TYPES = {"CR_CPU", "CR_CPU_Memory", "CR_Core", "CR_Core_Memory", "CR_Socket",

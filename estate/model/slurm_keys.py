@@ -61,6 +61,16 @@ def scheduler_options(version: str = DEFAULT_VERSION) -> frozenset[str]:
     return frozenset(_load(version)["SchedulerParameters"])
 
 
+def plugins(version: str = DEFAULT_VERSION) -> frozenset[str]:
+    """The plugin files the release ships, as 'auth_jwt' for auth_jwt.so."""
+    return frozenset(_load(version)["plugins"])
+
+
+def ships(version: str, plugin: str) -> bool:
+    """Whether the release has the plugin 'auth/jwt' (Slurm's file naming: auth_jwt.so)."""
+    return plugin.replace("/", "_") in plugins(version)
+
+
 def source(version: str = DEFAULT_VERSION) -> dict[str, str]:
     return _load(version)["source"]
 

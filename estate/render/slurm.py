@@ -12,7 +12,7 @@ from estate.model import model
 from estate.model.flows import srun_ports
 from estate.model.slurm import (block_topology, def_mem_per_cpu, def_per_gpu, default_time, node_lines,
                                 propagate_except, weights)
-from estate.model.slurm_keys import conf_keys
+from estate.model.slurm_keys import conf_keys, ships
 from estate.model.services import (GPU_DEVICES, PORTS, SLURM_USER, SLURMDBD_DATABASE,
                                    jwt_key_path, slurm_daemon_paths, uses_jwt)
 from estate.render.artifacts import Artifact
@@ -58,6 +58,7 @@ def plugin_settings(estate: Estate) -> dict[str, dict[str, str]]:
     }
     if slurm.preemption:
         conf["PreemptType"] = f"preempt/{slurm.preemption.type}"
+    conf = {k: v for k, v in conf.items() if not unset_by_release(slurm.version, k, v)}
     out = {"slurm.conf": conf, "cgroup.conf": {"CgroupPlugin": "autodetect"}}
     if slurm.accounting:
         out["slurmdbd.conf"] = {"AuthType": "auth/munge",
@@ -67,12 +68,22 @@ def plugin_settings(estate: Estate) -> dict[str, dict[str, str]]:
     return out
 
 
+# Keywords whose values are not "type/name" plugins but imply one.
+_IMPLIED = {"GresTypes": "gres/{}", "MpiDefault": "mpi/{}"}
+
+
+def unset_by_release(version: str, key: str, value: str) -> bool:
+    """A 'none' plugin the release does not ship: 24.11 dropped mpi/none, task/none,
+    accounting_storage/none, jobacct_gather/none and the like, and leaves the keyword
+    unset for 'none' (slurm.conf(5): "Unset by default"), so it is not written."""
+    plugin = _IMPLIED[key].format(value) if key in _IMPLIED else value
+    return plugin.endswith("/none") and not ships(version, plugin)
+
+
 def job_acct_gather(slurm) -> str:
     return slurm.job_acct_gather or ("linux" if slurm.accounting else "none")
 
 
-# Keywords whose values are not "type/name" plugins but imply one.
-_IMPLIED = {"GresTypes": "gres/{}", "MpiDefault": "mpi/{}"}
 
 
 def slurm_plugins(estate: Estate) -> dict[str, list[str]]:

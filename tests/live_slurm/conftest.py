@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from estate.catalogue import HOST_SUITE, SLURM_SUITES, host_packages
 from estate.lab.netns import BRIDGE, NETNS_DIR, NS_PREFIX, Lab, down, lab_pids
@@ -38,6 +39,20 @@ def leftovers() -> list[str]:
     out += [f"pid {p}" for p in lab_pids()]
     if Path(f"/sys/class/net/{BRIDGE}").exists():
         out.append(f"bridge {BRIDGE}")
+    return out
+
+
+# Every Slurm release Estate renders for: the host's, and the others from their roots.
+RELEASES = sorted(SLURM_SUITES)
+
+
+def spec_on(spec: Path, version: str, tmp: Path) -> Path:
+    """The spec with slurm.version set, written under tmp (a test module's lab on each
+    release from one spec file)."""
+    data = yaml.safe_load(spec.read_text())
+    data["slurm"]["version"] = version
+    out = tmp / spec.name
+    out.write_text(yaml.safe_dump(data, sort_keys=False))
     return out
 
 

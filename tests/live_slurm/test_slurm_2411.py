@@ -2,14 +2,15 @@
 two GPU nodes, no accounting) on the real 24.11 daemons of Debian 13.
 
 This host is Debian 12 (Slurm 22.05), so the lab runs every node from a debootstrapped
-trixie root (scripts/slurm-root.sh, cached under build/slurm-root/, about a minute cold):
+trixie root (scripts/slurm-root.sh, cached under build/slurm-root/, 2-4 minutes cold):
 each node's mount namespace binds /proc, /sys, /dev and its private paths into the root
 and chroots there (estate/lab/netns.py). Why a chroot and not containers or VMs: the
 namespace lab's whole design (a network namespace per node, one munged, per-node bind
 mounts, daemons found by their namespace) carries over unchanged, only the Slurm binaries
 and libraries differ, nothing is needed that the host lacks (no image registry, no
-dockerd), and a cold root costs a minute where a VM costs several. The 22.05 tests in
-this directory keep running the host's own packages.
+dockerd), and a cold root costs minutes, built once, where a VM image costs more and every
+boot under TCG more again. The other modules here (test_lab_cluster.py with accounting,
+test_topology.py) run on both releases, 22.05 from the host's own packages.
 
 What is proven: slurmctld and slurmd 24.11 accept the rendered files (TopologyPlugin=
 topology/block and topology.conf's BlockName lines among them), Slurm's view of nodes,

@@ -7,25 +7,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
-from estate.catalogue import SLURM_SUITES
 from estate.model import model
 from estate.verify import slurm_view
-from tests.live_slurm.conftest import running_lab
+from tests.live_slurm.conftest import RELEASES, running_lab, spec_on
 
 pytestmark = pytest.mark.live_slurm
 
 SPEC = Path(__file__).with_name("two_leaf.yaml")
 
 
-@pytest.fixture(scope="module", params=sorted(SLURM_SUITES))
+@pytest.fixture(scope="module", params=RELEASES)
 def lab(request, tmp_path_factory):
-    data = yaml.safe_load(SPEC.read_text())
-    data["slurm"]["version"] = request.param
-    spec = tmp_path_factory.mktemp(f"slurm-{request.param}") / SPEC.name
-    spec.write_text(yaml.safe_dump(data, sort_keys=False))
-    yield from running_lab(spec)
+    yield from running_lab(spec_on(SPEC, request.param,
+                                   tmp_path_factory.mktemp(f"slurm-{request.param}")))
 
 
 @pytest.fixture(scope="module")

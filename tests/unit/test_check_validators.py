@@ -229,6 +229,8 @@ CASES = [
     ("topology.slurm_node_missing", W, "prod", {"nodes[5].switch": DROP}, "nodes[5].switch"),
     ("topology.no_root", W, "prod", {"topology.switches[0]": DROP}, "topology.switches"),
     ("topology.block_version", E, "prod", {"slurm.version": "22.05"}, "topology.blocks"),
+    ("slurm.plugin_not_in_release", E, "prod", {"slurm.mpi_default": "pmix_v4"},
+     "slurm.mpi_default"),
     ("topology.block_sizes", E, "prod", {"topology.block_sizes": [16, 48]},
      "topology.block_sizes[1]"),
     ("topology.block_too_small", E, "prod", {"topology.blocks[7].nodes": "gpu[113-120]"},

@@ -9,7 +9,8 @@ import json
 import pytest
 
 from estate.catalogue import DEFAULT_SLURM, SLURM_SUITES
-from estate.model.slurm_keys import KEYS_DIR, at_least, conf_keys, scheduler_options, versions
+from estate.model.slurm_keys import (KEYS_DIR, at_least, conf_keys, plugins, scheduler_options,
+                                     ships, versions)
 from tests.unit.checkutil import findings_for, keyed, spec_dict
 from tests.unit.test_slurm_settings import global_keys, render
 
@@ -120,3 +121,41 @@ def test_scheduler_parameters_follow_the_release():
             "slurm.scheduler_parameters.preempt_youngest_first") in found
     assert ("slurm.unknown_scheduler_parameter",
             "slurm.scheduler_parameters.bf_topopt_enable") not in found
+
+
+def test_each_release_lists_the_plugins_it_ships():
+    """Read from the release's plugin directory: 24.11 dropped the 'none' plugins and
+    pmix_v4 (it has pmix_v5), and added topology/block."""
+    assert ships("22.05", "mpi/none") and not ships("24.11", "mpi/none")
+    assert ships("22.05", "mpi/pmix_v4") and not ships("24.11", "mpi/pmix_v4")
+    assert ships("24.11", "topology/block") and not ships("22.05", "topology/block")
+    assert {"auth_jwt", "gres_gpu", "select_cons_tres"} <= plugins("24.11")
+
+
+NONE_SETTINGS = ("MpiDefault=none", "TaskPlugin=task/none",
+                 "AccountingStorageType=accounting_storage/none",
+                 "JobAcctGatherType=jobacct_gather/none")
+
+
+def test_none_plugins_are_left_unset_where_the_release_has_none():
+    """24.11 treats an unset keyword as none (slurm.conf(5): "Unset by default"); 22.05
+    loads the none plugins. tests/live_slurm/two_leaf.yaml: linuxproc, no accounting."""
+    from pathlib import Path
+    import yaml
+    spec = Path(__file__).resolve().parents[1] / "live_slurm" / "two_leaf.yaml"
+    data = yaml.safe_load(spec.read_text())
+    for version, written in (("22.05", True), ("24.11", False)):
+        data["slurm"]["version"] = version
+        lines = render(data)["slurm/slurm.conf"].splitlines()
+        assert all((s in lines) == written for s in NONE_SETTINGS), (version, lines)
+    assert findings_for(data) == []
+
+
+def test_a_plugin_the_release_does_not_ship_is_an_error_at_its_field():
+    data = with_version("prod", "24.11")
+    data["slurm"]["mpi_default"] = "pmix_v4"
+    f = keyed(findings_for(data))[("slurm.plugin_not_in_release", "slurm.mpi_default")]
+    assert "mpi/pmix_v4" in f.message and "24.11" in f.message
+    assert "pmix_v5" in f.hint and "none" not in f.hint
+    data["slurm"]["mpi_default"] = "none"          # unset on 24.11: no plugin to miss
+    assert ("slurm.plugin_not_in_release", "slurm.mpi_default") not in keyed(findings_for(data))
