@@ -6,6 +6,8 @@ Everything that has to know "which Debian packages does X need" reads this modul
 - the inventory (apply phases and deploy order),
 - the host install script (``scripts/install-deps.sh`` runs ``python3 -m estate.catalogue host``),
 - the VM image recipe (the roles' packages are preinstalled there for time),
+- the Slurm release roots of the namespace lab (``scripts/slurm-root.sh`` runs
+  ``python3 -m estate.catalogue root``),
 - ``estate doctor`` (a missing plugin or binary is named with the package that ships it).
 
 Standard library only: install-deps.sh runs this before the virtual environment exists.
@@ -152,7 +154,8 @@ HOST_TOOLS: dict[str, tuple[str, ...]] = {
 # The host's own suite (bookworm, 22.05) runs from the host; another release runs from a
 # debootstrapped root of its suite (scripts/slurm-root.sh, estate/lab/netns.py), whose
 # packages are those of ROOT_ROLES: the daemons and clients of one lab node.
-# slurm_conf/keys/<version>.json must exist for every version here (tests/unit/test_slurm_version.py).
+# slurm_conf/keys/<version>.json must exist for every version here
+# (tests/unit/test_slurm_version.py).
 HOST_SUITE = "bookworm"
 SLURM_SUITES = {"22.05": "bookworm", "24.11": "trixie"}
 # The Slurm a spec targets until it sets slurm.version: the host suite's.

@@ -18,7 +18,7 @@ from estate.model import model
 from estate.model.nodes import slurm_compute
 from estate.model.slurm import default_time, def_per_gpu, node_lines, partition_lines, time_seconds
 from estate.model.slurm_keys import OWNED, closest, conf_keys, plugins, scheduler_options, ships
-from estate.render.slurm import slurm_plugins
+from estate.model.slurm_plugins import slurm_plugins
 
 E, W = Severity.ERROR, Severity.WARNING
 

@@ -10,9 +10,13 @@ import json
 
 from estate.model import model
 from estate.model.flows import srun_ports
-from estate.model.slurm import (block_topology, def_mem_per_cpu, def_per_gpu, default_time, node_lines,
-                                propagate_except, weights)
-from estate.model.slurm_keys import conf_keys, ships
+from estate.model.slurm import (block_topology, def_mem_per_cpu, def_per_gpu, default_time,
+                                node_lines, propagate_except, weights)
+from estate.model.slurm_keys import conf_keys
+# The plugin choices are model facts (validators and doctor read them too); re-exported here
+# for the renderer's callers.
+from estate.model.slurm_plugins import (job_acct_gather, plugin_settings,  # noqa: F401
+                                        slurm_plugins, unset_by_release)
 from estate.model.services import (GPU_DEVICES, PORTS, SLURM_USER, SLURMDBD_DATABASE,
                                    jwt_key_path, slurm_daemon_paths, uses_jwt)
 from estate.render.artifacts import Artifact
@@ -31,77 +35,6 @@ def controllers(estate: Estate) -> list[dict]:
 
 def device_files(prefix: str, count: int) -> str:
     return f"{prefix}0" if count == 1 else f"{prefix}[0-{count - 1}]"
-
-
-def plugin_settings(estate: Estate) -> dict[str, dict[str, str]]:
-    """The plugin keywords of each rendered config file, the one place their values are chosen.
-
-    The templates print them; ``slurm_plugins`` lists what a daemon will load, so that
-    ``estate doctor`` and the plugin-package test know which shared objects must exist."""
-    slurm = estate.spec.slurm
-    cgroup = slurm.process_tracking == "cgroup"
-    conf = {"AuthType": "auth/munge"}
-    if uses_jwt(estate.spec):
-        conf["AuthAltTypes"] = "auth/jwt"
-    conf |= {
-        "ProctrackType": "proctrack/cgroup" if cgroup else "proctrack/linuxproc",
-        "TaskPlugin": "task/cgroup,task/affinity" if cgroup else "task/none",
-        "SelectType": "select/cons_tres",
-        "TopologyPlugin": "topology/block" if block_topology(estate) else "topology/tree",
-        "SchedulerType": "sched/backfill",
-        "PriorityType": "priority/multifactor",
-        "AccountingStorageType": ("accounting_storage/slurmdbd" if slurm.accounting
-                                  else "accounting_storage/none"),
-        "JobAcctGatherType": f"jobacct_gather/{job_acct_gather(slurm)}",
-        "GresTypes": "gpu",
-        "MpiDefault": slurm.mpi_default,
-    }
-    if slurm.preemption:
-        conf["PreemptType"] = f"preempt/{slurm.preemption.type}"
-    conf = {k: v for k, v in conf.items() if not unset_by_release(slurm.version, k, v)}
-    out = {"slurm.conf": conf, "cgroup.conf": {"CgroupPlugin": "autodetect"}}
-    if slurm.accounting:
-        out["slurmdbd.conf"] = {"AuthType": "auth/munge",
-                                "StorageType": "accounting_storage/mysql"}
-    if uses_jwt(estate.spec):
-        out["slurmrestd"] = {"rest_auth": "rest_auth/jwt"}
-    return out
-
-
-# Keywords whose values are not "type/name" plugins but imply one.
-_IMPLIED = {"GresTypes": "gres/{}", "MpiDefault": "mpi/{}"}
-
-
-def unset_by_release(version: str, key: str, value: str) -> bool:
-    """A 'none' plugin the release does not ship: 24.11 dropped mpi/none, task/none,
-    accounting_storage/none, jobacct_gather/none and the like, and leaves the keyword
-    unset for 'none' (slurm.conf(5): "Unset by default"), so it is not written."""
-    plugin = _IMPLIED[key].format(value) if key in _IMPLIED else value
-    return plugin.endswith("/none") and not ships(version, plugin)
-
-
-def job_acct_gather(slurm) -> str:
-    return slurm.job_acct_gather or ("linux" if slurm.accounting else "none")
-
-
-
-
-def slurm_plugins(estate: Estate) -> dict[str, list[str]]:
-    """Plugin names ('auth/jwt') each rendered file makes a daemon load.
-
-    'autodetect' (cgroup/v1 or v2, chosen by the running kernel) names no one plugin:
-    ``estate doctor`` checks cgroup v2 on its own."""
-    out = {}
-    for path, settings in plugin_settings(estate).items():
-        names = []
-        for key, value in settings.items():
-            for item in value.split(","):
-                if key in _IMPLIED:
-                    names.append(_IMPLIED[key].format(item))
-                elif "/" in item:
-                    names.append(item)
-        out[path] = list(dict.fromkeys(names))
-    return out
 
 
 def partition_settings(estate: Estate, lines) -> dict[str, list[tuple[str, str]]]:
@@ -252,7 +185,7 @@ def render_slurm(estate: Estate, source: str = "") -> list[Artifact]:
 
 def topology_template(estate: Estate) -> str:
     """topology.conf's form: the blocks where the Slurm reads them, else the switch tree
-    (slurm.block_topology_version refuses blocks the spec's Slurm cannot read)."""
+    (topology.block_version refuses blocks the spec's Slurm cannot read)."""
     return ("slurm_conf/topology.block.conf.j2" if block_topology(estate)
             else "slurm_conf/topology.conf.j2")
 
