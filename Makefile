@@ -7,7 +7,7 @@ VENV := .venv
 ESTATE := $(VENV)/bin/estate
 PYTEST := $(VENV)/bin/pytest -p no:cacheprovider
 
-.PHONY: deps venv doctor check render lab lab-down lab-ns lab-ns-down test test-unit test-fuzz test-live-slurm test-lab test-molecule test-vm bench bench-scale golden lab-vagrant lab-vagrant-down
+.PHONY: deps venv doctor check render lab lab-down lab-ns lab-ns-down test test-unit test-fuzz test-live-slurm slurm-roots test-lab test-molecule test-vm bench bench-scale golden lab-vagrant lab-vagrant-down
 
 deps:
 	@scripts/install-deps.sh
@@ -76,8 +76,13 @@ test-fuzz: venv
 test-vm: deps venv
 	$(PYTEST) -q tests/vm
 
-test-live-slurm: deps venv
+## Both Slurm releases: the host's (22.05) and every other release of the catalogue (24.11)
+## from its debootstrapped root (scripts/slurm-root.sh; cached under build/slurm-root/).
+test-live-slurm: deps venv slurm-roots
 	$(PYTEST) -q tests/live_slurm
+
+slurm-roots: deps
+	@for v in $$(python3 -m estate.catalogue releases); do scripts/slurm-root.sh $$v >/dev/null || exit 1; done
 
 golden: venv
 	$(VENV)/bin/python -m tests.golden.update

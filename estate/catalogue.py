@@ -6,6 +6,8 @@ Everything that has to know "which Debian packages does X need" reads this modul
 - the inventory (apply phases and deploy order),
 - the host install script (``scripts/install-deps.sh`` runs ``python3 -m estate.catalogue host``),
 - the VM image recipe (the roles' packages are preinstalled there for time),
+- the Slurm release roots of the namespace lab (``scripts/slurm-root.sh`` runs
+  ``python3 -m estate.catalogue root``),
 - ``estate doctor`` (a missing plugin or binary is named with the package that ships it).
 
 Standard library only: install-deps.sh runs this before the virtual environment exists.
@@ -158,6 +160,17 @@ HOST_TOOLS: dict[str, tuple[str, ...]] = {
     # VM tier: real kernels for NFS (QEMU under TCG)
     "vm": ("qemu-system-x86", "qemu-utils"),
 }
+# Slurm releases the namespace lab runs, by slurm.version: the Debian suite that ships each.
+# The host's own suite (bookworm, 22.05) runs from the host; another release runs from a
+# debootstrapped root of its suite (scripts/slurm-root.sh, estate/lab/netns.py), whose
+# packages are those of ROOT_ROLES: the daemons and clients of one lab node.
+# slurm_conf/keys/<version>.json must exist for every version here
+# (tests/unit/test_slurm_version.py).
+HOST_SUITE = "bookworm"
+SLURM_SUITES = {"22.05": "bookworm", "24.11": "trixie"}
+# The Slurm a spec targets until it sets slurm.version: the host suite's.
+DEFAULT_SLURM = next(v for v, suite in SLURM_SUITES.items() if suite == HOST_SUITE)
+ROOT_ROLES = ("munge", "slurmdbd", "slurm_controller", "slurm_login", "slurm_worker")
 # Never installed: it takes over the slurmctld/slurmd alternatives with a build that dies.
 CONFLICTS = ("slurm-wlm-emulator",)
 
@@ -179,8 +192,16 @@ def host_packages() -> list[str]:
     return list(dict.fromkeys(packages(*HOST_ROLES) + tools))
 
 
+def root_packages() -> list[str]:
+    """What a release root for the namespace lab holds (scripts/slurm-root.sh): the lab
+    node's roles, and every plugin package Debian splits out, so that the root's dpkg can
+    say which package ships each plugin a rendered file names (test_plugin_packages.py)."""
+    return list(dict.fromkeys(packages(*ROOT_ROLES) + list(PLUGIN_PACKAGES.values())))
+
+
 def _main(argv: list[str]) -> int:
-    usage = ("usage: python3 -m estate.catalogue host | conflicts | "
+    usage = ("usage: python3 -m estate.catalogue host | conflicts | root | releases | "
+             "suite VERSION | "
              "packages ROLE... [+EXTRA...] [--sep SEP]")
     sep = "\n"
     if "--sep" in argv:
@@ -193,6 +214,12 @@ def _main(argv: list[str]) -> int:
         print(sep.join(host_packages()))
     elif argv[0] == "conflicts":
         print(sep.join(CONFLICTS))
+    elif argv[0] == "root":
+        print(sep.join(root_packages()))
+    elif argv[0] == "releases":   # the Slurm releases that run from a root, not the host
+        print(sep.join(v for v, suite in SLURM_SUITES.items() if suite != HOST_SUITE))
+    elif argv[0] == "suite" and len(argv) == 2 and argv[1] in SLURM_SUITES:
+        print(SLURM_SUITES[argv[1]])
     elif argv[0] == "packages":
         roles = [a for a in argv[1:] if not a.startswith("+")]
         unknown = [r for r in roles if r not in ROLES]

@@ -30,10 +30,11 @@ from typing import Callable, Iterable, Protocol
 
 import typer
 
-from estate.catalogue import (CONFLICTS, HOST_ROLES, HOST_TOOLS, ROLES, host_packages, packages,
-                              plugin_file, plugin_package)
+from estate.catalogue import (CONFLICTS, HOST_ROLES, HOST_SUITE, HOST_TOOLS, ROLES, SLURM_SUITES,
+                              host_packages, packages, plugin_file, plugin_package)
 from estate.model import nvidia
 from estate.model.services import JWT_KEY, MUNGE_KEY, uses_jwt
+from estate.model.slurm import BLOCK_TOPOLOGY
 from estate.output import Output, annotation, make_console, output_option
 
 ERROR, WARNING = "error", "warning"
@@ -59,13 +60,13 @@ SERVICE_COMMANDS = {"munge": "munged", "mariadb": "mariadbd", "chrony": "chronyd
 # The oldest Slurm that accepts what the renderer writes (Slurm's RELEASE_NOTES):
 # (rendered file, text in it, or None for "the file is rendered at all", oldest
 # (major, minor), severity, what needs it). Configless and AuthAltTypes came in 20.02;
-# topology/block in 23.11; the block file is rendered for later and never installed by
-# the roles (slurm.conf keeps topology/tree), so an older Slurm is only a warning.
+# topology/block (rendered where slurm.version >= 23.11 and the spec has blocks) in 23.11.
 SLURM_MINIMUM = (
     ("slurm/slurm.conf", "enable_configless", (20, 2), ERROR,
      "configless slurmd (SlurmctldParameters=enable_configless)"),
     ("slurm/slurm.conf", "AuthAltTypes=", (20, 2), ERROR, "AuthAltTypes=auth/jwt"),
-    ("slurm/topology.block.conf", None, (23, 11), WARNING, "topology/block"),
+    ("slurm/slurm.conf", "TopologyPlugin=topology/block", BLOCK_TOPOLOGY, ERROR,
+     "topology/block"),
 )
 SLURM_PACKAGES = ("slurmctld", "slurmd", "slurmdbd", "slurmrestd", "slurm-client")
 
@@ -406,7 +407,16 @@ def probe_slurm_version(p: Probe) -> list[Check]:
     have = slurm_version(versions[pkg]) if pkg else None
     if have is None:
         return []  # no Slurm here, or the package check already failed
-    out = []
+    want = p.estate.spec.slurm.version
+    if p.need.lab and SLURM_SUITES[want] != HOST_SUITE:
+        # the namespace lab runs this release from its root, not from the host's packages
+        return [p.check("doctor.slurm_version", True, f"Slurm {want} (slurm.version) runs "
+                        f"from a Debian {SLURM_SUITES[want]} root (scripts/slurm-root.sh)")]
+    wanted = tuple(int(x) for x in want.split("."))
+    out = [p.check("doctor.slurm_version", have == wanted, f"the files are rendered for "
+                   f"Slurm {want} (slurm.version); {pkg} is {versions[pkg]}",
+                   f"install Slurm {want} (Debian {SLURM_SUITES[want]}), or set "
+                   f"slurm.version to the Slurm installed", ERROR if have < wanted else WARNING)]
     for path, text, minimum, severity, what in SLURM_MINIMUM:
         art = p.artifacts.get(path)
         if art is None or (text and text.encode() not in art.content):
@@ -414,9 +424,15 @@ def probe_slurm_version(p: Probe) -> list[Check]:
         need = "%d.%02d" % minimum
         out.append(p.check("doctor.slurm_version", have >= minimum,
                            f"{path} uses {what}: needs Slurm >= {need}, {pkg} is "
-                           f"{versions[pkg]}", f"install Slurm >= {need} (Debian 12 has 22.05)",
+                           f"{versions[pkg]}", f"install Slurm >= {need} ({_debian_with(minimum)})",
                            severity))
     return out
+
+
+def _debian_with(minimum: tuple[int, int]) -> str:
+    """'Debian trixie has 24.11': the first suite of the catalogue with a new enough Slurm."""
+    return next((f"Debian {suite} has {v}" for v, suite in SLURM_SUITES.items()
+                 if tuple(int(x) for x in v.split(".")) >= minimum), "no Debian suite has it")
 
 
 def listening_ports(text: str) -> set[int]:

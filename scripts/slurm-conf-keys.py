@@ -5,16 +5,28 @@ the SchedulerParameters options its manual documents.
 The keys come from Slurm itself, not from a hand-kept list: slurm.conf is parsed with a
 table of s_p_options_t entries (src/common/read_config.c, slurm_conf_options), each
 starting with a pointer to the key's name. In libslurmfull.so those pointers are
-R_X86_64_RELATIVE relocations; the table is the run of 40-byte entries (key, type,
-handler, destroy, line options) around the entry naming SlurmctldTimeout. SchedulerParameters
+R_X86_64_RELATIVE relocations; the table is the run of fixed-size entries (key, type,
+handler, destroy, line options, ...) around the entry naming SlurmctldTimeout. The entry
+size is found, not assumed: the smallest stride at which the anchor's neighbours are keys
+too (40 bytes in 22.05, 56 in 24.11). SchedulerParameters
 options are parsed with string searches, so they come from slurm.conf(5) as installed.
+"plugins" lists the plugin files of the release (type_name, as in auth_jwt.so) with the
+packages the project installs (estate.catalogue): which plugins a release ships at all
+(24.11 has no mpi_none.so and no mpi_pmix_v4.so).
 
     python3 scripts/slurm-conf-keys.py [LIBSLURMFULL] [MANPAGE] > slurm_conf/keys/22.05.json
+    python3 scripts/slurm-conf-keys.py --root "$(scripts/slurm-root.sh 24.11)" \
+        > slurm_conf/keys/24.11.json
+
+--root ROOT reads another release's files from a Debian root (scripts/slurm-root.sh) and
+asks that root's dpkg database which packages they came from.
 """
 from __future__ import annotations
 
+import glob
 import gzip
 import hashlib
+import os
 import json
 import re
 import struct
@@ -23,7 +35,7 @@ import sys
 
 LIB = "/usr/lib/x86_64-linux-gnu/slurm-wlm/libslurmfull.so"
 MAN = "/usr/share/man/man5/slurm.conf.5.gz"
-ENTRY = 40          # sizeof(s_p_options_t) on x86_64 in Slurm 22.05
+STRIDES = range(16, 129, 8)   # candidate sizeof(s_p_options_t) on x86_64
 ANCHOR = "SlurmctldTimeout"
 
 
@@ -77,15 +89,17 @@ def conf_keys(path: str) -> list[str]:
         name = elf.string_at(rel[at]) if at in rel else None
         return name if name and re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name) else None
 
-    [anchor] = [at for at, to in rel.items() if elf.string_at(to) == ANCHOR
-                and key(at + ENTRY) and key(at - ENTRY)]
+    [(anchor, entry)] = [(at, stride) for at, to in rel.items() if elf.string_at(to) == ANCHOR
+                         for stride in [next((n for n in STRIDES if key(at + n) and
+                                              key(at - n) and key(at + 2 * n)), None)]
+                         if stride]
     first = anchor
-    while key(first - ENTRY):
-        first -= ENTRY
+    while key(first - entry):
+        first -= entry
     out, at = [], first
     while (name := key(at)):
         out.append(name)
-        at += ENTRY
+        at += entry
     for needed in ("ClusterName", "NodeName", "PartitionName", "SlurmctldHost"):
         assert needed in out, f"{needed} not in the table read from {path}: layout changed?"
     return out
@@ -102,30 +116,45 @@ def scheduler_parameters(path: str) -> list[str]:
     return sorted(names)
 
 
-def package_version(path: str) -> str:
-    owner = subprocess.run(["dpkg", "-S", path], capture_output=True, text=True).stdout
+def plugins(plugin_dir: str) -> list[str]:
+    return sorted(os.path.basename(p)[:-3] for p in glob.glob(f"{plugin_dir}/*.so")
+                  if not os.path.basename(p).startswith("lib"))
+
+
+def package_version(path: str, root: str = "/") -> str:
+    admin = ["--admindir", f"{root.rstrip('/')}/var/lib/dpkg"]
+    owner = subprocess.run(["dpkg-query", *admin, "-S", path], capture_output=True,
+                           text=True).stdout
     pkg = owner.split(":")[0].strip()
-    version = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", pkg],
+    version = subprocess.run(["dpkg-query", *admin, "-W", "-f", "${Version}", pkg],
                              capture_output=True, text=True).stdout
     return f"{pkg} {version}".strip()
 
 
-def main(lib: str = LIB, man: str = MAN) -> None:
-    keys = conf_keys(lib)
+def main(lib: str = LIB, man: str = MAN, root: str = "/") -> None:
+    where = f"{root.rstrip('/')}"
+    keys = conf_keys(where + lib)
     doc = {
         "source": {
-            "slurm.conf": f"{lib} ({package_version(lib)}, sha256 "
-                          f"{hashlib.sha256(open(lib, 'rb').read()).hexdigest()}): the "
+            "slurm.conf": f"{lib} ({package_version(lib, root)}, sha256 "
+                          f"{hashlib.sha256(open(where + lib, 'rb').read()).hexdigest()}): the "
                           "slurm_conf_options parser table, read by scripts/slurm-conf-keys.py",
-            "SchedulerParameters": f"{man} ({package_version(man)}), the options listed "
+            "SchedulerParameters": f"{man} ({package_version(man, root)}), the options listed "
                                    "under SchedulerParameters",
+            "plugins": f"{os.path.dirname(lib)}/*.so with the packages of "
+                       "python3 -m estate.catalogue host (or root)",
         },
         "slurm.conf": keys,
-        "SchedulerParameters": scheduler_parameters(man),
+        "SchedulerParameters": scheduler_parameters(where + man),
+        "plugins": plugins(where + os.path.dirname(lib)),
     }
     json.dump(doc, sys.stdout, indent=1)
     sys.stdout.write("\n")
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    args = sys.argv[1:]
+    root = "/"
+    if args[:1] == ["--root"]:
+        root, args = args[1], args[2:]
+    main(*args, root=root)

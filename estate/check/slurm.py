@@ -18,8 +18,9 @@ from estate.model import model
 from estate.model.nodes import slurm_compute
 from estate.model.slurm import (default_time, def_per_gpu, node_lines, partition_lines,
                                 state_mount, time_seconds)
+from estate.model.slurm_keys import OWNED, closest, conf_keys, plugins, scheduler_options, ships
+from estate.model.slurm_plugins import slurm_plugins
 from estate.model.storage import squashes_root
-from estate.model.slurm_keys import OWNED, closest, conf_keys, scheduler_options
 
 E, W = Severity.ERROR, Severity.WARNING
 
@@ -349,13 +350,14 @@ def slurmrestd_host(estate):
 @validator("slurm.unknown_setting", E, "slurm",
            "a slurm.extra key that the Slurm version's slurm.conf parser does not know")
 def unknown_setting(estate):
-    known = conf_keys()
+    version = estate.spec.slurm.version
+    known = conf_keys(version)
     for key in estate.spec.slurm.extra:
         if key.lower() not in known:
             near = closest(key, known.values())
             yield problem(("slurm", "extra", key), f"slurm.conf has no key '{key}' (Slurm "
-                          "22.05's parser, slurm_conf/keys/22.05.json); every Slurm daemon "
-                          "and command would refuse the file (unrecognized key)",
+                          f"{version}'s parser, slurm_conf/keys/{version}.json); every Slurm "
+                          "daemon and command would refuse the file (unrecognized key)",
                           f"did you mean '{near}'?" if near else
                           "remove it, or check the spelling in slurm.conf(5)")
 
@@ -374,14 +376,38 @@ def owned_setting(estate):
 @validator("slurm.unknown_scheduler_parameter", E, "slurm",
            "a SchedulerParameters option that the Slurm version does not document")
 def unknown_scheduler_parameter(estate):
-    known = scheduler_options()
+    version = estate.spec.slurm.version
+    known = scheduler_options(version)
     for key in estate.spec.slurm.scheduler_parameters:
         if key not in known:
             near = closest(key, known)
             yield problem(("slurm", "scheduler_parameters", key), f"'{key}' is not a "
-                          "SchedulerParameters option of Slurm 22.05 (slurm.conf(5)), "
+                          f"SchedulerParameters option of Slurm {version} (slurm.conf(5)), "
                           "so it does not do what it seems to",
                           f"did you mean '{near}'?" if near else "remove it")
+
+
+# The spec field that chooses a plugin of each type; Estate chooses the others itself.
+_PLUGIN_FIELDS = {"mpi": ("slurm", "mpi_default"), "jobacct_gather": ("slurm", "job_acct_gather"),
+                  "preempt": ("slurm", "preemption", "type")}
+
+
+@validator("slurm.plugin_not_in_release", E, "slurm",
+           "a plugin the rendered files name that the spec's Slurm release does not ship")
+def plugin_not_in_release(estate):
+    version = estate.spec.slurm.version
+    for conf, names in slurm_plugins(estate).items():
+        for plugin in names:
+            if ships(version, plugin):
+                continue
+            kind = plugin.split("/")[0]
+            others = sorted(p[len(kind) + 1:] for p in plugins(version)
+                            if p.startswith(kind + "_"))
+            yield problem(_PLUGIN_FIELDS.get(kind, ("slurm", "version")),
+                          f"{plugin} ({conf}) is not a plugin of Slurm {version} "
+                          f"(slurm_conf/keys/{version}.json lists what it ships); its "
+                          "daemons would not start", f"use one of: {', '.join(others)}"
+                          if others else f"set slurm.version to a release that has it")
 
 
 _CR_TYPES = {"CR_CPU", "CR_CPU_Memory", "CR_Core", "CR_Core_Memory", "CR_Socket",

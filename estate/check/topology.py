@@ -17,6 +17,8 @@ from estate.check.findings import Severity
 from estate.check.registry import validator
 from estate.model import model
 from estate.model.nodes import slurm_compute
+from estate.model.slurm import BLOCK_TOPOLOGY
+from estate.model.slurm_keys import at_least, versions
 
 E, W = Severity.ERROR, Severity.WARNING
 
@@ -201,6 +203,20 @@ def no_root(estate):
 
 
 # --- blocks (topology/block) -----------------------------------------------------
+
+@validator("topology.block_version", E, "topology",
+           "blocks on a Slurm release without topology/block (before 23.11)")
+def block_version(estate):
+    version = estate.spec.slurm.version
+    if estate.spec.topology.blocks and not at_least(version, BLOCK_TOPOLOGY):
+        need = "%d.%02d" % BLOCK_TOPOLOGY
+        newer = [v for v in versions() if at_least(v, BLOCK_TOPOLOGY)]
+        yield problem(("topology", "blocks"), f"blocks need TopologyPlugin=topology/block, "
+                      f"which Slurm has since {need}; slurm.version is {version}, whose "
+                      "slurmctld would not read them and Estate would render no blocks",
+                      f"set slurm.version to {' or '.join(newer)} (and run that Slurm), "
+                      "or remove topology.blocks")
+
 
 @validator("topology.block_sizes", E, "topology",
            "block sizes that are not the base size times increasing powers of two")

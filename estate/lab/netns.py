@@ -17,6 +17,15 @@ provisioning roles would install them (estate.provision.destinations, the roles'
 Needs root, iproute2, util-linux, Debian's slurmctld/slurmd/slurm-client/munge, and
 for a spec with accounting slurmdbd and mariadb-server. Secrets (munge key, JWT key)
 are generated into the state directory with owner-only modes and never printed.
+
+A spec whose ``slurm.version`` is not the host's Slurm (24.11 on this Debian 12 host)
+runs every node's daemons and clients from a debootstrapped root of the Debian suite
+that ships it (scripts/slurm-root.sh, cached under build/): each node's mount namespace
+binds /proc, /sys (slurmd needs /sys/fs/cgroup), /dev and the node's private paths into
+that root and chroots there. Chroot rather than containers: the lab's design (network
+namespaces, one munged, per-node bind mounts, process lookup by namespace) stays exactly
+the one the host's Slurm uses, only the binaries and libraries differ, and chroot needs
+nothing the host lacks. The host's munged serves both (the munge protocol is unchanged).
 """
 from __future__ import annotations
 
@@ -33,6 +42,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from estate.catalogue import HOST_SUITE, SLURM_SUITES
 from estate.pipeline import build
 from estate.render import write_tree
 from estate.model.services import (GPU_DEVICES, IDENTITY, SLURM_USER, jwt_key_path,
@@ -52,6 +62,9 @@ IPT_RULES = (["-i", BRIDGE, "-j", "ACCEPT"], ["-o", BRIDGE, "-j", "ACCEPT"])
 # /run comes first: the munge socket directory is bound inside it.
 PRIVATE = (("/run", "run"), ("/var/spool", "spool"), ("/var/log", "log"),
            ("/etc/slurm", "etc/slurm"), (ESTATE_ETC, "etc/estate"))
+# What a node of a release root sees of this machine (bound before its private paths).
+ROOT_SYSTEM = ("/proc", "/sys", "/dev")
+ROOT_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "slurm-root.sh"
 # Runs inside the new mount and UTS namespaces: hostname, bind mounts, then the command.
 _ENTER = 'set -e; hostname "$1"; shift; ' \
          'while [ "$1" != "--" ]; do mount --rbind "$1" "$2"; shift 2; done; shift; exec "$@"'
@@ -86,6 +99,7 @@ class Lab:
         self._last_failure = ""                # output of the last failed readiness probe
         self._estate: Estate | None = None
         self._artifacts = None
+        self._root: str | None = None
 
     # --- the spec ---------------------------------------------------------------
 
@@ -111,6 +125,13 @@ class Lab:
     @property
     def slurm(self):
         return self.estate.spec.slurm
+
+    @property
+    def root(self) -> str:
+        """'/' where the host's Slurm is the spec's release, else the release's root."""
+        if self._root is None:
+            self._root = release_root(self.slurm.version)
+        return self._root
 
     def daemon_path(self, key: str) -> str:
         """A path slurm.conf names (StateSaveLocation, SlurmdSpoolDir, ...), from the model
@@ -152,19 +173,28 @@ class Lab:
         return self.state / "nodes" / name
 
     def binds(self, name: str) -> list[tuple[str, str]]:
-        """(host source, in-node target) in mount order."""
+        """(host source, in-node target) in mount order; targets lie in the node's root."""
         d = self.node_dir(name)
         out = [(str(self.state / "munge"), str(d / "run/munge"))]
         out += [(str(d / sub), path) for path, sub in PRIVATE]
         for f in ("hosts", "passwd", "group"):
             if (d / "etc" / f).exists():
                 out.append((str(d / "etc" / f), f"/etc/{f}"))
+            elif self.root != "/":
+                # the root's own users have other ids than the files the lab chowns here
+                out.append((f"/etc/{f}", f"/etc/{f}"))
         if (d / "lib/mysql").exists():
             out.append((str(d / "lib/mysql"), "/var/lib/mysql"))
         shared = self.shared_state()
         if shared and name in self.slurm.controllers:
             out.append((str(shared[1]), shared[0].path))
-        return out
+        if self.root == "/":
+            return out
+        # the munge socket is bound onto the node's run directory on this machine, which
+        # then appears as /run in the root
+        munge, *rest = out
+        return [munge] + [(src, self.root + dst) for src, dst in
+                          [(p, p) for p in ROOT_SYSTEM] + rest]
 
     def shared_state(self) -> tuple | None:
         """(mount, host directory) where slurmctld's state lies on an export every
@@ -187,9 +217,10 @@ class Lab:
 
     def enter(self, name: str, argv: list[str]) -> list[str]:
         flat = [x for pair in self.binds(name) for x in pair]
+        chroot = ["chroot", self.root] if self.root != "/" else []
         return ["nsenter", f"--net={NETNS_DIR / (NS_PREFIX + name)}", "unshare", "--uts",
                 "--mount", "--propagation", "private", "sh", "-c", _ENTER, "estate-node",
-                name, *flat, "--", *argv]
+                name, *flat, "--", *chroot, *argv]
 
     def run(self, name: str, argv: list[str], check: bool = True,
             timeout: float = 60) -> subprocess.CompletedProcess:
@@ -370,9 +401,24 @@ class Lab:
             if art.path == IDENTITY:
                 write_identity(d / "etc", json.loads(art.content))
         self.make_dirs(name)
+        self.root_mount_points(name)
         jwt = jwt_key_path(self.estate.spec)
         if jwt and name in self.slurm.controllers:
             _write_secret(self.host_path(name, jwt), os.urandom(32), SLURM_USER)
+
+    def root_mount_points(self, name: str) -> None:
+        """What the node's binds land on in a release root: a bind needs an existing
+        directory or file there (debootstrap makes no /etc/hosts). The root gains only
+        these empty mount points."""
+        for src, dst in self.binds(name):
+            target = Path(dst)
+            if self.root == "/" or not dst.startswith(self.root + "/") or target.exists():
+                continue
+            if Path(src).is_dir():
+                target.mkdir(parents=True)
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.touch()
 
     def installed_at(self, name: str, path: str) -> Path | None:
         """Where a file the roles install at `path` lies for this node, if the lab gives
@@ -425,8 +471,10 @@ class Lab:
         for sub in ("lib/mysql", "run/mysqld", "log/mysql"):
             (d / sub).mkdir(parents=True, exist_ok=True)
             shutil.chown(d / sub, "mysql", "mysql")
-        sh("mariadb-install-db", "--user=mysql", f"--datadir={d / 'lib/mysql'}",
-           "--auth-root-authentication-method=socket", "--skip-test-db", timeout=120)
+        # the MariaDB that will serve the files writes them: the host's, or the root's
+        self.run(host, ["mariadb-install-db", "--user=mysql", "--datadir=/var/lib/mysql",
+                        "--auth-root-authentication-method=socket", "--skip-test-db"],
+                 timeout=120)
         self.start(host, "mariadbd", [
             "mariadbd", "--user=mysql", "--datadir=/var/lib/mysql", "--skip-networking",
             "--socket=/run/mysqld/mysqld.sock", "--pid-file=/run/mysqld/mysqld.pid",
@@ -672,6 +720,19 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
     except OSError:
         return True
+
+
+def release_root(version: str) -> str:
+    """'/' for the host's Slurm release, else the path of a root that has it, built by
+    scripts/slurm-root.sh on first use (cached under build/; 2-4 minutes cold)."""
+    if SLURM_SUITES[version] == HOST_SUITE:
+        return "/"
+    proc = subprocess.run([str(ROOT_SCRIPT), version], capture_output=True, text=True,
+                          timeout=900)
+    if proc.returncode:
+        raise LabError(f"no root with Slurm {version}: {ROOT_SCRIPT.name} {version} "
+                       f"exited {proc.returncode}:\n{proc.stderr[-2000:]}")
+    return proc.stdout.strip().splitlines()[-1]
 
 
 def up(spec: str | Path, job: bool = False, log=print) -> bool:

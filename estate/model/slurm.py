@@ -10,10 +10,23 @@ from dataclasses import dataclass
 from ipaddress import IPv4Address
 
 from estate.model import model
+from estate.model.slurm_keys import at_least
 from estate.spec.hostlist import Hostlist, Range
 from estate.spec.hostset import HostSet
 from estate.spec.model import Partition as PartitionSpec
 from estate.spec.resolved import Estate
+
+
+# topology/block (BlockName lines in topology.conf) came in Slurm 23.11 (RELEASE_NOTES).
+BLOCK_TOPOLOGY = (23, 11)
+
+
+def block_topology(estate: Estate) -> bool:
+    """Whether topology.conf holds the spec's blocks (topology/block) rather than its
+    switch tree: the spec declares blocks and its Slurm reads them. Before 25.05 a cluster
+    has one topology plugin, so blocks win over switches there."""
+    slurm = estate.spec.slurm
+    return bool(estate.spec.topology.blocks) and at_least(slurm.version, BLOCK_TOPOLOGY)
 
 
 @dataclass

@@ -11,9 +11,9 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
+from estate.catalogue import DEFAULT_SLURM as DEFAULT_VERSION  # noqa: F401 (re-exported)
+
 KEYS_DIR = Path(__file__).resolve().parents[2] / "slurm_conf" / "keys"
-# The Slurm the spec targets until the spec names a version (Debian 12's).
-DEFAULT_VERSION = "22.05"
 
 # Keys slurm.conf.j2 writes from typed fields or derives, and the line keywords that give
 # slurm.conf its structure: slurm.extra must not set them (a second value would silently
@@ -46,6 +46,12 @@ def _load(version: str) -> dict:
     return json.loads((KEYS_DIR / f"{version}.json").read_text())
 
 
+def at_least(version: str, oldest: tuple[int, int]) -> bool:
+    """'24.11' >= (23, 11)."""
+    major, minor = version.split(".")
+    return (int(major), int(minor)) >= oldest
+
+
 def versions() -> list[str]:
     return sorted(p.stem for p in KEYS_DIR.glob("*.json"))
 
@@ -57,6 +63,16 @@ def conf_keys(version: str = DEFAULT_VERSION) -> dict[str, str]:
 
 def scheduler_options(version: str = DEFAULT_VERSION) -> frozenset[str]:
     return frozenset(_load(version)["SchedulerParameters"])
+
+
+def plugins(version: str = DEFAULT_VERSION) -> frozenset[str]:
+    """The plugin files the release ships, as 'auth_jwt' for auth_jwt.so."""
+    return frozenset(_load(version)["plugins"])
+
+
+def ships(version: str, plugin: str) -> bool:
+    """Whether the release has the plugin 'auth/jwt' (Slurm's file naming: auth_jwt.so)."""
+    return plugin.replace("/", "_") in plugins(version)
 
 
 def source(version: str = DEFAULT_VERSION) -> dict[str, str]:

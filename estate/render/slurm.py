@@ -10,10 +10,14 @@ import json
 
 from estate.model import model
 from estate.model.flows import srun_ports
-from estate.model.slurm import (def_mem_per_cpu, def_per_gpu, default_time, gpu_affinity,
-                                node_lines, propagate_except, state_mount, suspend_excluded,
-                                weights)
+from estate.model.slurm import (block_topology, def_mem_per_cpu, def_per_gpu, default_time,
+                                gpu_affinity, node_lines, propagate_except, state_mount,
+                                suspend_excluded, weights)
 from estate.model.slurm_keys import conf_keys
+# The plugin choices are model facts (validators and doctor read them too); re-exported here
+# for the renderer's callers.
+from estate.model.slurm_plugins import (job_acct_gather, plugin_settings,  # noqa: F401
+                                        slurm_plugins, unset_by_release)
 from estate.model.services import (GPU_DEVICES, PORTS, SLURM_USER, SLURMDBD_DATABASE,
                                    STATE_DROPIN, hooks, jwt_key_path, slurm_daemon_paths,
                                    uses_jwt)
@@ -34,66 +38,6 @@ def controllers(estate: Estate) -> list[dict]:
 def device_files(prefix: str, count: int, first: int = 0) -> str:
     last = first + count - 1
     return f"{prefix}{first}" if count == 1 else f"{prefix}[{first}-{last}]"
-
-
-def plugin_settings(estate: Estate) -> dict[str, dict[str, str]]:
-    """The plugin keywords of each rendered config file, the one place their values are chosen.
-
-    The templates print them; ``slurm_plugins`` lists what a daemon will load, so that
-    ``estate doctor`` and the plugin-package test know which shared objects must exist."""
-    slurm = estate.spec.slurm
-    cgroup = slurm.process_tracking == "cgroup"
-    conf = {"AuthType": "auth/munge"}
-    if uses_jwt(estate.spec):
-        conf["AuthAltTypes"] = "auth/jwt"
-    conf |= {
-        "ProctrackType": "proctrack/cgroup" if cgroup else "proctrack/linuxproc",
-        "TaskPlugin": "task/cgroup,task/affinity" if cgroup else "task/none",
-        "SelectType": "select/cons_tres",
-        "TopologyPlugin": "topology/tree",
-        "SchedulerType": "sched/backfill",
-        "PriorityType": "priority/multifactor",
-        "AccountingStorageType": ("accounting_storage/slurmdbd" if slurm.accounting
-                                  else "accounting_storage/none"),
-        "JobAcctGatherType": f"jobacct_gather/{job_acct_gather(slurm)}",
-        "GresTypes": "gpu,shard" if any(ln.shards for ln in node_lines(estate)) else "gpu",
-        "MpiDefault": slurm.mpi_default,
-    }
-    if slurm.preemption:
-        conf["PreemptType"] = f"preempt/{slurm.preemption.type}"
-    out = {"slurm.conf": conf, "cgroup.conf": {"CgroupPlugin": "autodetect"}}
-    if slurm.accounting:
-        out["slurmdbd.conf"] = {"AuthType": "auth/munge",
-                                "StorageType": "accounting_storage/mysql"}
-    if uses_jwt(estate.spec):
-        out["slurmrestd"] = {"rest_auth": "rest_auth/jwt"}
-    return out
-
-
-def job_acct_gather(slurm) -> str:
-    return slurm.job_acct_gather or ("linux" if slurm.accounting else "none")
-
-
-# Keywords whose values are not "type/name" plugins but imply one.
-_IMPLIED = {"GresTypes": "gres/{}", "MpiDefault": "mpi/{}"}
-
-
-def slurm_plugins(estate: Estate) -> dict[str, list[str]]:
-    """Plugin names ('auth/jwt') each rendered file makes a daemon load.
-
-    'autodetect' (cgroup/v1 or v2, chosen by the running kernel) names no one plugin:
-    ``estate doctor`` checks cgroup v2 on its own."""
-    out = {}
-    for path, settings in plugin_settings(estate).items():
-        names = []
-        for key, value in settings.items():
-            for item in value.split(","):
-                if key in _IMPLIED:
-                    names.append(_IMPLIED[key].format(item))
-                elif "/" in item:
-                    names.append(item)
-        out[path] = list(dict.fromkeys(names))
-    return out
 
 
 def partition_settings(estate: Estate, lines) -> dict[str, list[tuple[str, str]]]:
@@ -142,7 +86,7 @@ def preempt_mode(slurm) -> str | None:
 
 def extra_settings(slurm) -> list[tuple[str, str]]:
     """slurm.extra in Slurm's spelling of each key (the validators refused unknown ones)."""
-    known = conf_keys()
+    known = conf_keys(slurm.version)
     return [(known.get(k.lower(), k), str(v)) for k, v in slurm.extra.items()]
 
 
@@ -227,15 +171,11 @@ def render_slurm(estate: Estate, source: str = "") -> list[Artifact]:
                  readers, PLANE),
         Artifact("slurm/gres.conf", render_template("slurm_conf/gres.conf.j2", ctx),
                  readers, PLANE),
-        Artifact("slurm/topology.conf", render_template("slurm_conf/topology.conf.j2", ctx),
+        Artifact("slurm/topology.conf", render_template(topology_template(estate), ctx),
                  ctl, PLANE),
         Artifact("slurm/cgroup.conf", render_template("slurm_conf/cgroup.conf.j2", ctx),
                  Hostlist(readers.ranges + estate.role_hosts("slurm_worker").ranges), PLANE),
     ]
-    if estate.spec.topology.blocks:
-        out.append(Artifact("slurm/topology.block.conf",
-                            render_template("slurm_conf/topology.block.conf.j2", ctx),
-                            ctl, PLANE))
     out += worker_artifacts(estate)
     out += slurmrestd_artifacts(estate)
     shared = state_mount(estate)
@@ -255,6 +195,13 @@ def render_slurm(estate: Estate, source: str = "") -> list[Artifact]:
                             render_template("slurm_conf/accounting.sh.j2", ctx), ctl, PLANE,
                             mode=0o755))
     return out
+
+
+def topology_template(estate: Estate) -> str:
+    """topology.conf's form: the blocks where the Slurm reads them, else the switch tree
+    (topology.block_version refuses blocks the spec's Slurm cannot read)."""
+    return ("slurm_conf/topology.block.conf.j2" if block_topology(estate)
+            else "slurm_conf/topology.conf.j2")
 
 
 def worker_artifacts(estate: Estate) -> list[Artifact]:

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from estate.catalogue import SPEC_ROLES
+from estate.catalogue import DEFAULT_SLURM, SLURM_SUITES, SPEC_ROLES
 from estate.kubernetes_releases import DEFAULT_VERSION
 from estate.spec.bounds import (IPv4, BlockSize, CoresPerSocket, Fairshare, GpuMemoryGB,
                                  GpuQuota, GresCount, IPv4Cidr, K8sPriority, LinkGbps,
@@ -27,6 +27,7 @@ HostlistExpr = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.,\[\]-]+$
 Plane = Literal["slurm", "kubernetes"]
 Purpose = Literal["management", "fabric", "service", "storage"]
 Role = Literal[SPEC_ROLES]   # the roles a spec may name, from the role catalogue
+SlurmVersion = Literal[tuple(SLURM_SUITES)]  # the releases Estate renders for (catalogue)
 
 
 class Strict(BaseModel):
@@ -323,6 +324,10 @@ class PowerSaving(Strict):
 
 class Slurm(Strict):
     cluster_name: Name
+    version: SlurmVersion = Field(DEFAULT_SLURM, description="The Slurm release (major.minor) "
+                                  "the nodes run: it decides which slurm.conf keys and "
+                                  "plugins are rendered and accepted (22.05: Debian 12, "
+                                  "24.11: Debian 13; topology blocks need >= 23.11).")
     controllers: list[Name] = Field(min_length=1, max_length=2,
                                     description="Primary first, then the backup.")
     address_segment: Name = Field("management", description="Segment whose addresses "

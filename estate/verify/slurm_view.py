@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from estate.model import model
-from estate.model.slurm import (def_per_gpu, default_time, gpu_affinity, node_lines, time_seconds,
-                                weights)
+from estate.model.slurm import (block_topology, def_per_gpu, default_time, gpu_affinity,
+                                node_lines, time_seconds, weights)
 from estate.spec.hostlist import Hostlist, HostlistError
 from estate.spec.resolved import Estate
 
@@ -51,11 +51,15 @@ class SlurmView:
     partitions: dict[str, dict[str, str]] = field(default_factory=dict)
     switches: dict[str, dict[str, str]] = field(default_factory=dict)
     sinfo: set[tuple[str, str]] = field(default_factory=set)   # (node, partition[*])
+    # topology/block (Slurm >= 23.11): BlockName records; the AggregatedBlock lines are
+    # Slurm's own pairing of them by BlockSizes and not read
+    blocks: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, nodes: str, partitions: str, topology: str, sinfo: str) -> "SlurmView":
         return cls(_records(nodes, "NodeName"), _records(partitions, "PartitionName"),
-                   _records(topology, "SwitchName"), _sinfo(sinfo))
+                   _records(topology, "SwitchName"), _sinfo(sinfo),
+                   _records(topology, "BlockName"))
 
 
 def parse_record(line: str) -> dict[str, str]:
@@ -305,8 +309,12 @@ def expected_switches(estate: Estate) -> dict[str, dict[str, set[str]]]:
 
 
 def _compare_topology(estate: Estate, view: SlurmView) -> list[Mismatch]:
-    if estate.spec.topology.blocks or not estate.spec.topology.switches:
-        return []  # topology/block is not read back through `scontrol show topology`
+    """The form topology.conf was rendered in: blocks where the release reads them, else
+    the switch tree."""
+    if block_topology(estate):
+        return _compare_blocks(estate, view)
+    if not estate.spec.topology.switches:
+        return []
     out = []
     expected = expected_switches(estate)
     for name, exp in expected.items():
@@ -324,6 +332,28 @@ def _compare_topology(estate: Estate, view: SlurmView) -> list[Mismatch]:
             out.append(Mismatch(subject, "Switches", _join(exp["Switches"]), _join(have_sw)))
     out += [Mismatch(f"switch {n}", "presence", "not in the spec", "defined in Slurm")
             for n in view.switches if n not in expected]
+    return out
+
+
+def _compare_blocks(estate: Estate, view: SlurmView) -> list[Mismatch]:
+    """Each block's nodes, and the planning base size (BlockSizes' first) where set."""
+    topo, out = estate.spec.topology, []
+    for block in topo.blocks:
+        subject = f"block {block.name}"
+        got = view.blocks.get(block.name)
+        if got is None:
+            out.append(Mismatch(subject, "presence", "defined", "missing from Slurm"))
+            continue
+        want = set(Hostlist.parse(block.nodes))
+        have = _names(got.get("Nodes", ""))
+        if have != want:
+            out.append(Mismatch(subject, "Nodes", _compress(want), _compress(have)))
+        if topo.block_sizes and got.get("BlockSize") != str(topo.block_sizes[0]):
+            out.append(Mismatch(subject, "BlockSize", str(topo.block_sizes[0]),
+                                got.get("BlockSize", "")))
+    named = {b.name for b in topo.blocks}
+    out += [Mismatch(f"block {n}", "presence", "not in the spec", "defined in Slurm")
+            for n in view.blocks if n not in named]
     return out
 
 

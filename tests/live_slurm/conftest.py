@@ -9,9 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
-from estate.catalogue import host_packages
+from estate.catalogue import HOST_SUITE, SLURM_SUITES, host_packages
 from estate.lab.netns import BRIDGE, NETNS_DIR, NS_PREFIX, Lab, down, lab_pids
+from estate.model.services import hooks
+from estate.spec.model import Spec
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ("slurmctld", "slurmd", "srun", "sinfo", "scontrol", "sshare", "munged", "nsenter",
@@ -21,11 +24,14 @@ PACKAGES = " ".join(host_packages())
 SAVE_MAX_WAIT = 5   # seconds a job's change may take to reach StateSaveLocation (state_save.c)
 
 
-def require_live_slurm(accounting: bool) -> None:
+def require_live_slurm(accounting: bool, version: str | None = None) -> None:
+    """Skip, naming what is missing, where the tier cannot run. Another Slurm release than
+    the host's runs from a root that debootstrap builds (scripts/slurm-root.sh)."""
     if os.geteuid() != 0:
         pytest.skip("live_slurm needs root (network namespaces, mknod, daemons)")
+    other = version is not None and SLURM_SUITES[version] != HOST_SUITE
     missing = [t for t in TOOLS + (ACCOUNTING_TOOLS if accounting else ())
-               if shutil.which(t) is None]
+               + (("debootstrap", "chroot") if other else ()) if shutil.which(t) is None]
     if missing:
         pytest.skip(f"live_slurm needs {', '.join(missing)}: apt-get install {PACKAGES}")
 
@@ -39,10 +45,27 @@ def leftovers() -> list[str]:
     return out
 
 
+# Every Slurm release Estate renders for: the host's, and the others from their roots.
+RELEASES = sorted(SLURM_SUITES)
+
+
+def spec_on(spec: Path, version: str, tmp: Path) -> Path:
+    """The spec with slurm.version set, written under tmp (a test module's lab on each
+    release from one spec file)."""
+    data = yaml.safe_load(spec.read_text())
+    data["slurm"]["version"] = version
+    out = tmp / spec.name
+    out.write_text(yaml.safe_dump(data, sort_keys=False))
+    for hook in hooks(Spec.model_validate(data)):     # the files the spec brings along
+        (out.parent / hook.file).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(spec.parent / hook.file, out.parent / hook.file)
+    return out
+
+
 def running_lab(spec: Path):
     """Bring the spec's cluster up, hand it to the tests, always tear it down."""
     lab = Lab(spec)
-    require_live_slurm(bool(lab.slurm.accounting))
+    require_live_slurm(bool(lab.slurm.accounting), lab.slurm.version)
     t0 = time.monotonic()
     try:
         lab.up()

@@ -4,7 +4,9 @@ Slurm loads plugins from shared objects at start-up; Debian ships some of them i
 the daemons only recommend (auth/jwt in slurm-wlm-jwt-plugin), so an install with
 --no-install-recommends that forgets one gives a daemon that dies on a fresh machine. The
 plugins are collected from the rendered text itself, not from the renderer's own list, and
-dpkg on this machine (where scripts/install-deps.sh ran) says which package ships each.
+dpkg on this machine (where scripts/install-deps.sh ran) says which package ships each;
+for a spec whose slurm.version is another release, the dpkg database of that release's
+root (scripts/slurm-root.sh, which the namespace lab runs it from) says it.
 """
 from __future__ import annotations
 
@@ -14,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from estate.catalogue import ROLES, host_packages, packages, plugin_file, plugin_package
+from estate.catalogue import (ROLES, host_packages, packages, plugin_file, plugin_package,
+                              root_packages)
+from estate.lab.netns import release_root
 from estate.pipeline import build
 from estate.render.slurm import slurm_plugins
 
@@ -41,10 +45,13 @@ def rendered_plugins(text: str) -> set[str]:
     return found
 
 
-def dpkg_owner(path: str) -> str:
-    res = subprocess.run(["dpkg", "-S", path], capture_output=True, text=True)
-    assert res.returncode == 0, (f"{path} is on no installed package ({res.stderr.strip()}): "
-                                 "run scripts/install-deps.sh")
+def dpkg_owner(path: str, root: str = "/") -> str:
+    admin = f"{root.rstrip('/')}/var/lib/dpkg"
+    res = subprocess.run(["dpkg-query", "--admindir", admin, "-S", path], capture_output=True,
+                         text=True)
+    assert res.returncode == 0, (f"{path} is on no package installed in {root} "
+                                 f"({res.stderr.strip()}): run scripts/install-deps.sh "
+                                 "(or scripts/slurm-root.sh VERSION)")
     return res.stdout.split(":", 1)[0]
 
 
@@ -65,10 +72,11 @@ def test_renderer_lists_every_plugin_it_prints(stack):
 
 
 def test_plugin_packages_are_installed_by_the_project(stack):
-    installed = set(host_packages())
+    root = release_root(stack.estate.spec.slurm.version)
+    installed = set(host_packages() if root == "/" else root_packages())
     for conf, plugins in slurm_plugins(stack.estate).items():
         for plugin in plugins:
-            owner = dpkg_owner(plugin_file(plugin))
+            owner = dpkg_owner(plugin_file(plugin), root)
             assert owner == plugin_package(plugin), \
                 f"{plugin}: dpkg says {owner}, estate.catalogue says {plugin_package(plugin)}"
             assert owner in installed, f"{plugin} ({conf}) needs {owner}: add it to the catalogue"

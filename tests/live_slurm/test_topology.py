@@ -1,8 +1,10 @@
 """Two leaf switches on real Slurm (tests/live_slurm/two_leaf.yaml, no accounting):
 topology/tree places a --switches=1 job under one leaf, and only topology explains
-where jobs land. The same cluster proves node settings: a feature with a value as a
-constraint, CoreSpecCount/MemSpecLimit taken out of what jobs get, and the site's node
-hooks: a prolog and an epilog that ran, a health check that drained a node."""
+where jobs land. The same cluster proves node settings: GPUs bound to their sockets and
+shared as shards, a feature with a value as a constraint, CoreSpecCount/MemSpecLimit taken
+out of what jobs get, and the site's node hooks: a prolog and an epilog that ran, a health
+check that drained a node. On both releases Estate renders for: the host's 22.05, and 24.11
+from its Debian 13 root (the same spec with slurm.version 24.11; see test_slurm_2411.py)."""
 from __future__ import annotations
 
 import time
@@ -12,16 +14,17 @@ import pytest
 
 from estate.model import model
 from estate.verify import slurm_view
-from tests.live_slurm.conftest import running_lab
+from tests.live_slurm.conftest import RELEASES, running_lab, spec_on
 
 pytestmark = pytest.mark.live_slurm
 
 SPEC = Path(__file__).with_name("two_leaf.yaml")
 
 
-@pytest.fixture(scope="module")
-def lab():
-    yield from running_lab(SPEC)
+@pytest.fixture(scope="module", params=RELEASES)
+def lab(request, tmp_path_factory):
+    yield from running_lab(spec_on(SPEC, request.param,
+                                   tmp_path_factory.mktemp(f"slurm-{request.param}")))
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +33,8 @@ def leaves(lab):
 
 
 def test_slurm_view_matches_the_spec(lab, leaves):
+    version = lab.run(lab.client(), ["srun", "--version"]).stdout
+    assert version.startswith(f"slurm-wlm {lab.slurm.version}."), version
     view = lab.view()
     assert slurm_view.compare(lab.estate, view) == []
     assert {n for n in view.switches if view.switches[n].get("Level") == "0"} == set(leaves)

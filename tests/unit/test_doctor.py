@@ -249,6 +249,40 @@ def test_old_slurm_cannot_read_configless(lab):
     assert any("enable_configless" in c.message and "20.02" in c.message for c in old)
 
 
+def release_checks(spec_path: Path, installed: str, lab_host: bool = False):
+    result = build(spec_path)
+    assert result.ok
+    runner = FakeRunner(every_package(installed), files=plugin_files(result.estate))
+    if lab_host:
+        checks = doctor.run_probes(host_need(result.estate), runner, result.estate,
+                                   result.artifacts)
+    else:
+        checks = doctor_nodes(result.estate, result.artifacts, lambda need: runner,
+                              limit="ctl1")
+    return [c for c in checks if c.id == "doctor.slurm_version"]
+
+
+def test_a_node_with_another_slurm_than_slurm_version(tmp_path):
+    """The files are rendered for slurm.version: an older Slurm on the node fails, a newer
+    one warns; a 24.11 spec's blocks also need topology/block (>= 23.11)."""
+    prod = ROOT / "stacks" / "example-prod.yaml"   # slurm.version 24.11, with blocks
+    old = [c for c in release_checks(prod, "22.05.8-4+deb12u3") if not c.ok]
+    assert len(old) == 2 and all(c.status == "FAIL" for c in old)
+    assert any("rendered for Slurm 24.11" in c.message and "Debian trixie" in c.fix
+               for c in old)
+    assert any("topology/block" in c.message and "23.11" in c.message
+               and "Debian trixie has 24.11" in c.fix for c in old)
+    assert all(c.ok for c in release_checks(prod, "24.11.5-4+deb13u1"))
+    newer = release_checks(LAB, "24.11.5-4+deb13u1")   # lab.yaml: 22.05
+    assert [(c.status, c.severity) for c in newer if not c.ok] == [("warn", WARNING)]
+
+
+def test_the_lab_host_runs_another_release_from_its_root():
+    prod = ROOT / "stacks" / "example-prod.yaml"
+    checks = release_checks(prod, "22.05.8-4+deb12u3", lab_host=True)
+    assert [c.ok for c in checks] == [True] and "root" in checks[0].message
+
+
 def test_a_taken_port_on_a_node_is_an_error(lab):
     tcp = TCP_HEADER + ("   0: 00000000:1AA1 00000000:0000 0A 00000000:00000000 00:00000000 "
                         "00000000  0 0 1\n")  # 0x1AA1 = 6817, slurmctld's

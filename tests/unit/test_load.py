@@ -81,5 +81,7 @@ def test_example_prod_renders_through_the_pipeline():
     assert result.ok, [f for f in result.findings if f.severity.value == "error"]
     conf = result.artifacts["slurm/slurm.conf"].content.decode()
     assert "NodeName=gpu[001-128]" in conf and "Gres=gpu:h100:8" in conf
+    # example-prod runs Slurm 24.11: topology.conf holds its blocks (topology/block)
     topo = result.artifacts["slurm/topology.conf"].content.decode()
-    assert "SwitchName=leaf04 Nodes=gpu[097-128]" in topo
+    assert "BlockName=b08 Nodes=gpu[113-128]" in topo and "SwitchName" not in topo
+    assert "TopologyPlugin=topology/block" in conf

@@ -126,3 +126,32 @@ def test_a_node_that_stopped_answering_is_named_with_what_to_do(estate):
 def test_each_unusable_state_says_what_to_do(state, says):
     fix = state_fix("gpu1", state)
     assert (says in fix) if says else fix == ""
+
+
+# `scontrol show topology` of Slurm 24.11.5 (Debian 13) on tests/live_slurm/two_block.yaml
+BLOCKS = ("BlockName=b1 BlockIndex=0 Nodes=gpu[1-2] BlockSize=2\n"
+          "BlockName=b2 BlockIndex=1 Nodes=gpu[3-4] BlockSize=2\n"
+          "AggregatedBlock=b[1-2] BlockIndex=2 Nodes=gpu[1-4] BlockSize=4\n")
+TWO_BLOCK = Path(__file__).resolve().parents[2] / "tests/live_slurm/two_block.yaml"
+
+
+def block_mismatches(topology: str) -> set[tuple[str, str, str, str]]:
+    view = SlurmView.parse("", "", topology, "")
+    return {(m.subject, m.field, m.expected, m.actual) for m in
+            compare(Estate(load(TWO_BLOCK).spec), view) if m.subject.startswith("block ")}
+
+
+def test_blocks_read_back_from_topology_block():
+    assert block_mismatches(BLOCKS) == set()
+
+
+def test_blocks_that_differ_are_named():
+    other = BLOCKS.replace("Nodes=gpu[3-4] BlockSize=2", "Nodes=gpu[3-5] BlockSize=2") \
+                  .replace("BlockName=b1 BlockIndex=0 Nodes=gpu[1-2] BlockSize=2",
+                           "BlockName=b9 BlockIndex=0 Nodes=gpu[1-2] BlockSize=1")
+    assert block_mismatches(other) == {
+        ("block b1", "presence", "defined", "missing from Slurm"),
+        ("block b2", "Nodes", "gpu[3-4]", "gpu[3-5]"),
+        ("block b9", "presence", "not in the spec", "defined in Slurm")}
+    assert ("block b1", "BlockSize", "2", "3") in block_mismatches(
+        BLOCKS.replace("gpu[1-2] BlockSize=2", "gpu[1-2] BlockSize=3"))
