@@ -1,7 +1,8 @@
 """Benchmark: load + check + render a 10,000-node, 80,000-GPU estate.
 
 The spec is generated in memory (40 racks of 250 H100 nodes, one leaf switch per
-rack, 4 spines, a core; 625 NVLink-style blocks of 16) plus the service, Kubernetes
+rack, 4 spines, a core; 625 NVLink-style blocks of 16 where the host's Slurm reads blocks,
+>= 23.11) plus the service, Kubernetes
 and storage nodes of stacks/example-prod.yaml. Reference measurements in the same
 run make the figures comparable across machines:
 
@@ -28,7 +29,10 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from estate.catalogue import DEFAULT_SLURM  # noqa: E402
 from estate.check import check_spec, load_domains  # noqa: E402
+from estate.model.slurm import BLOCK_TOPOLOGY  # noqa: E402
+from estate.model.slurm_keys import at_least  # noqa: E402
 from estate.render import render_all  # noqa: E402
 from estate.spec.load import load_text  # noqa: E402
 from estate.spec.resolved import Estate  # noqa: E402
@@ -91,11 +95,15 @@ def big_spec(racks: int = RACKS, k8s_workers: int = 0) -> dict:
               for s in range(-(-racks // 10))]
     prod["topology"] = {
         "switches": [{"name": "core", "switches": [s["name"] for s in spines]}] + spines
-        + [{"name": f"leaf{r + 1:02d}"} for r in range(racks)],
-        "blocks": [{"name": f"b{b + 1:03d}", "nodes": f"gpu[{lo:05d}-{hi:05d}]"}
-                   for b, (lo, hi) in enumerate(_blocks(gpu_nodes))],
-        "block_sizes": [16, 32, 64, 128],
-    }
+        + [{"name": f"leaf{r + 1:02d}"} for r in range(racks)]}
+    # Rendered for this host's Slurm, the one bench_scale's slurmctld reference runs; its
+    # blocks only where that release reads them (topology/block, >= 23.11).
+    prod["slurm"]["version"] = DEFAULT_SLURM
+    if at_least(DEFAULT_SLURM, BLOCK_TOPOLOGY):
+        prod["topology"] |= {
+            "blocks": [{"name": f"b{b + 1:03d}", "nodes": f"gpu[{lo:05d}-{hi:05d}]"}
+                       for b, (lo, hi) in enumerate(_blocks(gpu_nodes))],
+            "block_sizes": [16, 32, 64, 128]}
     prod["slurm"]["partitions"] = [
         {"name": "batch", "nodes": all_gpus, "default": True, "max_time": "2-00:00:00",
          "qos": "normal"},
