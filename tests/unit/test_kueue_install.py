@@ -230,3 +230,10 @@ def test_tampered_install_is_caught(prod, tamper, vid, text):
     found = artifact_findings(estate, tamper(arts))
     assert vid in found, sorted(found)
     assert any(text in f.message for f in found[vid]), [f.message for f in found[vid]]
+
+
+def test_the_release_index_reads_kind_and_name_as_a_yaml_parse_does():
+    import yaml as pyyaml
+    docs = [d for d in pyyaml.safe_load_all(kueue.MANIFESTS_FILE.read_text()) if d]
+    assert [(k, n) for k, n, _ in kueue.vendored()] == \
+        [(d["kind"], d["metadata"]["name"]) for d in docs]
