@@ -19,6 +19,7 @@ from estate.model.nodes import slurm_compute
 from estate.model.slurm import (default_time, def_per_gpu, node_lines, partition_lines,
                                 state_mount, time_seconds)
 from estate.model.slurm_keys import OWNED, closest, conf_keys, plugins, scheduler_options, ships
+from estate.model.services import hooks
 from estate.model.slurm_plugins import slurm_plugins
 from estate.model.storage import squashes_root
 
@@ -542,8 +543,7 @@ def prolog_flags(estate):
 @validator("slurm.hooks_without_workers", W, "slurm",
            "node hooks but no slurm_worker node to run them")
 def hooks_without_workers(estate):
-    h = estate.spec.slurm.hooks
-    if (h.prolog or h.epilog or h.health_check) and \
+    if any(h.daemon == "slurmd" for h in hooks(estate.spec)) and \
             not any(g.slurm_compute for g in model(estate).groups):
         yield problem(("slurm", "hooks"), "slurm.hooks names scripts, but no node has the "
                       "slurm_worker role, so no slurmd runs them",
