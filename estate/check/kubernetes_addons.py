@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from estate.check.findings import Severity
 from estate.check.kubernetes_schema import (_config_validator, _dicts, _errors, _first,
-                                            plane_artifacts, rendered_nodes)
+                                            plane_artifacts, remembered_problems,
+                                            rendered_nodes)
 from estate.check.kubernetes_quota import RESOURCES, amount, rendered_reservations
 from estate.check.kubernetes_quota import _capacity as capacity
 from estate.check.ownership import HARD_EFFECTS, tolerates
@@ -76,6 +77,12 @@ def kueue_config_invalid(ctx):
                       f"ConfigMap, key {k8s.KUEUE_CONFIG_KEY}) in the rendered manifests",
                       "re-render: Estate installs Kueue with its configuration")
         return
+    files = [a for a in plane_artifacts(ctx.artifacts, MANIFESTS) if a.path == path]
+    yield from (Problem(*p) for p in remembered_problems(
+        "kueue_config_invalid", "", files, lambda: _kueue_config_problems(path, config)))
+
+
+def _kueue_config_problems(path: str, config: dict):
     for err in _errors(_config_validator(*KUEUE_SCHEMA), config)[:5]:
         yield Problem(path, f"Kueue Configuration: {err}",
                       "fix the renderer: k8s/schemas/config.kueue.x-k8s.io_v1beta2.yaml "

@@ -10,8 +10,9 @@ from functools import lru_cache
 
 from estate.check.findings import Severity
 from estate.check.kubernetes_schema import (BOOTSTRAP_TOKEN, _dicts, containerd_problems,
-                                            _parse, device_plugin_configs, documents, parse_error,
-                                            plane_artifacts, rendered_nodes, validate_config,
+                                            device_plugin_configs, documents, parse_error,
+                                            plane_artifacts, remembered_problems,
+                                            rendered_nodes, validate_config,
                                             validate_device_plugin_config, validate_object)
 from estate.check.registry import Problem, validator
 from estate.model import kubernetes as k8s
@@ -28,23 +29,21 @@ def _version(ctx) -> str:
 def manifest_invalid(ctx):
     if not ctx.estate.spec.kubernetes:
         return
-    for a in plane_artifacts(ctx.artifacts, MANIFESTS):
+    files, version = plane_artifacts(ctx.artifacts, MANIFESTS), _version(ctx)
+    yield from (Problem(*p) for p in remembered_problems(
+        "manifest_invalid", version, files, lambda: _manifest_problems(files, version)))
+
+
+def _manifest_problems(files, version: str):
+    for a in files:
         if err := parse_error(a):
             yield Problem(a.path, f"the rendered file is not valid YAML: {err}",
                           "a spec value broke out of its place in the template: quote it, or "
                           "remove newlines and quotes from it")
-        for i, kind, err in _manifest_problems(a.content, _version(ctx)):
-            yield Problem(a.path, f"document {i} ({kind}): {err}",
-                          "fix the renderer or template that wrote it")
-
-
-@lru_cache(maxsize=256)
-def _manifest_problems(content: bytes, version: str) -> tuple[tuple[int, str, str], ...]:
-    """(document index, kind, error) of one rendered manifest file, cached by its bytes:
-    the Kueue release (1.7 MB, the same for every spec) is validated once per process,
-    not once per spec checked."""
-    return tuple((i, _kind(doc), err) for i, doc in enumerate(_parse(content)[0])
-                 for err in validate_object(doc, version))
+        for i, doc in enumerate(documents(a)):
+            for err in validate_object(doc, version):
+                yield Problem(a.path, f"document {i} ({_kind(doc)}): {err}",
+                              "fix the renderer or template that wrote it")
 
 
 def _kind(doc) -> str:
@@ -57,7 +56,13 @@ def _kind(doc) -> str:
            "a rendered kubeadm, kubelet, kind, device-plugin or containerd config is invalid",
            stage="artifacts")
 def config_invalid(ctx):
-    for a in plane_artifacts(ctx.artifacts):
+    files = plane_artifacts(ctx.artifacts)
+    yield from (Problem(*p) for p in remembered_problems(
+        "config_invalid", "", files, lambda: _config_problems(files)))
+
+
+def _config_problems(files):
+    for a in files:
         if a.path.startswith("kubernetes/kubeadm/") or a.path == "kubernetes/kind-config.yaml":
             if err := parse_error(a):
                 yield Problem(a.path, f"the rendered file is not valid YAML: {err}",

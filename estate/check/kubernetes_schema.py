@@ -6,19 +6,23 @@ Kubernetes objects are validated strictly with kubernetes-validate for the pinne
 version, Kueue objects against their CRDs (k8s/crds/), kubeadm/kubelet/kind/device-plugin
 configs against closed schemas transcribed from upstream types (k8s/schemas/), and
 containerd's config as TOML.
+
+jsonschema, referencing and kubernetes_validate are imported where they are used: when
+estate.cache holds a validator's result for the same files, a run never needs them (0.1 s
+of imports).
 """
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import re
 import tomllib
 from functools import lru_cache
 from pathlib import Path
 
-import jsonschema
-import kubernetes_validate
 import yaml
-from referencing import Registry, Resource
 
+from estate import cache
 from estate.model import kubernetes as k8s
 from estate.model.services import MANIFESTS
 from estate.spec.types import DNS_LABEL, DNS_SUBDOMAIN, label_key_problems, label_value_problems
@@ -54,8 +58,13 @@ def schema_version(version: str) -> str | None:
 
 @lru_cache(maxsize=1)
 def shipped_versions() -> tuple[str, ...]:
-    """The schema sets kubernetes-validate ships (a directory listing: once per process)."""
-    return tuple(kubernetes_validate.utils.all_versions())
+    """The schema sets kubernetes-validate ships, as its utils.all_versions() lists them
+    (its directories v<version>-local*), read without importing it (85 ms, jsonschema's
+    import included); a unit test holds the two to the same answer."""
+    root = Path(importlib.util.find_spec("kubernetes_validate").origin).parent
+    names = {p.name.split("-", 1)[0][1:] for p in (root / "kubernetes-json-schema").iterdir()
+             if p.name.startswith("v")}
+    return tuple(sorted(names, key=lambda v: tuple(int(x) for x in v.split("."))))
 
 
 def label_problems(key: str, value: str) -> list[str]:
@@ -65,6 +74,9 @@ def label_problems(key: str, value: str) -> list[str]:
 @lru_cache(maxsize=None)
 def _builtin_validator(version: str, api_version: str, kind: str):
     """A strict Draft 2020-12 validator from kubernetes-validate's shipped schemas."""
+    import jsonschema
+    import kubernetes_validate
+    from referencing import Registry, Resource
     group = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
     base = f"kubernetes-json-schema/v{version}-local-strict"
     try:
@@ -77,9 +89,11 @@ def _builtin_validator(version: str, api_version: str, kind: str):
 
 
 @lru_cache(maxsize=None)
-def _definitions(version: str) -> Resource:
+def _definitions(version: str):
     """The shared _definitions.json of a schema set (about 0.3 MB of JSON): read once per
     process, not once per kind."""
+    import kubernetes_validate
+    from referencing import Resource
     return Resource.from_contents(kubernetes_validate.utils.schema_contents(
         f"kubernetes-json-schema/v{version}-local-strict/_definitions.json", version))
 
@@ -100,6 +114,7 @@ def _closed(schema):
 @lru_cache(maxsize=None)
 def _crd_validators() -> dict:
     """(apiVersion, kind) -> validator, for every CRD version under k8s/crds/."""
+    import jsonschema
     out = {}
     for path in sorted(CRD_DIR.glob("*.yaml")):
         crd = yaml.load(path.read_text(), Loader=_LOADER)
@@ -113,6 +128,7 @@ def _crd_validators() -> dict:
 
 @lru_cache(maxsize=None)
 def _config_validator(filename: str, kind: str):
+    import jsonschema
     doc = yaml.load((SCHEMA_DIR / filename).read_text(), Loader=_LOADER)
     return jsonschema.Draft202012Validator({"$ref": f"#/$defs/{kind}", "$defs": doc["$defs"]})
 
@@ -196,7 +212,53 @@ def containerd_problems(text: str, gpu: bool) -> list[str]:
 @lru_cache(maxsize=32768)
 def _parse(content: bytes) -> tuple[tuple, str]:
     """The documents of a rendered YAML file and the parse error ('' when none): parsed
-    once, however many validators read the file (8,000 kubeadm join files, five readers)."""
+    once, however many validators read the file (8,000 kubeadm join files, five readers),
+    and a large file once per machine (estate.cache: the Kueue release is the same bytes
+    in every tree)."""
+    if len(content) < cache.MIN_BYTES:
+        return _parse_now(content)
+    return cache.remembered("yaml", (content_digest(content), yaml.__version__,
+                                     _LOADER.__name__), lambda: _parse_now(content))
+
+
+@lru_cache(maxsize=65536)
+def content_digest(content: bytes) -> str:
+    return hashlib.sha256(content).hexdigest()
+
+
+@lru_cache(maxsize=1)
+def validation_fingerprint() -> tuple[str, ...]:
+    """What a validator's result depends on besides the files' bytes and the Kubernetes
+    version: the libraries, Estate's closed schemas and CRDs, and Estate's code (all of
+    it: 100 files hash in 4 ms, and no list of the modules a rule reads can go stale)."""
+    files = (sorted(SCHEMA_DIR.glob("*")) + sorted(CRD_DIR.glob("*"))
+             + sorted(Path(__file__).resolve().parents[1].rglob("*.py")))
+    return (*_installed("kubernetes_validate", "jsonschema", "referencing", "yaml"),
+            *(hashlib.sha256(f.read_bytes()).hexdigest() for f in files))
+
+
+def _installed(*modules: str) -> list[str]:
+    """The libraries' dist-info directory names (name and version), found without importing
+    them; importlib.metadata would scan every installed distribution (20 ms)."""
+    out = []
+    for m in modules:
+        site = Path(importlib.util.find_spec(m).origin).resolve().parents[1]
+        out += sorted(p.name for p in site.glob("*.dist-info")
+                      if m.lower() in p.name.lower().replace("-", "_"))
+    return out
+
+
+def remembered_problems(name: str, version: str, artifacts, compute) -> list:
+    """A schema validator's problems with these rendered files at this Kubernetes version:
+    computed, or what the same validation of the same bytes found in an earlier process
+    (estate.cache; the key names every file's path and sha256, the version and
+    validation_fingerprint). Problems are (path, message, hint) tuples."""
+    parts = (version, *validation_fingerprint(),
+             *(f"{a.path}\0{content_digest(a.content)}" for a in artifacts))
+    return cache.remembered(name, parts, lambda: tuple(tuple(p[:3]) for p in compute()))
+
+
+def _parse_now(content: bytes) -> tuple[tuple, str]:
     try:
         return tuple(d for d in yaml.load_all(content, Loader=_LOADER) if d is not None), ""
     except yaml.YAMLError as exc:

@@ -1,0 +1,101 @@
+"""Results kept between processes, addressed by the content they were computed from.
+
+The Kubernetes plane carries large files that are the same for every spec (Kueue's release:
+1.7 MB, 79 documents). Parsing and strictly validating them cost every `estate check`
+about 0.6 s, more than the rest of a 10,000-node check. The result of a pure function of
+bytes is the same in every process, so it is kept under a key that names everything it
+depends on: the bytes' sha256, the library versions and a fingerprint of Estate's own
+schema data (see the callers). A stale entry cannot be read back: any change gives a new
+key.
+
+Only marshal-able values are kept (dicts, lists, strings, numbers; not datetimes), in a
+per-user directory that must be the caller's own and closed to others (0700), as Jinja's
+bytecode cache is. Any trouble (no safe directory, a full disk, a damaged entry) means
+computing again, never an error. ESTATE_NO_CACHE=1 turns the cache off.
+"""
+from __future__ import annotations
+
+import hashlib
+import marshal
+import os
+import stat
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+# Below this size computing is cheaper than a lookup (8,000 small kubeadm files).
+MIN_BYTES = 64 * 1024
+# Entries kept; beyond it a store drops the least recently used half (a fuzz run
+# checks thousands of distinct trees, each with its own validation results).
+MAX_ENTRIES = 256
+
+
+@lru_cache(maxsize=1)
+def directory() -> Path | None:
+    if os.environ.get("ESTATE_NO_CACHE"):
+        return None
+    path = Path(tempfile.gettempdir()) / f"estate-cache-{os.geteuid()}"
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+    except OSError:
+        return None
+    safe = (stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
+            and not st.st_mode & (stat.S_IRWXG | stat.S_IRWXO))
+    return path if safe else None
+
+
+def key(*parts: str | bytes) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        data = p if isinstance(p, bytes) else p.encode()
+        h.update(len(data).to_bytes(8, "big") + data)
+    return h.hexdigest()
+
+
+def remembered(name: str, parts: tuple, compute: Callable[[], T]) -> T:
+    """compute(), or what it returned for the same key in an earlier process."""
+    where = directory()
+    if where is None:
+        return compute()
+    path = where / f"{name}-{key(name, *parts)}.marshal"
+    try:
+        value = marshal.loads(path.read_bytes())
+        os.utime(path)   # recently used: the last to be pruned
+        return value
+    except (OSError, EOFError, ValueError, TypeError):
+        pass
+    value = compute()
+    _store(path, value)
+    return value
+
+
+def _store(path: Path, value) -> None:
+    try:
+        data = marshal.dumps(value)
+    except ValueError:  # a type marshal cannot keep: no entry
+        return
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        return
+    _prune(path.parent)
+
+
+def _prune(where: Path) -> None:
+    try:
+        entries = list(where.glob("*.marshal"))
+        if len(entries) <= MAX_ENTRIES:
+            return
+        entries.sort(key=lambda p: p.stat().st_mtime)
+        for old in entries[:len(entries) // 2]:
+            old.unlink(missing_ok=True)
+    except OSError:  # another process pruned first
+        pass

@@ -1,0 +1,106 @@
+"""estate.cache: results kept between processes, by content; and the validators that use it
+give the same findings from the cache as computed."""
+from __future__ import annotations
+
+import os
+
+import kubernetes_validate
+import pytest
+
+from estate import cache
+from estate.check import kubernetes_schema
+from estate.pipeline import build
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.delenv("ESTATE_NO_CACHE", raising=False)
+    monkeypatch.setattr(cache.tempfile, "tempdir", str(tmp_path))
+    cache.directory.cache_clear()
+    yield tmp_path / f"estate-cache-{os.geteuid()}"
+    cache.directory.cache_clear()
+
+
+def test_a_result_is_computed_once_per_key(cache_dir):
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"docs": [1, "two", None]}
+
+    assert cache.remembered("t", ("a",), compute) == {"docs": [1, "two", None]}
+    assert cache.remembered("t", ("a",), compute) == {"docs": [1, "two", None]}
+    assert len(calls) == 1
+    cache.remembered("t", ("b",), compute)
+    assert len(calls) == 2
+    assert (cache_dir.stat().st_mode & 0o777) == 0o700
+
+
+def test_a_damaged_entry_is_computed_again(cache_dir):
+    cache.remembered("t", ("a",), lambda: [1])
+    [entry] = cache_dir.glob("t-*.marshal")
+    entry.write_bytes(b"\x00garbage")
+    assert cache.remembered("t", ("a",), lambda: [2]) == [2]
+
+
+def test_what_marshal_cannot_keep_is_not_kept(cache_dir):
+    import datetime
+    when = datetime.date(2026, 12, 2)
+    assert cache.remembered("t", ("d",), lambda: [when]) == [when]
+    assert not list(cache_dir.glob("t-*.marshal"))
+
+
+def test_a_directory_others_may_write_is_not_used(cache_dir):
+    cache_dir.mkdir(mode=0o700)
+    cache_dir.chmod(0o777)
+    assert cache.directory() is None
+    calls = []
+    cache.remembered("t", ("a",), lambda: calls.append(1))
+    cache.remembered("t", ("a",), lambda: calls.append(1))
+    assert len(calls) == 2
+
+
+def test_estate_no_cache_turns_it_off(cache_dir, monkeypatch):
+    monkeypatch.setenv("ESTATE_NO_CACHE", "1")
+    cache.directory.cache_clear()
+    assert cache.directory() is None
+
+
+def test_the_cache_stays_bounded(cache_dir, monkeypatch):
+    monkeypatch.setattr(cache, "MAX_ENTRIES", 10)
+    for i in range(25):
+        cache.remembered("t", (str(i),), lambda: i)
+    assert len(list(cache_dir.glob("*.marshal"))) <= 10
+
+
+def test_findings_from_the_cache_equal_the_computed_ones(cache_dir, monkeypatch):
+    """A seeded manifest problem (an invalid label in a rendered manifest) is found the
+    same way on a cold cache, a warm one, and with the cache off."""
+    from estate.check import kubernetes_artifacts as ka
+    from estate.render.artifacts import Artifact
+    est = build("stacks/example-prod.yaml")
+    bad = {p: a for p, a in est.artifacts.items()}
+    victim = next(p for p in bad if p.startswith("kubernetes/manifests/")
+                  and b"kind: Namespace" in bad[p].content)
+    a = bad[victim]
+    bad[victim] = Artifact(a.path, a.content.replace(b"kind: Namespace",
+                                                     b"kind: Namespace\nbogus: 1", 1),
+                           a.consumers, a.plane)
+
+    class Ctx:
+        estate = est.estate
+        artifacts = bad
+
+    cold = list(ka.manifest_invalid(Ctx))
+    warm = list(ka.manifest_invalid(Ctx))
+    monkeypatch.setenv("ESTATE_NO_CACHE", "1")
+    cache.directory.cache_clear()
+    off = list(ka.manifest_invalid(Ctx))
+    assert cold == warm == off
+    assert any("bogus" in p.message for p in cold)
+
+
+def test_shipped_versions_read_without_import_match_kubernetes_validate():
+    """Its all_versions() names each minor twice (the -local and -local-strict sets)."""
+    assert list(kubernetes_schema.shipped_versions()) == \
+        list(dict.fromkeys(kubernetes_validate.utils.all_versions()))
