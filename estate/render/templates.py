@@ -18,6 +18,7 @@ checks its values with ``line_value``.
 """
 from __future__ import annotations
 
+import re
 import shlex
 from functools import lru_cache
 from pathlib import Path
@@ -50,9 +51,22 @@ def line_value(value, where: str = "a rendered file"):
     return value
 
 
+# A word YAML 1.1 (PyYAML's resolvers) reads as a plain string in block and flow context
+# alike: a letter first (no number, timestamp, .inf, ~ or indicator), no ':' or '#'.
+_PLAIN_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+_YAML_WORDS = frozenset({"yes", "no", "true", "false", "on", "off", "null"})
+
+
 def _reads_back(value: str) -> bool:
     """True if value, printed raw, is one YAML plain scalar equal to itself, both as a
     block mapping value and inside a flow mapping."""
+    if _PLAIN_WORD.fullmatch(value) and value.lower() not in _YAML_WORDS:
+        return True   # the common case, without two YAML parses (1,000 join files)
+    return _reads_back_parsed(value)
+
+
+@lru_cache(maxsize=4096)
+def _reads_back_parsed(value: str) -> bool:
     if value != value.strip() or not value:
         return value == ""
     try:

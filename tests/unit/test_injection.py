@@ -510,3 +510,19 @@ def test_the_json_schema_carries_the_restrictions():
     data["slurm"]["state_dir"] = "/var/spool/slurm ctld"
     data["storage"]["exports"][0]["options"] = "rw) *(rw"
     assert len(list(validator.iter_errors(data))) == 2
+
+
+# --- the raw-YAML guard's fast path agrees with the two parses it skips ---------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from estate.render import templates as _templates  # noqa: E402
+
+_WORDS = st.from_regex(r"[A-Za-z_][A-Za-z0-9_.-]{0,12}", fullmatch=True)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(_WORDS, st.sampled_from(["yes", "No", "TRUE", "off", "On", "null", "NULL",
+                                          "Null", "y", "n", "nan", "inf", "e1", "_1"])))
+def test_plain_word_fast_path_agrees_with_yaml(value):
+    assert _templates._reads_back(value) == _templates._reads_back_parsed(value)
