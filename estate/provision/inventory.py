@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatch
 from pathlib import Path
 
-from estate.catalogue import ORDER, SPEC_ROLES
+from estate.catalogue import ORDER, SLURM_SUITES, SPEC_ROLES
 from estate.model.slurm import state_mount
 from estate.model.services import SLURM_USER, SLURMDBD_DATABASE, jwt_key_path
 from estate.render.artifacts import MANIFEST
@@ -78,6 +78,10 @@ def runtime_facts(estate: Estate) -> dict:
     spec = estate.spec
     shared = state_mount(estate)
     facts = {"slurm_state_dir": spec.slurm.state_dir, "slurm_user": SLURM_USER,
+             # the Debian release whose packages are the spec's Slurm: Slurm roles refuse
+             # a node of another release instead of installing a Slurm the files don't fit
+             "slurm_version": spec.slurm.version,
+             "slurm_suite": SLURM_SUITES[spec.slurm.version],
              "jwt_key": jwt_key_path(spec),
              # the mount that holds the state (HA controllers): mounted before slurmctld
              "slurm_state_mount": shared.path if shared else None}

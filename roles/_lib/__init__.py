@@ -30,10 +30,10 @@ from pyinfra.facts.files import Sha256File
 from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import apt, files
 
-from estate.catalogue import packages
+from estate.catalogue import ROLES, packages
 from estate.provision.destinations import destination
 from estate.spec.hostlist import Hostlist
-from roles._lib.facts import ContainerVirt, FileText, Probe, ServiceActive
+from roles._lib.facts import ContainerVirt, FileText, OsCodename, Probe, ServiceActive
 
 MANIFEST = "MANIFEST.json"
 
@@ -157,6 +157,11 @@ def put_in_place(src: str, dest: str):
 def install_packages(role: str, extras: tuple[str, ...] = ()) -> None:
     """The role's Debian packages (estate.catalogue), refreshing apt's lists only when one is
     missing: a node that has them all (a lab image, a second run) does no apt-get update."""
+    if ROLES[role].plane == "slurm":
+        problem = suite_problem(host.name, host.get_fact(OsCodename), runtime("slurm_suite"),
+                                runtime("slurm_version"))
+        if problem:
+            raise OperationError(problem)
     wanted = packages(role, extras=extras)
     have = host.get_fact(DebPackages) or {}
     if all(p in have for p in wanted):
@@ -164,6 +169,17 @@ def install_packages(role: str, extras: tuple[str, ...] = ()) -> None:
         return
     apt.packages(name=f"Install {role} packages", packages=wanted, update=True,
                  cache_time=3600)
+
+
+def suite_problem(name: str, codename: str, suite: str | None, version: str | None) -> str:
+    """Why this node cannot get the spec's Slurm from its own Debian release ('' if it can):
+    apt would install that release's Slurm, and daemons of another release than the
+    rendered files target refuse them or each other."""
+    if not suite or not codename or codename == suite:
+        return ""
+    return (f"{name}: runs Debian {codename}, but the spec targets Slurm {version}, which is "
+            f"Debian {suite}'s; install {suite} on this node, or set slurm.version to the "
+            f"Slurm of {codename} (estate.catalogue.SLURM_SUITES)")
 
 
 def in_container() -> bool:

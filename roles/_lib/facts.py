@@ -30,6 +30,13 @@ class Probe(_Text):
         return f"{{ {snippet} ; }} 2>/dev/null || true"
 
 
+class OsCodename(_Text):
+    """The Debian release the node runs (VERSION_CODENAME of /etc/os-release)."""
+
+    def command(self) -> str:
+        return "sed -n 's/^VERSION_CODENAME=//p' /etc/os-release 2>/dev/null || true"
+
+
 class FileText(_Text):
     """A small file's text (a stamp, /proc/driver/nvidia/version); empty when absent."""
 

@@ -215,3 +215,17 @@ def test_molecule_scenarios_cover_every_container_role():
     assert with_dirs == set(SCENARIOS)
     # munge across hosts: some scenario runs it on two nodes
     assert any(sum("munge" in d for d in nodes.values()) >= 2 for nodes in SCENARIOS.values())
+
+
+def test_slurm_roles_refuse_a_node_of_another_debian_release(lab):
+    """The spec's Slurm comes from one Debian release (catalogue.SLURM_SUITES); a node of
+    another release would install a Slurm the rendered files do not fit."""
+    from roles._lib import suite_problem
+    result, _ = lab
+    facts = inv.runtime_facts(result.estate)
+    assert (facts["slurm_version"], facts["slurm_suite"]) == ("22.05", "bookworm")
+    assert suite_problem("c1", "bookworm", facts["slurm_suite"], facts["slurm_version"]) == ""
+    problem = suite_problem("c1", "trixie", "bookworm", "22.05")
+    assert problem.startswith("c1: runs Debian trixie") and "slurm.version" in problem
+    # a node whose release is unknown is left to apt (no os-release codename)
+    assert suite_problem("c1", "", "bookworm", "22.05") == ""
