@@ -57,7 +57,8 @@ class Role:
     services: tuple[str, ...] = ()
     # Packages only some nodes of the role need, by what they do there (see packages()).
     extras: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    # Packages that come from a repository the role adds itself (not Debian's).
+    # Packages that come from a repository or suite the role adds itself (not the node's own
+    # Debian release's).
     external: tuple[str, ...] = ()
     # Rendered Slurm files whose plugins this role's daemons or clients load (the keys of
     # estate.render.slurm.plugin_settings): its packages must ship those plugins.
@@ -87,7 +88,7 @@ ROLES: dict[str, Role] = {r.name: r for r in (
     Role("storage", None, (), ("nfs-server",),
          extras={"server": ("nfs-kernel-server",), "client": ("nfs-common",)},
          spec_role=True, stage="storage"),
-    Role("k8s_node", "kubernetes", ("containerd",), ("containerd",)),
+    Role("k8s_node", "kubernetes", (), ("containerd",), external=("containerd",)),
     Role("k8s_packages", "kubernetes", ("curl", "gpg"),
          external=("kubelet", "kubeadm", "kubectl")),
     Role("gpu_node", "kubernetes", ("curl", "gpg"), external=("nvidia-container-toolkit",)),
@@ -155,8 +156,6 @@ HOST_TOOLS: dict[str, tuple[str, ...]] = {
     "containers": ("docker.io", "debootstrap", "vagrant", "openssh-client", "rsync"),
     # namespaces, firewall
     "network": ("iproute2", "iptables", "nftables", "procps", "psmisc", "util-linux"),
-    # the real containerd validates the rendered Kubernetes node config
-    "kubernetes": ("containerd",),
     # VM tier: real kernels for NFS (QEMU under TCG)
     "vm": ("qemu-system-x86", "qemu-utils"),
 }

@@ -71,7 +71,7 @@ SLURM_MINIMUM = (
 SLURM_PACKAGES = ("slurmctld", "slurmd", "slurmdbd", "slurmrestd", "slurm-client")
 
 # Groups of catalogue.HOST_TOOLS that `make lab` uses; the others serve `make test` only
-# (the VM tier, containerd's config validation), so their absence is a warning.
+# (the VM tier), so their absence is a warning.
 LAB_TOOL_GROUPS = ("containers", "network")
 MUNGE_KEY_MIN = 32  # munged: "Keyfile must be at least 32 bytes" (0.5.15, measured)
 # Without NFS the storage role reports the node unsupported; the apply does not fail.

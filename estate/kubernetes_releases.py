@@ -45,6 +45,21 @@ PAUSE_VERSIONS: dict[tuple[int, int], str] = {
 }
 PAUSE_IMAGE = "registry.k8s.io/pause:{version}"
 
+# containerd. Kubernetes 1.35 is the last minor that supports containerd 1.x (SIG Node), and
+# containerd's own table (RELEASES.md, "Kubernetes Support") recommends 2.1 for every
+# minor Estate accepts (1.31 on). Debian 12 ships 1.6.20 and Debian 13 1.7.24; Debian
+# testing (forky) ships 2.1.9 (read 2026-12-02), built for the same libc as Debian 13 and
+# reachable from every Debian mirror. Nodes take that one package from forky through an
+# apt pin that admits nothing else of the suite (its runc dependency, >= 0.1, is met by the
+# node's own release). Config version 3 is containerd 2's (the CRI plugin split into
+# io.containerd.cri.v1.runtime and io.containerd.cri.v1.images).
+CONTAINERD_SUITE = "forky"
+CONTAINERD_MAJOR = 2
+CONTAINERD_CONFIG_VERSION = 3
+CONTAINERD_SOURCE = "https://github.com/containerd/containerd/blob/main/RELEASES.md"
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+
 # The clock the end-of-life check reads. ESTATE_TODAY=YYYY-MM-DD fixes it for a run (CI
 # that must not start failing because time passes); tests use frozen_today().
 TODAY_ENV = "ESTATE_TODAY"

@@ -71,7 +71,7 @@ def _config_problems(files):
             for i, doc in enumerate(documents(a)):
                 for err in validate_config(doc):
                     yield Problem(a.path, f"document {i} ({_kind(doc)}): {err}")
-        elif a.path.startswith("kubernetes/containerd/"):
+        elif a.path.startswith("kubernetes/containerd/") and a.path.endswith(".toml"):
             for err in containerd_problems(a.content.decode(), gpu="gpu" in a.path):
                 yield Problem(a.path, err)
         for name, config in device_plugin_configs(a).items():

@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from estate import cache
+from estate.kubernetes_releases import CONTAINERD_CONFIG_VERSION, CONTAINERD_MAJOR
 from estate.model import kubernetes as k8s
 from estate.model.services import MANIFESTS
 from estate.spec.types import DNS_LABEL, DNS_SUBDOMAIN, label_key_problems, label_value_problems
@@ -191,9 +192,16 @@ def containerd_problems(text: str, gpu: bool) -> list[str]:
         cfg = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         return [f"not valid TOML: {exc}"]
-    cri = cfg.get("plugins", {}).get("io.containerd.grpc.v1.cri", {}).get("containerd", {})
+    if cfg.get("version") != CONTAINERD_CONFIG_VERSION:
+        return [f"version is {cfg.get('version')!r}, not {CONTAINERD_CONFIG_VERSION} (containerd "
+                f"{CONTAINERD_MAJOR}'s config schema)"]
+    plugins = cfg.get("plugins", {})
+    cri = plugins.get("io.containerd.cri.v1.runtime", {}).get("containerd", {})
     runtimes = cri.get("runtimes", {})
     out = []
+    sandbox = plugins.get("io.containerd.cri.v1.images", {}).get("pinned_images", {})
+    if not sandbox.get("sandbox"):
+        out.append("no sandbox (pause) image pinned")
     want = [("runc", None)] + ([(k8s.RUNTIME_HANDLER, k8s.NVIDIA_RUNTIME_BINARY)] if gpu else [])
     for name, binary in want:
         opts = runtimes.get(name, {}).get("options", {})

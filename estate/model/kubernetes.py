@@ -94,6 +94,10 @@ TOOLKIT_CONFIG = "kubernetes/nvidia/config.toml"
 TOOLKIT_SETTINGS = {"accept-nvidia-visible-devices-envvar-when-unprivileged": False,
                     "accept-nvidia-visible-devices-as-volume-mounts": True}
 CRI_SOCKET = "unix:///run/containerd/containerd.sock"
+# containerd's package source (estate.kubernetes_releases.CONTAINERD_SUITE), installed by
+# k8s_node before containerd itself
+CONTAINERD_APT_LIST = "kubernetes/containerd/apt/debian-containerd.list"
+CONTAINERD_APT_PREF = "kubernetes/containerd/apt/containerd.pref"
 API_PORT = PORTS["kube-apiserver"]
 DNS_DOMAIN = "cluster.local"
 DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"

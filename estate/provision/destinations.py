@@ -27,6 +27,8 @@ TABLE: list[tuple[str, str]] = [
     ("storage/exports/*.exports", "/etc/exports.d/estate.exports"),
     ("storage/mounts/*.mount", "/etc/systemd/system/{name}"),
     ("kubernetes/containerd/*.toml", "/etc/containerd/config.toml"),
+    ("kubernetes/containerd/apt/*.list", "/etc/apt/sources.list.d/estate-{name}"),
+    ("kubernetes/containerd/apt/*.pref", "/etc/apt/preferences.d/estate-{name}"),
     ("kubernetes/nvidia/config.toml", "/etc/nvidia-container-runtime/config.toml"),
     ("kubernetes/node/modules.conf", "/etc/modules-load.d/estate-kubernetes.conf"),
     ("kubernetes/node/sysctl.conf", "/etc/sysctl.d/90-estate-kubernetes.conf"),

@@ -18,7 +18,8 @@ from functools import lru_cache
 import yaml
 
 from estate.model.kubernetes import (  # the facts this renderer lays out
-    API_PORT, CA_HASH_PLACEHOLDER, CERT_KEY_PLACEHOLDER, CRI_SOCKET, DEFAULT_LOCAL_QUEUE,
+    API_PORT, CA_HASH_PLACEHOLDER, CERT_KEY_PLACEHOLDER, CONTAINERD_APT_LIST,
+    CONTAINERD_APT_PREF, CRI_SOCKET, DEFAULT_LOCAL_QUEUE,
     DEFAULT_SHARING_CONFIG,
     DEVICE_LIST_STRATEGY, DEVICE_PLUGIN_CONFIG_LABEL, DEVICE_PLUGIN_IMAGE, DEVICE_PLUGIN_NAME,
     DEVICE_PLUGIN_NAMESPACE, DNS_DOMAIN, FSTAB_ONLY_OPTIONS, GPU_PRESENT, GPU_RESOURCE,
@@ -32,7 +33,9 @@ from estate.model.kubernetes import (  # the facts this renderer lays out
     PLANE, plane_nodes, priority_class, sharing_for, tenant_quotas,
 )
 from estate.model import cni
-from estate.kubernetes_releases import pause_image
+from estate.kubernetes_releases import (CONTAINERD_CONFIG_VERSION, CONTAINERD_MAJOR,
+                                        CONTAINERD_SUITE, DEBIAN_KEYRING, DEBIAN_MIRROR,
+                                        pause_image)
 from estate.model.services import MANIFESTS
 from estate.model.flows import matrix
 from estate.render.cni import installation_spec, operator_manifest
@@ -118,7 +121,8 @@ def build_kubeadm(estate: Estate, source: str) -> list[Artifact]:
 
 
 def build_containerd(estate: Estate, source: str) -> list[Artifact]:
-    """systemd cgroups everywhere; GPU nodes also get the NVIDIA runtime, as default."""
+    """containerd 2 from Debian's testing suite, pinned so that nothing else comes from it;
+    systemd cgroups everywhere; GPU nodes also get the NVIDIA runtime, as default."""
     nodes = plane_nodes(estate)
     out = []
     for gpu, path in ((False, "config.toml"), (True, "config-gpu.toml")):
@@ -127,10 +131,22 @@ def build_containerd(estate: Estate, source: str) -> list[Artifact]:
             continue
         text = _render("containerd-config.toml.j2", estate, source, gpu=gpu,
                        pause_image=pause_image(estate.spec.kubernetes.version),
-                       handler=RUNTIME_HANDLER,
-                       nvidia_binary=NVIDIA_RUNTIME_BINARY)
+                       handler=RUNTIME_HANDLER, nvidia_binary=NVIDIA_RUNTIME_BINARY,
+                       major=CONTAINERD_MAJOR, config_version=CONTAINERD_CONFIG_VERSION)
         out.append(Artifact(f"kubernetes/containerd/{path}", text, hostlist(consumers), PLANE))
-    return out
+    head = (f"# containerd {CONTAINERD_MAJOR}.x from Debian {CONTAINERD_SUITE}, rendered by "
+            "Estate; do not edit.\n")
+    texts = {
+        CONTAINERD_APT_LIST: f"deb [signed-by={DEBIAN_KEYRING}] {DEBIAN_MIRROR} "
+                             f"{CONTAINERD_SUITE} main\n",
+        # the specific record wins for containerd; the general one refuses the rest
+        CONTAINERD_APT_PREF: (f"Package: containerd\nPin: release n={CONTAINERD_SUITE}\n"
+                              "Pin-Priority: 990\n\n"
+                              f"Package: *\nPin: release n={CONTAINERD_SUITE}\n"
+                              "Pin-Priority: -1\n"),
+    }
+    return out + [Artifact(p, (head + t).encode(), hostlist(nodes), PLANE)
+                  for p, t in texts.items()]
 
 
 def build_toolkit(estate: Estate, source: str) -> list[Artifact]:

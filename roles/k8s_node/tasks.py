@@ -1,5 +1,6 @@
-"""Every Kubernetes-plane node: containerd from Debian on the rendered config, the rendered
-kernel module and sysctl files, swap off.
+"""Every Kubernetes-plane node: containerd from the rendered apt source and pin (the suite
+and the version are the renderer's facts, not this role's) on the rendered config, the
+rendered kernel module and sysctl files, swap off.
 
 Loading modules and setting sysctls needs the node's own kernel: in a container (these
 machines' lab) modules cannot be loaded and bridge sysctls may not exist. The role then
@@ -15,8 +16,8 @@ from pyinfra import host
 from pyinfra.api import OperationError, deploy
 from pyinfra.operations import server, systemd
 
-from roles._lib import probe, STAMPS, Unsupported, consumed, digest_of, install, install_packages, \
-    render_dir, run_when_changed, service_current
+from roles._lib import probe, STAMPS, Unsupported, consumed, digest_of, install, render_dir, \
+    run_when_changed, service_current
 
 
 def kernel_problem(run: Callable[[str], str], modules: list[str], sysctls: dict[str, str]
@@ -68,7 +69,14 @@ def _one(pattern: str) -> str:
 @deploy("k8s_node")
 def k8s_node() -> None:
     config = _one("kubernetes/containerd/*.toml")
-    install_packages("k8s_node")
+    sources = consumed("kubernetes/containerd/apt/*")
+    for path in sources:
+        install(path)
+    # apt's candidate under the rendered pin; once per source, and again when it changes
+    run_when_changed(name="containerd from its pinned source", stamp=f"{STAMPS}/containerd-apt",
+                     digest=digest_of(sources),
+                     command="apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive "
+                             "apt-get install -y -q --no-install-recommends containerd")
     install(config)
     service_current(name="containerd on the rendered config", service="containerd",
                     digest=digest_of([config]))

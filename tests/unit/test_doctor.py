@@ -317,7 +317,7 @@ def test_slurm_version(text, version):
 
 def test_every_catalogue_service_has_a_command():
     for role in ROLES.values():
-        shipped = {c for p in role.packages + sum(role.extras.values(), ())
+        shipped = {c for p in role.packages + role.external + sum(role.extras.values(), ())
                    for c in doctor.COMMANDS.get(p, ())}
         for service in role.services:
             assert doctor.SERVICE_COMMANDS.get(service, service) in shipped, (role.name, service)

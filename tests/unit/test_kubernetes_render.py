@@ -4,7 +4,6 @@ labels and taints the spec implies, and no join secret is written."""
 from __future__ import annotations
 
 import copy
-import shutil
 import subprocess
 import tomllib
 from collections import Counter
@@ -18,6 +17,8 @@ from hypothesis import strategies as st
 from estate.check import kubernetes_quota as kquota
 from estate.check import kubernetes_schema as kcheck
 from estate.render import Artifacts, render_all
+from estate.kubernetes_releases import (CONTAINERD_CONFIG_VERSION, CONTAINERD_MAJOR,
+                                        CONTAINERD_SUITE, pause_image)
 from estate.model import kubernetes as k8s
 from estate.spec.hostlist import expand
 from estate.render.kubernetes import render_kubernetes
@@ -114,32 +115,63 @@ def test_containerd_configs_parse_and_use_systemd_cgroups(stack):
         assert kcheck.containerd_problems(text, gpu="gpu" in path) == []
 
 
-@pytest.mark.skipif(shutil.which("containerd") is None,
-                    reason="needs Debian's containerd package (apt-get install containerd)")
-def test_containerd_itself_loads_the_configs(stack, tmp_path):
-    """containerd parses each file; its effective config has the runtimes Estate wrote."""
-    _, arts = stack
+@pytest.fixture(scope="module")
+def containerd_bin() -> str:
+    """The containerd nodes get (Debian's CONTAINERD_SUITE build), unpacked under build/ by
+    scripts/containerd-bin.sh from the Debian mirror; the host's own is not it."""
+    out = subprocess.run(["scripts/containerd-bin.sh"], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, f"scripts/containerd-bin.sh failed: {out.stderr[-500:]}"
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_containerd_itself_loads_the_configs(stack, tmp_path, containerd_bin):
+    """containerd 2 parses each file; its effective config has the runtimes and the sandbox
+    image Estate wrote."""
+    est, arts = stack
+    version = subprocess.run([containerd_bin, "--version"], capture_output=True, text=True,
+                             check=True, timeout=30).stdout
+    assert f"containerd/v{CONTAINERD_MAJOR} {CONTAINERD_MAJOR}." in version, version
     for path, gpu in (("kubernetes/containerd/config.toml", False),
                       ("kubernetes/containerd/config-gpu.toml", True)):
         f = tmp_path / Path(path).name
         f.write_bytes(arts[path].content)
-        out = subprocess.run(["containerd", "--config", str(f), "config", "dump"],
+        out = subprocess.run([containerd_bin, "--config", str(f), "config", "dump"],
                              capture_output=True, text=True, check=True, timeout=30).stdout
-        cri = tomllib.loads(out)["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]
+        dump = tomllib.loads(out)
+        assert dump["version"] == CONTAINERD_CONFIG_VERSION
+        assert dump["plugins"]["io.containerd.cri.v1.images"]["pinned_images"]["sandbox"] == \
+            pause_image(est.spec.kubernetes.version)
+        cri = dump["plugins"]["io.containerd.cri.v1.runtime"]["containerd"]
         assert cri["runtimes"]["runc"]["options"]["SystemdCgroup"] is True
         assert cri["default_runtime_name"] == ("nvidia" if gpu else "runc")
         if gpu:
             nvidia = cri["runtimes"][k8s.RUNTIME_HANDLER]
             assert nvidia["runtime_type"] == "io.containerd.runc.v2"
-            assert nvidia["options"] == {"BinaryName": k8s.NVIDIA_RUNTIME_BINARY,
-                                         "SystemdCgroup": True}
+            assert nvidia["options"]["BinaryName"] == k8s.NVIDIA_RUNTIME_BINARY
+            assert nvidia["options"]["SystemdCgroup"] is True
+
+
+def test_containerd_comes_from_its_pinned_suite_only(stack):
+    """The apt pin takes containerd from CONTAINERD_SUITE and refuses every other package of
+    that suite (a node must not drift to Debian testing)."""
+    _, arts = stack
+    pref = arts[k8s.CONTAINERD_APT_PREF].content.decode()
+    records = [dict(l.split(": ", 1) for l in block.splitlines() if ": " in l)
+               for block in pref.split("\n\n")]
+    assert records[0] == {"Package": "containerd", "Pin": f"release n={CONTAINERD_SUITE}",
+                          "Pin-Priority": "990"}
+    assert records[1] == {"Package": "*", "Pin": f"release n={CONTAINERD_SUITE}",
+                          "Pin-Priority": "-1"}
+    line = arts[k8s.CONTAINERD_APT_LIST].content.decode().splitlines()[-1]
+    assert line.split()[-2:] == [CONTAINERD_SUITE, "main"]
 
 
 def test_runtime_class_handler_is_the_containerd_runtime(stack):
     _, arts = stack
     [rc] = [d for d in manifests(arts) if d["kind"] == "RuntimeClass"]
     gpu_toml = tomllib.loads(arts["kubernetes/containerd/config-gpu.toml"].content.decode())
-    runtimes = gpu_toml["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]
+    runtimes = gpu_toml["plugins"]["io.containerd.cri.v1.runtime"]["containerd"]["runtimes"]
     assert rc["handler"] in runtimes
 
 

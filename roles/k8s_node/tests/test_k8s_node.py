@@ -6,6 +6,7 @@ import shlex
 
 import pytest
 
+from estate.kubernetes_releases import CONTAINERD_MAJOR
 from estate.verify.plugin import UNSUPPORTED
 from roles.k8s_node.tasks import kernel_problem, rendered_modules, rendered_sysctls
 
@@ -13,13 +14,22 @@ ROLE = "k8s_node"
 
 
 def _config(ctx, node) -> str:
-    return next(p for p in ctx.nodes[node].consumes if p.startswith("kubernetes/containerd/"))
+    return next(p for p in ctx.nodes[node].consumes
+                if p.startswith("kubernetes/containerd/") and p.endswith(".toml"))
 
 
 def test_containerd_installed_running_enabled(host, node):
     assert host.package("containerd").is_installed
     svc = host.service("containerd")
     assert svc.is_running and svc.is_enabled
+
+
+def test_containerd_is_the_major_the_config_is_written_for(host, node):
+    """The rendered pin took containerd from its suite (a node's own Debian ships 1.x,
+    which refuses the version 3 config and Kubernetes from 1.36 on)."""
+    out = host.run("containerd --version")
+    assert out.rc == 0, out.stderr
+    assert f"containerd/v{CONTAINERD_MAJOR} {CONTAINERD_MAJOR}." in out.stdout, out.stdout
 
 
 def test_containerd_parses_the_rendered_config(host, node, ctx):
