@@ -11,8 +11,8 @@ from functools import lru_cache
 from estate import cache
 from estate.check.findings import Severity
 from estate.check.kubernetes_schema import (BOOTSTRAP_TOKEN, _dicts, containerd_problems,
-                                            content_digest, device_plugin_configs, documents, parse_error,
-                                            plane_artifacts, remembered_problems,
+                                            content_digest, device_plugin_configs, documents,
+                                            parse_error, plane_artifacts, remembered_problems,
                                             rendered_nodes, validate_config,
                                             validate_device_plugin_config, validate_object)
 from estate.check.registry import Problem, validator
