@@ -5,7 +5,14 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 mirror=${ESTATE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-hash=$(cd "$here" && cat Dockerfile build.sh ssh-hostkeys.conf sshd-estate.conf | sha256sum | cut -c1-12)
+# The host's apt settings for its mirror's Release files, carried into the nodes: a
+# mirror that serves a frozen snapshot (this machine's) is only usable with the expiry
+# check off, for suites that carry a Valid-Until date (testing: containerd's forky). Where
+# the host checks expiry, so do the nodes (nothing is carried).
+apt_settings=$(apt-config dump 2>/dev/null \
+    | grep -E '^Acquire::(Check-Valid-Until|Check-Date) "(false|0)";$' || true)
+hash=$( (cd "$here" && cat Dockerfile build.sh ssh-hostkeys.conf sshd-estate.conf;
+         printf '%s\n' "$apt_settings") | sha256sum | cut -c1-12)
 base=estate-lab-base:$hash
 node=estate-lab-node:$hash
 
@@ -23,7 +30,8 @@ if ! docker image inspect "$base" >/dev/null 2>&1; then
     tar -C "$root" -c . | docker import - "$base" >/dev/null
 fi
 echo "building $node" >&2
-docker build -q --build-arg BASE="$base" -t "$node" "$here" >/dev/null
+docker build -q --build-arg BASE="$base" --build-arg APT_SETTINGS="$apt_settings" \
+    -t "$node" "$here" >/dev/null
 docker tag "$node" estate-lab-node:current
 # Older recipes' images are dead weight on a 2-core CI machine's disk.
 docker images --format '{{.Repository}}:{{.Tag}}' \

@@ -3,6 +3,7 @@ itself), and the rendered kernel modules and sysctls in effect where the kernel 
 from __future__ import annotations
 
 import shlex
+import tomllib
 
 import pytest
 
@@ -34,14 +35,22 @@ def test_containerd_is_the_major_the_config_is_written_for(host, node):
 
 def test_containerd_parses_the_rendered_config(host, node, ctx):
     """containerd's own parser reads the installed file; its effective config keeps the
-    rendered settings (systemd cgroups; the default runtime)."""
+    rendered settings (the default runtime, each runtime's systemd cgroups and binary, the
+    pinned sandbox image), compared as TOML values, not as text."""
     out = host.run("containerd config dump")
     assert out.rc == 0, f"containerd rejects /etc/containerd/config.toml: {out.stderr[-300:]}"
-    assert "SystemdCgroup = true" in out.stdout
-    rendered = ctx.rendered(_config(ctx, node)).decode()
-    for line in rendered.splitlines():
-        if line.strip().startswith("default_runtime_name"):
-            assert line.strip() in out.stdout, f"containerd does not use {line.strip()}"
+    dump = tomllib.loads(out.stdout)
+    rendered = tomllib.loads(ctx.rendered(_config(ctx, node)).decode())
+    assert dump["version"] == rendered["version"]
+    for plugin, table in rendered["plugins"].items():
+        assert _subset(table, dump["plugins"][plugin]), f"containerd does not use {plugin}"
+
+
+def _subset(want, have) -> bool:
+    if isinstance(want, dict):
+        return isinstance(have, dict) and all(k in have and _subset(v, have[k])
+                                              for k, v in want.items())
+    return want == have
 
 
 def test_containerd_answers_on_its_socket(host, node):
