@@ -34,9 +34,24 @@ CASES = [
      {"kubernetes.control_plane": ["k8s1", "k8s2"]}, "kubernetes.control_plane[1]"),
     ("kubernetes.control_plane_not_listed", W, "lab",
      {"nodes[5].roles": ["k8s_control_plane"]}, "nodes[5].roles"),
-    ("kubernetes.single_api_endpoint", W, "lab",
+    ("kubernetes.api_vip_missing", E, "lab",
      {"nodes[5].roles": ["k8s_control_plane", "k8s_worker"],
       "kubernetes.control_plane": ["k8s1", "k8s2"]}, "kubernetes.control_plane"),
+    ("kubernetes.api_vip_missing", E, "ha", {"kubernetes.api_vip": DROP},
+     "kubernetes.control_plane"),
+    ("kubernetes.api_vip", E, "ha", {"kubernetes.api_vip": "10.40.0.5"}, "kubernetes.api_vip"),
+    ("kubernetes.api_vip", E, "ha", {"kubernetes.api_vip": "10.30.0.0"}, "kubernetes.api_vip"),
+    # the first auto-allocated address of the service segment: a node's
+    ("kubernetes.api_vip", E, "ha", {"kubernetes.api_vip": "10.30.0.15"}, "kubernetes.api_vip"),
+    ("kubernetes.api_vip_interface", E, "ha", {"kubernetes.api_vip_interface": DROP},
+     "kubernetes.api_vip_interface"),
+    ("kubernetes.api_vip_interface", E, "ha", {"kubernetes.api_vip_interface": "eth1"},
+     "kubernetes.api_vip_interface"),
+    ("kubernetes.api_vip_interface", E, "ha",
+     {"kubernetes.api_vip_interface": "enp0s31f6-storage"}, "kubernetes.api_vip_interface"),
+    ("kubernetes.etcd_even", W, "ha", {"nodes[6].hosts": "k8s-cp[1-2]",
+                                      "kubernetes.control_plane": ["k8s-cp1", "k8s-cp2"]},
+     "kubernetes.control_plane"),
     ("kubernetes.api_address", E, "lab", {"nodes[5].addresses.service": DROP},
      "nodes[5].addresses"),
     ("kubernetes.tenant_name", E, "lab", {"kubernetes.tenants[0].name": "Inference_A"},
@@ -115,7 +130,7 @@ def test_seeded_mistake_is_reported(vid, severity, base, edits, path):
     assert f.severity is severity and f.hint and f.location.startswith("<test>:")
 
 
-@pytest.mark.parametrize("base", ["lab", "prod"])
+@pytest.mark.parametrize("base", ["lab", "prod", "ha"])
 def test_example_stacks_have_no_kubernetes_errors(base):
     errors = [f for f in findings_for(spec_dict(base))
               if f.id.startswith("kubernetes.") and f.severity is E]
