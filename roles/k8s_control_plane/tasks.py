@@ -167,9 +167,10 @@ def control_plane_files() -> None:
 # Further control planes join one after another: etcd adds one learner member at a time,
 # so a join that collides with another is reset and tried again, a minute later.
 JOIN_STAGGER_S = 120
+JOIN_RETRY_S = 60
 JOIN_COMMAND = ("sleep {delay}; rc=1; for i in 1 2 3; do kubeadm join --config {config} && "
-                "{{ rc=0; break; }}; kubeadm reset --force; sleep 60; done; rm -f {config}; "
-                "exit $rc")
+                "{{ rc=0; break; }}; kubeadm reset --force; sleep {retry}; done; "
+                "rm -f {config}; exit $rc")
 JOIN_FILLED = "/etc/kubernetes/estate-join.yaml"
 KUBELET_CONF = "/etc/kubernetes/kubelet.conf"
 CERT_KEY = re.compile(r"^[0-9a-f]{64}$")
@@ -200,7 +201,8 @@ def join_control_plane(join: bool) -> None:
         run_when_changed(name="kubeadm join (control plane)",
                          stamp=f"{STAMPS}/kubeadm-join", digest="joined",
                          command=JOIN_COMMAND.format(delay=shlex.quote(str(JOIN_STAGGER_S * join_index())),
-                                                     config=shlex.quote(JOIN_FILLED)))
+                                                     config=shlex.quote(JOIN_FILLED),
+                                                     retry=shlex.quote(str(JOIN_RETRY_S))))
     control_plane_files()
 
 
