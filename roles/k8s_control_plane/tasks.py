@@ -1,6 +1,8 @@
 """kubeadm init with the rendered init config, the pod network (the CNI operator, then its
 Installation once the operator has created its CRD), then the rendered manifests in name
-order.
+order. A further control plane joins instead (kubeadm join from its rendered
+JoinConfiguration, in the k8s_join phase). Every control plane gets kube-vip (when the spec
+has an API VIP) and the etcd snapshot and certificate renewal timers.
 
 An initialised node (/etc/kubernetes/admin.conf) is not initialised again; manifests
 are re-applied when their digest changes. Where kubeadm is missing (k8s_packages could
