@@ -141,7 +141,9 @@ def kube_vip_pod(estate: Estate, kubeconfig: str) -> dict:
            {"name": "vip_leaderelection", "value": "true"},
            {"name": "vip_leasename", "value": k8s.KUBE_VIP_LEASE},
            *({"name": k, "value": v} for k, v in k8s.KUBE_VIP_LEASE_TIMES.items()),
-           {"name": "address", "value": str(k8s_spec.api_vip)}]
+           {"name": "address", "value": str(k8s_spec.api_vip)},
+           # metrics on the host's :2112, kube-vip's default; the firewall admits no one
+           {"name": "prometheus_server", "value": ":2112"}]
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "kube-vip", "namespace": "kube-system"},

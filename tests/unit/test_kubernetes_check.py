@@ -326,7 +326,7 @@ def retouched(arts: Artifacts, path: str, edit) -> Artifacts:
 
 TAMPER_HA = [
     # kube-vip announcing another address than the spec's VIP
-    (k8s.KUBE_VIP_PATH, _set([0, "spec", "containers", 0, "env", -1, "value"], "10.30.0.11"),
+    (k8s.KUBE_VIP_PATH, _set([0, "spec", "containers", 0, "env", -2, "value"], "10.30.0.11"),
      "kubernetes.api_vip_mismatch", "kube-vip announces 10.30.0.11"),
     # kubeadm's endpoint back on the first control plane's own address
     ("kubernetes/kubeadm/init.yaml", _set([1, "controlPlaneEndpoint"], "10.30.0.15:6443"),
