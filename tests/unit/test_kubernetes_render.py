@@ -681,3 +681,93 @@ def test_vendored_schemas_accept_no_field_upstream_lacks():
     assert kcheck.validate_config(kind)
     del kind["nodes"][0]["gpus"]
     assert kcheck.validate_config(kind) == []
+
+
+# --- the timers' scripts, run: a private mount namespace puts temporary directories where
+# they write (/var/lib, /var/backups, /etc), and fake crictl/kubeadm/sleep log their calls
+
+def _namespaced(script: bytes, binds: dict, bin_dir, tmp_path):
+    import shutil
+    import subprocess
+    if not shutil.which("unshare"):
+        pytest.skip("unshare is not installed (util-linux)")
+    (tmp_path / "script").write_bytes(script)
+    mounts = " && ".join(f"mount --bind {src} {dst}" for dst, src in binds.items())
+    cmd = f"{mounts} && PATH={bin_dir}:/usr/bin:/bin sh {tmp_path / 'script'}"
+    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"no private mount namespace here: {probe.stderr.decode().strip()}")
+    return subprocess.run(["unshare", "-rm", "sh", "-c", cmd], capture_output=True, text=True)
+
+
+def _bin(tmp_path, **scripts):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name, body in scripts.items():
+        (bin_dir / name).write_text("#!/bin/sh\n" + body)
+        (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
+def test_etcd_snapshot_saves_through_the_etcd_container_and_keeps_seven(tmp_path):
+    import os
+    arts = rendered(estate_of(spec_dict("ha")))
+    lib, backups, log = tmp_path / "lib", tmp_path / "backups", tmp_path / "log"
+    (lib / "etcd").mkdir(parents=True)
+    (backups / "etcd").mkdir(parents=True)
+    for i in range(8):   # older snapshots, oldest first
+        old = backups / "etcd" / f"etcd-2026010{i}T000000Z.db"
+        old.write_text("old")
+        os.utime(old, (1_700_000_000 + i, 1_700_000_000 + i))
+    bin_dir = _bin(tmp_path, crictl=(
+        f'echo "$*" >> {log}\n'
+        'case "$3" in ps) echo c0ffee;; exec) for a; do last=$a; done; echo snap > "$last";; '
+        'esac\n'))
+    run = _namespaced(arts["kubernetes/sbin/estate-etcd-snapshot"].content,
+                      {"/var/lib": lib, "/var/backups": backups}, bin_dir, tmp_path)
+    assert run.returncode == 0, run.stderr
+    calls = log.read_text().splitlines()
+    assert "ps --name ^etcd$ --state running -q" in calls[0]
+    assert "exec c0ffee etcdctl --endpoints=https://127.0.0.1:2379" in calls[1]
+    assert "snapshot save /var/lib/etcd/estate-snapshot.db" in calls[1]
+    kept = sorted(p.name for p in (backups / "etcd").iterdir())
+    assert len(kept) == 7, kept
+    assert [p for p in (backups / "etcd").iterdir() if p.read_text() == "snap\n"]
+    assert "etcd-20260100T000000Z.db" not in kept and "etcd-20260101T000000Z.db" not in kept
+    assert not (lib / "etcd" / "estate-snapshot.db").exists()
+
+
+def _renew_setup(tmp_path, sleep_body: str = "true\n"):
+    etc, log = tmp_path / "etc", tmp_path / "log"
+    manifests = etc / "kubernetes" / "manifests"
+    manifests.mkdir(parents=True)
+    pods = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-vip")
+    for pod in pods:
+        (manifests / f"{pod}.yaml").write_text(pod)
+    bin_dir = _bin(tmp_path, kubeadm=f'echo "kubeadm $*" >> {log}\n',
+                   crictl=f'echo "crictl $*" >> {log}\necho c0ffee\n',
+                   sleep=f'echo "sleep $*" >> {log}\n{sleep_body}')
+    return etc, manifests, log, pods, bin_dir
+
+
+def test_cert_renewal_renews_then_restarts_each_static_pod_in_turn(tmp_path):
+    arts = rendered(estate_of(spec_dict("ha")))
+    etc, manifests, log, pods, bin_dir = _renew_setup(tmp_path)
+    run = _namespaced(arts["kubernetes/sbin/estate-cert-renew"].content, {"/etc": etc},
+                      bin_dir, tmp_path)
+    assert run.returncode == 0, run.stderr
+    calls = log.read_text().splitlines()
+    assert calls[0] == "kubeadm certs renew all"
+    restarted = [c.split("--name ^", 1)[1].split("$")[0] for c in calls if " ps " in c]
+    assert restarted == list(pods)
+    assert calls.count("sleep 20") == len(pods)
+    assert sorted(p.name for p in manifests.iterdir()) == sorted(f"{p}.yaml" for p in pods)
+
+
+def test_cert_renewal_stopped_midway_puts_every_manifest_back(tmp_path):
+    arts = rendered(estate_of(spec_dict("ha")))
+    etc, manifests, log, pods, bin_dir = _renew_setup(tmp_path, sleep_body="exit 1\n")
+    run = _namespaced(arts["kubernetes/sbin/estate-cert-renew"].content, {"/etc": etc},
+                      bin_dir, tmp_path)
+    assert run.returncode != 0
+    assert sorted(p.name for p in manifests.iterdir()) == sorted(f"{p}.yaml" for p in pods)
