@@ -84,7 +84,8 @@ def control_plane_timers(ctx):
             missing = sorted(set(cps) - set(a.consumers)) if a else list(cps)
             if missing:
                 yield Problem(path, f"control planes {', '.join(missing[:5])} do not get "
-                              f"{path.rsplit('/', 1)[-1]}", "re-render (build_control_plane_timers)")
+                              f"{path.rsplit('/', 1)[-1]}",
+                              "re-render (build_control_plane_timers)")
         timer = ctx.artifacts.get(k8s.SYSTEMD_UNITS + k8s.timer_unit(name))
         if timer is not None:
             yield from _schedule_problems(timer, name)

@@ -196,7 +196,8 @@ rm -f "$snap"
   --key={k8s.ETCD_PKI}/healthcheck-client.key snapshot save "$snap"
 mkdir -p {k8s.ETCD_SNAPSHOT_DIR}
 mv "$snap" "{k8s.ETCD_SNAPSHOT_DIR}/etcd-$(date -u +%Y%m%dT%H%M%SZ).db"
-ls -1t {k8s.ETCD_SNAPSHOT_DIR}/etcd-*.db | tail -n +{k8s.ETCD_SNAPSHOTS_KEPT + 1} | xargs -r rm -f --
+ls -1t {k8s.ETCD_SNAPSHOT_DIR}/etcd-*.db | tail -n +{k8s.ETCD_SNAPSHOTS_KEPT + 1} \\
+  | xargs -r rm -f --
 """
 
 CERT_RENEW_SCRIPT = f"""#!/bin/sh
@@ -555,7 +556,8 @@ def build_kueue_system(estate: Estate, source: str) -> list[Artifact]:
     return build_kueue_install(estate, source, to_yaml, hostlist(control_planes(estate)))
 
 
-BUILDERS = (build_kubeadm, build_kube_vip, build_control_plane_timers, build_containerd, build_toolkit, build_node, build_cluster_objects,
+BUILDERS = (build_kubeadm, build_kube_vip, build_control_plane_timers, build_containerd,
+            build_toolkit, build_node, build_cluster_objects,
             build_cni, build_device_plugin,
             build_storage, build_tenants, build_kueue_system, build_kueue, build_kind)
 

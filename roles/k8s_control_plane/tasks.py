@@ -200,9 +200,10 @@ def join_control_plane(join: bool) -> None:
             text = text.replace("${" + key + "}", value)
         put_text(text, JOIN_FILLED, mode="0600",
                  name=f"Join config (from {destination(joins[0])})")
+        delay = JOIN_STAGGER_S * join_index()
         run_when_changed(name="kubeadm join (control plane)",
                          stamp=f"{STAMPS}/kubeadm-join", digest="joined",
-                         command=JOIN_COMMAND.format(delay=shlex.quote(str(JOIN_STAGGER_S * join_index())),
+                         command=JOIN_COMMAND.format(delay=shlex.quote(str(delay)),
                                                      config=shlex.quote(JOIN_FILLED),
                                                      retry=shlex.quote(str(JOIN_RETRY_S))))
     control_plane_files()

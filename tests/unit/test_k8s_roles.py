@@ -152,8 +152,8 @@ def test_a_control_plane_join_that_collides_is_reset_and_retried(tmp_path, failu
     log, count, filled = tmp_path / "log", tmp_path / "count", tmp_path / "join.yaml"
     filled.write_text("secret")
     _fake(tmp_path, "kubeadm", f'echo "$*" >> {log}\ncase "$1" in join) '
-                               f'n=$(cat {count} 2>/dev/null || echo 0); echo $((n + 1)) > {count}; '
-                               f'[ "$n" -ge {failures} ];; esac\n')
+                               f'n=$(cat {count} 2>/dev/null || echo 0); '
+                               f'echo $((n + 1)) > {count}; [ "$n" -ge {failures} ];; esac\n')
     command = JOIN_COMMAND.format(delay="0", retry="0", config=shlex.quote(str(filled)))
     run = subprocess.run(["sh", "-c", command], env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
                          capture_output=True, text=True)
