@@ -176,9 +176,10 @@ JOIN_COMMAND = ("sleep {delay}; rc=1; for i in 1 2 3; do kubeadm join --config {
 JOIN_FILLED = "/etc/kubernetes/estate-join.yaml"
 KUBELET_CONF = "/etc/kubernetes/kubelet.conf"
 CERT_KEY = re.compile(r"^[0-9a-f]{64}$")
-# The first control plane's join values, made once per run: each `upload-certs` makes a
-# new key and re-encrypts the uploaded certificates, so a second one would void the first.
-_JOIN_VALUES: dict[str, dict[str, str]] = {}
+# The first control plane's join values, made once per run (keyed by its pyinfra Host, which
+# each run makes anew): each `upload-certs` makes a new key and re-encrypts the uploaded
+# certificates, so a second one would void the first.
+_JOIN_VALUES: dict[object, dict[str, str]] = {}
 
 
 def join_control_plane(join: bool) -> None:
@@ -238,13 +239,13 @@ def control_plane_join_values() -> dict[str, str]:
             raise OperationError(f"{host.name}: the first control plane is not in this run "
                                  "and no join material was given; join through `estate "
                                  "apply`, or under Pulumi from the first control plane's step")
-        if cp.name not in _JOIN_VALUES:
+        if cp not in _JOIN_VALUES:
             values = join_values(cp.get_fact(Command, f"kubeadm token create --ttl {JOIN_TTL} "
                                                       "--print-join-command"))
             key = cp.get_fact(Command, "kubeadm init phase upload-certs --upload-certs "
                                        "2>/dev/null | tail -n 1")
-            _JOIN_VALUES[cp.name] = {**values, "KUBEADM_CERTIFICATE_KEY": (key or "").strip()}
-        values = _JOIN_VALUES[cp.name]
+            _JOIN_VALUES[cp] = {**values, "KUBEADM_CERTIFICATE_KEY": (key or "").strip()}
+        values = _JOIN_VALUES[cp]
     if not CERT_KEY.match(values["KUBEADM_CERTIFICATE_KEY"]):
         raise OperationError(f"{host.name}: the first control plane gave no certificate key "
                              "(kubeadm init phase upload-certs --upload-certs)")
