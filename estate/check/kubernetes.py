@@ -5,6 +5,7 @@ that cannot do them). The rendered files are checked by estate.check.kubernetes_
 from __future__ import annotations
 
 import re
+from itertools import islice
 
 from estate.check._common import HostSet, group_of, hosts_where, parse_hosts, problem
 from estate.check.findings import Severity
@@ -106,15 +107,94 @@ def control_plane_not_listed(estate):
                               "they join as workers", "list them in kubernetes.control_plane")
 
 
-@validator("kubernetes.single_api_endpoint", W, "kubernetes",
-           "several control planes but one API endpoint (the spec has no VIP)")
-def single_api_endpoint(estate):
-    if _plane(estate) and len(_plane(estate).control_plane) > 1:
-        first = _plane(estate).control_plane[0]
-        yield problem(("kubernetes", "control_plane"), f"nodes join and clients connect "
-                      f"through {first}'s API address: if {first} is down, the other control "
-                      "planes serve only clients that name them",
-                      "front the control planes with a load balancer or VIP")
+@validator("kubernetes.api_vip_missing", E, "kubernetes",
+           "several control planes but no API VIP")
+def api_vip_missing(estate):
+    plane = _plane(estate)
+    if plane and len(plane.control_plane) > 1 and not plane.api_vip:
+        first = plane.control_plane[0]
+        yield problem(("kubernetes", "control_plane"), f"{len(plane.control_plane)} control "
+                      f"planes but no kubernetes.api_vip: nodes would join and clients connect "
+                      f"through {first}'s own address, so the plane dies with {first}",
+                      f"set kubernetes.api_vip to a free address of '{plane.api_segment}' "
+                      "(one of its reserved addresses) and kubernetes.api_vip_interface")
+
+
+@validator("kubernetes.api_vip", E, "kubernetes",
+           "an API VIP outside the API segment, or a node's own address")
+def api_vip(estate):
+    plane = _plane(estate)
+    if not plane or not plane.api_vip:
+        return
+    seg = next((s for s in estate.spec.segments if s.name == plane.api_segment), None)
+    path, vip = ("kubernetes", "api_vip"), plane.api_vip
+    if seg is None:
+        return   # the API segment's own validators report it
+    if vip not in seg.cidr or vip in (seg.cidr.network_address, seg.cidr.broadcast_address):
+        yield problem(path, f"{vip} is not a host address of '{seg.name}' ({seg.cidr}), the "
+                      "API segment: ARP announces it only there",
+                      f"pick a reserved address of {seg.cidr}")
+        return
+    if owner := address_owner(estate, int(vip)):
+        yield problem(path, f"{vip} is {owner}'s own address on '{owner_segment(estate, int(vip))}'"
+                      ": kube-vip would take it from the node", "pick an address no node has "
+                      f"(the first {seg.reserved} of {seg.cidr} are kept for VIPs)")
+
+
+def address_owner(estate, addr: int) -> str | None:
+    """The node an address belongs to, on any segment (ranges, not a scan of nodes)."""
+    for b in estate.address_blocks:
+        if b.first <= addr < b.first + b.count:
+            return next(islice(estate.group_hosts[b.group], addr - b.first, None))
+    return None
+
+
+def owner_segment(estate, addr: int) -> str:
+    return next(b.segment for b in estate.address_blocks if b.first <= addr < b.first + b.count)
+
+
+# Linux interface names: at most 15 bytes (IFNAMSIZ less the NUL)
+IFNAME_MAX = 15
+
+
+@validator("kubernetes.api_vip_interface", E, "kubernetes",
+           "an API VIP without the control planes' interface to announce it on")
+def api_vip_interface(estate):
+    plane = _plane(estate)
+    if not plane or not plane.api_vip:
+        return
+    path, name = ("kubernetes", "api_vip_interface"), plane.api_vip_interface
+    if not name:
+        yield problem(path, "kubernetes.api_vip is set but not the interface kube-vip announces "
+                      "it on (without one kube-vip takes the default route's interface, which "
+                      f"need not be on '{plane.api_segment}')",
+                      f"set kubernetes.api_vip_interface to the control planes' NIC on "
+                      f"'{plane.api_segment}', e.g. eth0")
+    elif len(name) > IFNAME_MAX:
+        yield problem(path, f"'{name}' is longer than a Linux interface name "
+                      f"({IFNAME_MAX} characters)", "name the interface as `ip link` shows it")
+    else:
+        for cp in plane.control_plane:
+            group = group_of(estate, cp)
+            cls = estate.node_class(group) if group else None
+            nics = [n.name for n in cls.nics] if cls and cls.nics else []
+            if nics and name not in nics:
+                yield problem(path, f"control plane {cp} (class {cls.name}) has no NIC "
+                              f"'{name}' (it has {', '.join(nics)})",
+                              "name the control planes' NIC on the API segment")
+                return
+
+
+@validator("kubernetes.etcd_even", W, "kubernetes",
+           "an even number of control planes (stacked etcd members)")
+def etcd_even(estate):
+    plane = _plane(estate)
+    n = len(plane.control_plane) if plane else 0
+    if n and n % 2 == 0:
+        yield problem(("kubernetes", "control_plane"), f"{n} control planes are {n} etcd "
+                      f"members: quorum is {n // 2 + 1}, so they survive the loss of "
+                      f"{(n - 1) // 2}, no more than {n - 1} would, and fail more often",
+                      f"use {n - 1} or {n + 1} control planes")
 
 
 @validator("kubernetes.api_address", E, "kubernetes",

@@ -44,6 +44,7 @@ class Flow:
     cidrs: tuple[str, ...]          # other sources (admin, monitoring hosts)
     reason: str
     path: tuple                     # the spec location that asks for it
+    vips: tuple[str, ...] = ()      # addresses the `to` nodes hold besides their own
 
     @property
     def port_text(self) -> str:
@@ -157,12 +158,13 @@ def designed_port(name: str) -> tuple[str, tuple[int, int]]:
     return PROTOCOLS.get(name, "tcp"), port
 
 
-def _flow(name, to, segment, sources, reason, path, port=None, proto="tcp", cidrs=()):
+def _flow(name, to, segment, sources, reason, path, port=None, proto="tcp", cidrs=(),
+          vips=()):
     if port is None:
         port = designed_port(name)[1]
     lo, hi = port
     return Flow(name, PROTOCOLS.get(name, proto), (lo, hi), frozenset(to), segment,
-                frozenset(sources), tuple(cidrs), reason, path)
+                frozenset(sources), tuple(cidrs), reason, path, tuple(vips))
 
 
 def _access(estate: Estate) -> list[Flow]:
@@ -235,11 +237,14 @@ def _kubernetes(estate: Estate) -> list[Flow]:
     return [
         # Pods on a control plane reach its API (the kubernetes Service's endpoint) from
         # their pod addresses: locally delivered, that traffic is never masqueraded.
+        # ... and through the API VIP, which kube-vip moves between the control planes
         _flow("kube-apiserver", cp, seg, nodes, "kubelets, the admins and pods (CoreDNS, "
               "Calico's controllers) reach the API", path,
-              cidrs=admin_cidrs(estate) + (str(k8s.pod_cidr),)),
+              cidrs=admin_cidrs(estate) + (str(k8s.pod_cidr),),
+              vips=(str(k8s.api_vip),) if k8s.api_vip else ()),
         _flow("kubelet", nodes, seg, cp, "the API server reaches kubelets (logs, exec, "
               "metrics)", path),
+        # stacked etcd: 2379 (clients: the API servers), 2380 (peers: the other members)
         _flow("etcd", cp, seg, cp, "etcd's clients and peers are the control planes", path),
     ] + _cni(estate, seg, nodes)
 

@@ -317,10 +317,74 @@ def hostlist(nodes) -> Hostlist:
     return Hostlist.from_names(n.name for n in nodes)
 
 
+def api_host(estate: Estate) -> str | None:
+    """Where clients and joining nodes reach the API: the spec's VIP (kube-vip moves it to a
+    live control plane), else the only control plane's address on the API segment."""
+    vip = estate.spec.kubernetes.api_vip
+    return str(vip) if vip else control_planes(estate)[0].address
+
+
 def api_endpoint(estate: Estate) -> str:
-    """The first control plane's API address: the spec has no load-balanced VIP."""
-    first = control_planes(estate)[0]
-    return f"{first.address}:{API_PORT}"
+    """kubeadm's controlPlaneEndpoint, and every join file's apiServerEndpoint."""
+    return f"{api_host(estate)}:{API_PORT}"
+
+
+# --- an HA control plane: kube-vip, stacked etcd's snapshots, certificate renewal ----------
+
+# kube-vip (https://github.com/kube-vip/kube-vip, tag v1.2.3, commit
+# 7ce55caffa2789b4165072bbef7c7d376000995e): a static pod on every control plane, ARP mode,
+# leader election on a Lease; the settings are those `kube-vip manifest pod --arp
+# --controlplane --leaderElection` writes (pkg/kubevip/config_generator.go at that tag).
+KUBE_VIP_VERSION = "v1.2.3"
+KUBE_VIP_IMAGE = f"ghcr.io/kube-vip/kube-vip:{KUBE_VIP_VERSION}"
+KUBE_VIP_MANIFEST = "/etc/kubernetes/manifests/kube-vip.yaml"
+KUBE_VIP_LEASE = "plndr-cp-lock"     # kube-vip's default lease name
+# kube-vip's defaults (cmd/kube-vip.go): lease 15 s, renew deadline 10 s, retry 2 s
+KUBE_VIP_LEASE_TIMES = {"vip_leaseduration": "15", "vip_renewdeadline": "10",
+                        "vip_retryperiod": "2"}
+ADMIN_CONF = "/etc/kubernetes/admin.conf"
+# Since Kubernetes 1.29 admin.conf is bound to cluster-admin only once kubeadm init has
+# created that binding, through the API kube-vip is to provide: during init the first
+# control plane's kube-vip uses super-admin.conf (kube-vip issue #684), then admin.conf.
+SUPER_ADMIN_CONF = "/etc/kubernetes/super-admin.conf"
+KUBE_VIP_PATH = "kubernetes/kube-vip/kube-vip.yaml"
+KUBE_VIP_INIT_PATH = "kubernetes/kube-vip/kube-vip-init.yaml"
+
+# Stacked etcd (kubeadm's default): one member per control plane, its certificates under
+# /etc/kubernetes/pki/etcd. The snapshot runs etcdctl inside the etcd static pod's own
+# container (crictl exec), so the client is the server's release and no package is needed;
+# /var/lib/etcd is the pod's host-path data directory, hence where the file appears.
+ETCD_PKI = "/etc/kubernetes/pki/etcd"
+ETCD_DATA = "/var/lib/etcd"
+ETCD_SNAPSHOT_DIR = "/var/backups/etcd"
+ETCD_SNAPSHOTS_KEPT = 7
+ETCD_SNAPSHOT_SCHEDULE = "daily"
+# kubeadm's certificates are valid one year (its CA ten); `kubeadm certs renew all` each
+# month keeps every certificate at least eleven months from expiry, and a missed run or
+# two costs nothing. estate check refuses a renewal schedule sparser than this:
+CERT_VALIDITY_DAYS = 365
+CERT_RENEW_SCHEDULE = "monthly"
+CERT_RENEW_MAX_DAYS = 92
+# systemd's calendar shorthands (systemd.time(7)) and the longest gap each leaves
+CALENDAR_DAYS = {"daily": 1, "weekly": 7, "monthly": 31, "quarterly": 92,
+                 "semiannually": 184, "yearly": 366, "annually": 366}
+# The control-plane static pods `kubeadm certs renew` leaves on old certificates until they
+# restart (kubeadm's certificate-management page); kube-vip reads admin.conf at start.
+STATIC_PODS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
+               "kube-vip")
+# The kubelet's fileCheckFrequency (20 s): how long a moved-out manifest takes to stop its pod
+STATIC_POD_GRACE_S = 20
+TIMERS = {"etcd-snapshot": ETCD_SNAPSHOT_SCHEDULE, "cert-renew": CERT_RENEW_SCHEDULE}
+SYSTEMD_UNITS = "kubernetes/systemd/"
+SBIN = "kubernetes/sbin/"
+
+
+def timer_unit(name: str) -> str:
+    return f"estate-{name}.timer"
+
+
+def service_unit(name: str) -> str:
+    return f"estate-{name}.service"
 
 
 # --- GPU flavors and tenant quotas -------------------------------------------------

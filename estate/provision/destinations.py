@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from fnmatch import fnmatch
 
+from estate.model.kubernetes import (KUBE_VIP_INIT_PATH, KUBE_VIP_MANIFEST, KUBE_VIP_PATH,
+                                     SBIN, SYSTEMD_UNITS)
 from estate.model.services import (CTLD_HOOKS, GPU_DEVICES, HOOK_DIR, HOOKS, MANIFESTS,
                                    STATE_DROPIN)
 
@@ -34,6 +36,10 @@ TABLE: list[tuple[str, str]] = [
     ("kubernetes/node/sysctl.conf", "/etc/sysctl.d/90-estate-kubernetes.conf"),
     ("kubernetes/apt/*.list", "/etc/apt/sources.list.d/{name}"),
     ("kubernetes/apt/kubernetes.pref", "/etc/apt/preferences.d/kubernetes"),
+    (KUBE_VIP_PATH, KUBE_VIP_MANIFEST),
+    (KUBE_VIP_INIT_PATH, KUBE_VIP_MANIFEST),
+    (SYSTEMD_UNITS + "*", "/etc/systemd/system/{name}"),
+    (SBIN + "*", "/usr/local/sbin/{name}"),
 ]
 
 
@@ -68,6 +74,9 @@ INSTALLERS: list[tuple[str, str]] = [
     ("kubernetes/node/*", "k8s_node"),
     ("kubernetes/apt/*", "k8s_packages"),
     ("kubernetes/kubeadm/init.yaml", "k8s_control_plane"),
+    ("kubernetes/kube-vip/*", "k8s_control_plane"),
+    (SYSTEMD_UNITS + "*", "k8s_control_plane"),
+    (SBIN + "*", "k8s_control_plane"),
     (MANIFESTS + "*", "k8s_control_plane"),
     ("kubernetes/kubeadm/join/*", "kubeadm_join"),
 ]

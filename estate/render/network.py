@@ -78,7 +78,7 @@ def _rule(estate: Estate, m, flow, hosts: set[str]) -> str:
     daddr = ""
     if not hosts <= flow.to:   # the flow reaches only some nodes of this group
         addrs = [estate.address(n, flow.segment) for n in sorted(hosts & flow.to)]
-        daddr = "ip daddr { " + ", ".join(str(a) for a in addrs if a) + " } "
+        daddr = "ip daddr { " + ", ".join([str(a) for a in addrs if a] + list(flow.vips)) + " } "
     # A spec flow's reason is free text: the file names where it is, not what it says.
     why = flow.reason if flow.path[:2] != ("firewall", "flows") else \
         f"firewall.flows[{flow.path[2]}] of the spec says why"

@@ -453,6 +453,13 @@ class Kubernetes(Strict):
     pod_cidr: IPv4Cidr
     service_cidr: IPv4Cidr
     api_segment: Name = "service"
+    api_vip: IPv4 | None = Field(None, description=(
+        "The API's virtual IP on api_segment, held by one control plane at a time (kube-vip, "
+        "ARP mode); controlPlaneEndpoint is VIP:6443. Required with more than one control "
+        "plane; take it from the segment's reserved addresses."))
+    api_vip_interface: Name | None = Field(None, description=(
+        "The control planes' network interface on api_segment, where kube-vip announces the "
+        "VIP (e.g. eth0); required with api_vip."))
     gpu_sharing: GpuSharing = GpuSharing()
     gpu_sharing_by_class: dict[Name, GpuSharing] = {}
     kubelet: Kubelet = Kubelet()

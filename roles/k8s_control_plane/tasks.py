@@ -1,6 +1,8 @@
 """kubeadm init with the rendered init config, the pod network (the CNI operator, then its
 Installation once the operator has created its CRD), then the rendered manifests in name
-order.
+order. A further control plane joins instead (kubeadm join from its rendered
+JoinConfiguration, in the k8s_join phase). Every control plane gets kube-vip (when the spec
+has an API VIP) and the etcd snapshot and certificate renewal timers.
 
 An initialised node (/etc/kubernetes/admin.conf) is not initialised again; manifests
 are re-applied when their digest changes. Where kubeadm is missing (k8s_packages could
@@ -20,17 +22,18 @@ import os
 import re
 import shlex
 
-from pyinfra import host
+from pyinfra import host, state
 from pyinfra.api import OperationError, deploy
 from pyinfra.facts.server import Command
-from pyinfra.operations import server
+from pyinfra.operations import server, systemd
 
 from estate.model import cni
 from estate.model import kubernetes as k8s
 from estate.model.services import MANIFESTS
 from estate.provision.destinations import destination
-from roles._lib import probe, STAMPS, Unsupported, consumed, digest_of, install, run_when_changed, \
-    runtime
+from estate.spec.hostlist import Hostlist
+from roles._lib import probe, STAMPS, Unsupported, artifact_info, consumed, digest_of, install, \
+    node, put_text, render_dir, run_when_changed, runtime
 from roles._lib.facts import FileText
 
 ADMIN = "/etc/kubernetes/admin.conf"
@@ -108,16 +111,21 @@ def k8s_control_plane(join: bool = False) -> None:
         revoke_token(revoke)
         return
     init = consumed("kubernetes/kubeadm/init.yaml")
-    if not init:
-        raise OperationError(f"{host.name}: joining further control planes (kubeadm join "
-                             "--control-plane with the uploaded certificate key) is not "
-                             "implemented yet; only the first control plane is provisioned")
+    if not init:   # a further control plane
+        join_control_plane(join)
+        return
+    # kube-vip holds the VIP kubeadm init waits on: during init it needs super-admin.conf
+    # (admin.conf gets its rights from init itself); once initialised, admin.conf.
+    if consumed(k8s.KUBE_VIP_INIT_PATH) and not probe(f"test -f {shlex.quote(ADMIN)} && "
+                                                      "echo initialised").strip():
+        install(k8s.KUBE_VIP_INIT_PATH)
     install(init[0])
     run_when_changed(name="kubeadm init", stamp=f"{STAMPS}/kubeadm-init",
                      digest="initialised",  # once: admin.conf marks an initialised node
                      command=INIT_COMMAND.format(admin=shlex.quote(ADMIN), fill=FILL_KEY,
                                                  src=shlex.quote(destination(init[0])),
                                                  config=shlex.quote(INIT)))
+    control_plane_files()
     # The pod network first, in every path (estate.model.cni.ROLE_MANIFESTS says why).
     network = sorted(p for p in consumed(MANIFESTS + "*") if cni.role_applied(p))
     for p in network:
@@ -142,6 +150,106 @@ def k8s_control_plane(join: bool = False) -> None:
     out = host.data.get("estate_join_out")
     if join and out:
         write_join_material(out)
+
+
+def control_plane_files() -> None:
+    """What every initialised or joined control plane runs beside kubeadm's static pods:
+    kube-vip (with admin.conf), the etcd snapshot and certificate renewal timers."""
+    if consumed(k8s.KUBE_VIP_PATH):
+        install(k8s.KUBE_VIP_PATH)
+    for p in consumed(k8s.SBIN + "*") + consumed(k8s.SYSTEMD_UNITS + "*"):
+        install(p)
+    for name in k8s.TIMERS:
+        if consumed(k8s.SYSTEMD_UNITS + k8s.timer_unit(name)):
+            systemd.service(name=f"Enable {k8s.timer_unit(name)}",
+                            service=k8s.timer_unit(name), running=True, enabled=True,
+                            daemon_reload=True)
+
+
+# Further control planes join one after another: etcd adds one learner member at a time,
+# so a join that collides with another is reset and tried again, a minute later.
+JOIN_STAGGER_S = 120
+JOIN_RETRY_S = 60
+JOIN_COMMAND = ("sleep {delay}; rc=1; for i in 1 2 3; do kubeadm join --config {config} && "
+                "{{ rc=0; break; }}; kubeadm reset --force; sleep {retry}; done; "
+                "rm -f {config}; exit $rc")
+JOIN_FILLED = "/etc/kubernetes/estate-join.yaml"
+KUBELET_CONF = "/etc/kubernetes/kubelet.conf"
+CERT_KEY = re.compile(r"^[0-9a-f]{64}$")
+# The first control plane's join values, made once per run (keyed by its pyinfra Host, which
+# each run makes anew): each `upload-certs` makes a new key and re-encrypts the uploaded
+# certificates, so a second one would void the first.
+_JOIN_VALUES: dict[object, dict[str, str]] = {}
+
+
+def join_control_plane(join: bool) -> None:
+    """kubeadm join of a further control plane from its rendered JoinConfiguration (its
+    controlPlane block makes it a `--control-plane` join), secrets filled on the node. In
+    the k8s_join phase only: the first control plane is initialised by then. kube-vip and
+    the timers come after the join, since kubeadm join's preflight wants
+    /etc/kubernetes/manifests empty."""
+    joins = consumed("kubernetes/kubeadm/join/*")
+    for p in joins:
+        install(p)
+    if not joins:
+        return
+    if not probe(f"test -f {shlex.quote(KUBELET_CONF)} && echo joined").strip():
+        if not join:
+            return
+        text = (render_dir() / joins[0]).read_text()
+        for key, value in control_plane_join_values().items():
+            text = text.replace("${" + key + "}", value)
+        put_text(text, JOIN_FILLED, mode="0600",
+                 name=f"Join config (from {destination(joins[0])})")
+        delay = JOIN_STAGGER_S * join_index()
+        run_when_changed(name="kubeadm join (control plane)",
+                         stamp=f"{STAMPS}/kubeadm-join", digest="joined",
+                         command=JOIN_COMMAND.format(delay=shlex.quote(str(delay)),
+                                                     config=shlex.quote(JOIN_FILLED),
+                                                     retry=shlex.quote(str(JOIN_RETRY_S))))
+    control_plane_files()
+
+
+def join_index() -> int:
+    """This node's place among the further control planes (0 for the first to join)."""
+    every = Hostlist.parse(artifact_info(k8s.SYSTEMD_UNITS + k8s.timer_unit("etcd-snapshot"))
+                           ["consumers"])      # every control plane has the timers
+    first = Hostlist.parse(artifact_info("kubernetes/kubeadm/init.yaml")["consumers"])
+    joining = [n for n in every if n not in first]
+    return joining.index(node()) if node() in joining else 0
+
+
+def first_control_plane():
+    """The host in this run that consumes init.yaml (the first control plane), or None."""
+    first = Hostlist.parse(artifact_info("kubernetes/kubeadm/init.yaml")["consumers"])
+    return next((h for h in state.inventory if (h.data.get("estate_node") or h.name) in first),
+                None)
+
+
+def control_plane_join_values() -> dict[str, str]:
+    """Token, CA hash and certificate key: from host data ``estate_join`` (under Pulumi),
+    else from the first control plane in this run, once."""
+    given = host.data.get("estate_join") or {}
+    if given.get("token") and given.get("ca_cert_hash") and given.get("certificate_key"):
+        values = {"KUBEADM_TOKEN": given["token"], "KUBEADM_CA_CERT_HASH": given["ca_cert_hash"],
+                  "KUBEADM_CERTIFICATE_KEY": given["certificate_key"]}
+    else:
+        cp = first_control_plane()
+        if cp is None:
+            raise OperationError(f"{host.name}: the first control plane is not in this run "
+                                 "and no join material was given; join through `estate "
+                                 "apply`, or under Pulumi from the first control plane's step")
+        if cp not in _JOIN_VALUES:
+            values = join_values(cp.get_fact(Command, f"kubeadm token create --ttl {JOIN_TTL} "
+                                                      "--print-join-command"))
+            key = cp.get_fact(Command, "kubeadm init phase upload-certs --upload-certs "
+                                       "2>/dev/null | tail -n 1")
+            _JOIN_VALUES[cp] = {**values, "KUBEADM_CERTIFICATE_KEY": (key or "").strip()}
+        values = _JOIN_VALUES[cp]
+    if not CERT_KEY.match(values["KUBEADM_CERTIFICATE_KEY"]):
+        raise OperationError(f"{host.name}: the first control plane gave no certificate key "
+                             "(kubeadm init phase upload-certs --upload-certs)")
+    return values
 
 
 def join_material() -> dict[str, str]:

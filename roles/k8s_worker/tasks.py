@@ -9,34 +9,25 @@ Unsupported, with the reason.
 """
 from __future__ import annotations
 
-from pyinfra import host, state
+from pyinfra import host
 from pyinfra.api import OperationError, deploy
 from pyinfra.facts.server import Command
 
 from estate.provision.destinations import destination
-from estate.spec.hostlist import Hostlist
 from roles._lib import probe, Unsupported, artifact_info, consumed, install, put_text, render_dir, \
     run_when_changed
-from roles.k8s_control_plane.tasks import join_values, missing_tools  # noqa: F401
+from roles.k8s_control_plane.tasks import (  # noqa: F401
+    first_control_plane, join_values, missing_tools)
 
 KUBELET_CONF = "/etc/kubernetes/kubelet.conf"
 FILLED = "/etc/kubernetes/estate-join.yaml"
-
-
-def _control_plane():
-    """The host in this run that consumes init.yaml (the first control plane), or None."""
-    first = Hostlist.parse(artifact_info("kubernetes/kubeadm/init.yaml")["consumers"])
-    for h in state.inventory:
-        if (h.data.get("estate_node") or h.name) in first:
-            return h
-    return None
 
 
 def _join_values() -> dict[str, str]:
     given = host.data.get("estate_join") or {}
     if given.get("token") and given.get("ca_cert_hash"):
         return {"KUBEADM_TOKEN": given["token"], "KUBEADM_CA_CERT_HASH": given["ca_cert_hash"]}
-    cp = _control_plane()
+    cp = first_control_plane()
     if cp is None:
         first = artifact_info("kubernetes/kubeadm/init.yaml")["consumers"]
         raise OperationError(f"{host.name}: the control plane {first} is not in this run and "

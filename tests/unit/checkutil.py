@@ -16,9 +16,24 @@ ROOT = Path(__file__).resolve().parents[2]
 SPECS = {"lab": ROOT / "stacks" / "lab.yaml", "prod": ROOT / "stacks" / "example-prod.yaml"}
 
 
+# "ha": example-prod with three control planes behind an API VIP (kube-vip) from the
+# service segment's reserved addresses
+HA_VIP = "10.30.0.10"
+
+
 @lru_cache(maxsize=None)
 def _base(name: str) -> dict:
+    if name == "ha":
+        return ha_spec(yaml.safe_load(SPECS["prod"].read_text()))
     return yaml.safe_load(SPECS[name].read_text())
+
+
+def ha_spec(data: dict) -> dict:
+    [cp] = [g for g in data["nodes"] if "k8s_control_plane" in g["roles"]]
+    cp["hosts"] = "k8s-cp[1-3]"
+    data["kubernetes"].update(control_plane=["k8s-cp1", "k8s-cp2", "k8s-cp3"], api_vip=HA_VIP,
+                              api_vip_interface="eth0")
+    return data
 
 
 def spec_dict(name: str) -> dict:

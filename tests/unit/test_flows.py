@@ -217,3 +217,35 @@ def test_verify_reports_reachability_in_table_json_and_junit(lab, monkeypatch, t
     assert failed is not None and "tcp/6820" in failed.get("message")
     assert cases["test_reachability[ctl1]"].find("failure") is None
     assert not report.ok
+
+
+def test_ha_control_planes_accept_etcd_from_each_other_and_the_api_on_the_vip():
+    """Stacked etcd: 2379-2380/tcp between the control planes only; the API also on the VIP
+    where a group holds control planes and workers (its rules then name addresses)."""
+    data = spec_dict("ha")
+    [cp] = [g for g in data["nodes"] if "k8s_control_plane" in g["roles"]]
+    cp["hosts"], cp["roles"] = "k8s-cp[1-4]", ["k8s_control_plane", "k8s_worker"]
+    result = build_data(data)
+    estate = result.estate
+    etcd = _flow(estate, "etcd")
+    assert etcd.ports == (2379, 2380) and etcd.proto == "tcp"
+    assert etcd.to == etcd.sources == {"k8s-cp1", "k8s-cp2", "k8s-cp3"}
+    assert _flow(estate, "kube-apiserver").vips == ("10.30.0.10",)
+    gi = next(i for i, g in enumerate(estate.spec.nodes) if g.hosts == "k8s-cp[1-4]")
+    nft = result.artifacts[f"network/nftables/group-{gi:03d}.nft"].content.decode()
+    api = next(line for line in nft.splitlines() if '"kube-apiserver"' in line)
+    assert "ip daddr { 10.30.0.15, 10.30.0.16, 10.30.0.17, 10.30.0.10 } tcp dport 6443" in api
+    rule = next(line for line in nft.splitlines() if '"etcd"' in line)
+    assert "ip saddr { 10.30.0.15-10.30.0.17 }" in rule and "dport 2379-2380" in rule
+    if shutil.which("nft"):   # the ruleset with the VIP among its destinations loads
+        proc = subprocess.run(["nft", "-c", "-f", "-"], input=nft.encode(), capture_output=True)
+        assert proc.returncode == 0, proc.stderr.decode()
+
+
+def build_data(data):
+    import tempfile
+    from pathlib import Path
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "ha.yaml"
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return build(path)

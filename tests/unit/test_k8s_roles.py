@@ -134,3 +134,110 @@ def test_manifests_are_applied_server_side_in_order_and_kueue_is_awaited(lab, tm
     assert order.index("41-kueue-controller.yaml") < order.index("wait") \
         < order.index("-n") < order.index("50-kueue.yaml")
     assert any("rollout status deployment/kueue-controller-manager" in c for c in calls)
+
+
+def _fake(tmp_path, name: str, body: str) -> None:
+    (tmp_path / name).write_text("#!/bin/sh\n" + body)
+    (tmp_path / name).chmod(0o755)
+
+
+@pytest.mark.parametrize("failures,rc", [(0, 0), (2, 0), (3, 1)])
+def test_a_control_plane_join_that_collides_is_reset_and_retried(tmp_path, failures, rc):
+    """The role's join command, run by a shell against a kubeadm that fails `failures` times
+    (another member being added): each failure is reset, three tries, the filled file (it
+    holds the certificate key) removed whatever happens."""
+    import shlex
+    import subprocess
+    from roles.k8s_control_plane.tasks import JOIN_COMMAND
+    log, count, filled = tmp_path / "log", tmp_path / "count", tmp_path / "join.yaml"
+    filled.write_text("secret")
+    _fake(tmp_path, "kubeadm", f'echo "$*" >> {log}\ncase "$1" in join) '
+                               f'n=$(cat {count} 2>/dev/null || echo 0); '
+                               f'echo $((n + 1)) > {count}; [ "$n" -ge {failures} ];; esac\n')
+    command = JOIN_COMMAND.format(delay="0", retry="0", config=shlex.quote(str(filled)))
+    run = subprocess.run(["sh", "-c", command], env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
+                         capture_output=True, text=True)
+    assert run.returncode == rc, run.stderr
+    calls = log.read_text().splitlines()
+    joins = min(failures + 1, 3)
+    assert calls.count(f"join --config {filled}") == joins
+    assert calls.count("reset --force") == joins - (1 - rc)
+    assert not filled.exists()
+
+
+def test_ha_control_planes_get_the_join_kube_vip_and_timers_from_their_role():
+    from estate.model import kubernetes as k8s
+    from roles.k8s_control_plane.tasks import JOIN_STAGGER_S  # noqa: F401
+    from tests.unit.checkutil import spec_dict
+    import tempfile
+    import yaml
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "ha.yaml").write_text(yaml.safe_dump(spec_dict("ha"), sort_keys=False))
+        result = build(Path(d) / "ha.yaml")
+    assert result.ok, [f.as_dict() for f in result.findings if f.severity.name == "ERROR"]
+    manifest = {p: {"consumers": str(a.consumers), "plane": a.plane}
+                for p, a in result.artifacts.items()}
+    ts = {t.name: t for t in targets(result.estate, manifest)}
+    cp2 = ts["k8s-cp2"]
+    assert "k8s_control_plane" in cp2.deploys and "k8s_worker" not in cp2.deploys
+    for p in ("kubernetes/kubeadm/join/k8s-cp2.yaml", k8s.KUBE_VIP_PATH,
+              "kubernetes/systemd/estate-etcd-snapshot.timer", "kubernetes/sbin/estate-cert-renew"):
+        assert p in cp2.consumes and installer(p, cp2.deploys) == "k8s_control_plane", p
+    assert k8s.KUBE_VIP_INIT_PATH not in cp2.consumes
+    assert destination(k8s.KUBE_VIP_PATH) == destination(k8s.KUBE_VIP_INIT_PATH) == \
+        "/etc/kubernetes/manifests/kube-vip.yaml"
+    assert destination("kubernetes/systemd/estate-cert-renew.timer") == \
+        "/etc/systemd/system/estate-cert-renew.timer"
+    assert destination("kubernetes/sbin/estate-etcd-snapshot") == \
+        "/usr/local/sbin/estate-etcd-snapshot"
+
+
+class _Host:
+    def __init__(self, name, data=None, answers=None):
+        self.name, self.data, self.answers, self.asked = name, data or {}, answers or {}, []
+
+    def get_fact(self, _fact, command):
+        self.asked.append(command)
+        return next(v for k, v in self.answers.items() if command.startswith(k))
+
+
+def test_further_control_planes_share_one_certificate_key_per_run(monkeypatch):
+    """Each `upload-certs` makes a new key and re-encrypts the uploaded certificates: the
+    first control plane is asked once per run, whichever control planes join."""
+    from pyinfra.api import OperationError
+    import roles.k8s_control_plane.tasks as cp
+    key = "0123456789abcdef" * 4
+    first = _Host("k8s-cp1", answers={
+        "kubeadm token create": "kubeadm join 10.30.0.10:6443 --token abcdef.0123456789abcdef "
+                                "--discovery-token-ca-cert-hash sha256:" + "a" * 64,
+        "kubeadm init phase upload-certs": key + "\n"})
+    monkeypatch.setattr(cp, "_JOIN_VALUES", {})
+    monkeypatch.setattr(cp, "first_control_plane", lambda: first)
+    for name in ("k8s-cp2", "k8s-cp3"):
+        monkeypatch.setattr(cp, "host", _Host(name))
+        assert cp.control_plane_join_values() == {
+            "KUBEADM_TOKEN": "abcdef.0123456789abcdef",
+            "KUBEADM_CA_CERT_HASH": "sha256:" + "a" * 64, "KUBEADM_CERTIFICATE_KEY": key}
+    assert sum(c.startswith("kubeadm init phase upload-certs") for c in first.asked) == 1
+    # under Pulumi the first control plane's step hands them over
+    given = {"token": "bcdefa.0123456789abcdef", "ca_cert_hash": "sha256:" + "b" * 64,
+             "certificate_key": "f" * 64}
+    monkeypatch.setattr(cp, "host", _Host("k8s-cp2", data={"estate_join": given}))
+    assert cp.control_plane_join_values()["KUBEADM_CERTIFICATE_KEY"] == "f" * 64
+    # no key printed: refused before anything is written
+    monkeypatch.setattr(cp, "_JOIN_VALUES", {})
+    first.answers["kubeadm init phase upload-certs"] = ""
+    monkeypatch.setattr(cp, "host", _Host("k8s-cp3"))
+    with pytest.raises(OperationError, match="no certificate key"):
+        cp.control_plane_join_values()
+
+
+def test_further_control_planes_join_one_after_another(monkeypatch):
+    import roles.k8s_control_plane.tasks as cp
+    from estate.model import kubernetes as k8s
+    info = {"kubernetes/kubeadm/init.yaml": {"consumers": "k8s-cp1"},
+            k8s.SYSTEMD_UNITS + k8s.timer_unit("etcd-snapshot"): {"consumers": "k8s-cp[1-3]"}}
+    monkeypatch.setattr(cp, "artifact_info", info.__getitem__)
+    for name, index in (("k8s-cp2", 0), ("k8s-cp3", 1)):
+        monkeypatch.setattr(cp, "node", lambda name=name: name)
+        assert cp.join_index() == index

@@ -14,6 +14,7 @@ from estate.check.registry import REGISTRY
 from estate.pipeline import build
 from estate.model import kubernetes as k8s
 from estate.render import Artifacts, render_all
+from estate.spec.hostlist import Hostlist
 from estate.spec.load import load_text
 from estate.spec.resolved import Estate
 from tests.unit.checkutil import ROOT, findings_for, keyed, spec_dict
@@ -34,9 +35,24 @@ CASES = [
      {"kubernetes.control_plane": ["k8s1", "k8s2"]}, "kubernetes.control_plane[1]"),
     ("kubernetes.control_plane_not_listed", W, "lab",
      {"nodes[5].roles": ["k8s_control_plane"]}, "nodes[5].roles"),
-    ("kubernetes.single_api_endpoint", W, "lab",
+    ("kubernetes.api_vip_missing", E, "lab",
      {"nodes[5].roles": ["k8s_control_plane", "k8s_worker"],
       "kubernetes.control_plane": ["k8s1", "k8s2"]}, "kubernetes.control_plane"),
+    ("kubernetes.api_vip_missing", E, "ha", {"kubernetes.api_vip": DROP},
+     "kubernetes.control_plane"),
+    ("kubernetes.api_vip", E, "ha", {"kubernetes.api_vip": "10.40.0.5"}, "kubernetes.api_vip"),
+    ("kubernetes.api_vip", E, "ha", {"kubernetes.api_vip": "10.30.0.0"}, "kubernetes.api_vip"),
+    # the first auto-allocated address of the service segment: a node's
+    ("kubernetes.api_vip", E, "ha", {"kubernetes.api_vip": "10.30.0.15"}, "kubernetes.api_vip"),
+    ("kubernetes.api_vip_interface", E, "ha", {"kubernetes.api_vip_interface": DROP},
+     "kubernetes.api_vip_interface"),
+    ("kubernetes.api_vip_interface", E, "ha", {"kubernetes.api_vip_interface": "eth1"},
+     "kubernetes.api_vip_interface"),
+    ("kubernetes.api_vip_interface", E, "ha",
+     {"kubernetes.api_vip_interface": "enp0s31f6-storage"}, "kubernetes.api_vip_interface"),
+    ("kubernetes.etcd_even", W, "ha", {"nodes[6].hosts": "k8s-cp[1-2]",
+                                      "kubernetes.control_plane": ["k8s-cp1", "k8s-cp2"]},
+     "kubernetes.control_plane"),
     ("kubernetes.api_address", E, "lab", {"nodes[5].addresses.service": DROP},
      "nodes[5].addresses"),
     ("kubernetes.tenant_name", E, "lab", {"kubernetes.tenants[0].name": "Inference_A"},
@@ -115,7 +131,7 @@ def test_seeded_mistake_is_reported(vid, severity, base, edits, path):
     assert f.severity is severity and f.hint and f.location.startswith("<test>:")
 
 
-@pytest.mark.parametrize("base", ["lab", "prod"])
+@pytest.mark.parametrize("base", ["lab", "prod", "ha"])
 def test_example_stacks_have_no_kubernetes_errors(base):
     errors = [f for f in findings_for(spec_dict(base))
               if f.id.startswith("kubernetes.") and f.severity is E]
@@ -164,7 +180,8 @@ def test_pipeline_runs_the_artifact_checks():
                    "kubernetes.secret_rendered", "kubernetes.gpu_node_scheduling",
                    "kubernetes.tenant_unfenced", "kubernetes.gpu_isolation",
                    "kubernetes.quota_exceeds_allocatable", "kubernetes.kueue_config_invalid",
-                   "kubernetes.kueue_tenant_unmanaged", "kubernetes.addon_unschedulable"}
+                   "kubernetes.kueue_tenant_unmanaged", "kubernetes.addon_unschedulable",
+                   "kubernetes.api_vip_mismatch", "kubernetes.control_plane_timers"}
     result = build(ROOT / "stacks" / "lab.yaml")
     assert result.ok and "kubernetes/manifests/50-kueue.yaml" in result.artifacts
 
@@ -270,6 +287,89 @@ TAMPER = [
      _set([0, "spec", "nodeLabels"], {"nvidia.com/gpu.product": "NVIDIA-L4-SHARED"}),
      "ownership.pool_overcommitted", "matches no rendered node"),
 ]
+
+
+# --- an HA control plane (example-prod with three control planes and a VIP) ------------------
+
+@pytest.fixture(scope="module")
+def ha():
+    estate = Estate(load_text(yaml.safe_dump(spec_dict("ha")), "<ha>").spec)
+    return estate, render_all(estate, "<ha>")
+
+
+def _text(path: str, old: str, new: str):
+    """An edit of a non-YAML file (systemd units) by text."""
+    return ("text", path, old, new)
+
+
+def _dropped(path: str):
+    return ("drop", path)
+
+
+def _consumers(path: str, hosts: str):
+    return ("consumers", path, hosts)
+
+
+def retouched(arts: Artifacts, path: str, edit) -> Artifacts:
+    if callable(edit):
+        return tampered(arts, path, edit)
+    out = Artifacts(arts)
+    if edit[0] == "drop":
+        del out[path]
+    elif edit[0] == "consumers":
+        out[path] = replace(arts[path], consumers=Hostlist.parse(edit[2]))
+    else:
+        out[path] = replace(arts[path], content=arts[path].content.replace(
+            edit[2].encode(), edit[3].encode()))
+    return out
+
+
+TAMPER_HA = [
+    # kube-vip announcing another address than the spec's VIP
+    (k8s.KUBE_VIP_PATH, _set([0, "spec", "containers", 0, "env", -2, "value"], "10.30.0.11"),
+     "kubernetes.api_vip_mismatch", "kube-vip announces 10.30.0.11"),
+    # kubeadm's endpoint back on the first control plane's own address
+    ("kubernetes/kubeadm/init.yaml", _set([1, "controlPlaneEndpoint"], "10.30.0.15:6443"),
+     "kubernetes.api_vip_mismatch", "controlPlaneEndpoint's host is 10.30.0.15"),
+    # a misspelt Pod field in kube-vip's static pod (strict Pod schema)
+    (k8s.KUBE_VIP_INIT_PATH, _set([0, "spec", "hostNetwrok"], True),
+     "kubernetes.api_vip_mismatch", "hostNetwrok"),
+    # a control plane without kube-vip: the VIP cannot fail over to it
+    (k8s.KUBE_VIP_PATH, _consumers(k8s.KUBE_VIP_PATH, "k8s-cp[1-2]"),
+     "kubernetes.api_vip_mismatch", "control planes k8s-cp3 run no kube-vip"),
+    (k8s.KUBE_VIP_PATH, _dropped(k8s.KUBE_VIP_PATH),
+     "kubernetes.api_vip_mismatch", "no kube-vip manifest"),
+    # renewal once a year: the certificates would expire first
+    ("kubernetes/systemd/estate-cert-renew.timer",
+     _text("kubernetes/systemd/estate-cert-renew.timer", "OnCalendar=monthly",
+           "OnCalendar=yearly"),
+     "kubernetes.control_plane_timers", "certificate renewal runs every 366 days"),
+    ("kubernetes/systemd/estate-cert-renew.timer",
+     _text("kubernetes/systemd/estate-cert-renew.timer", "OnCalendar=monthly",
+           "OnCalendar=*-01-01"),
+     "kubernetes.control_plane_timers", "which Estate cannot bound"),
+    # a control plane without its etcd snapshots
+    ("kubernetes/systemd/estate-etcd-snapshot.timer",
+     _consumers("kubernetes/systemd/estate-etcd-snapshot.timer", "k8s-cp[1-2]"),
+     "kubernetes.control_plane_timers", "control planes k8s-cp3 do not get "
+                                        "estate-etcd-snapshot.timer"),
+    ("kubernetes/sbin/estate-cert-renew", _dropped("kubernetes/sbin/estate-cert-renew"),
+     "kubernetes.control_plane_timers", "do not get estate-cert-renew"),
+]
+
+
+def test_clean_ha_render_has_no_findings(ha):
+    found = artifact_findings(*ha)
+    assert not {k: v for k, v in found.items() if k.startswith("kubernetes.")}
+
+
+@pytest.mark.parametrize("path,edit,vid,text", TAMPER_HA,
+                         ids=[f"{t[2]}:{t[3]}" for t in TAMPER_HA])
+def test_tampered_ha_artifact_is_caught(ha, path, edit, vid, text):
+    estate, arts = ha
+    found = artifact_findings(estate, retouched(arts, path, edit))
+    assert vid in found, sorted(found)
+    assert any(text in f.message for f in found[vid]), [f.message for f in found[vid]]
 
 
 def test_resource_quotas_that_each_fit_but_together_exceed_the_pool_are_caught():

@@ -25,7 +25,7 @@ from estate.render.kubernetes import render_kubernetes
 from estate.spec.hostlist import Hostlist
 from estate.spec.load import load_text
 from estate.spec.resolved import Estate
-from tests.unit.checkutil import spec_dict
+from tests.unit.checkutil import HA_VIP, spec_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 STACKS = sorted(p for p in (ROOT / "stacks").glob("*.yaml")
@@ -417,22 +417,93 @@ def test_each_file_goes_to_the_nodes_that_use_it(stack):
     assert all(a.plane == "kubernetes" for a in arts.values())
 
 
-def test_extra_control_planes_join_as_control_planes():
-    data = spec_dict("prod")
-    [cp] = [g for g in data["nodes"] if "k8s_control_plane" in g["roles"]]
-    cp["hosts"] = "k8s-cp[1-3]"
-    data["kubernetes"]["control_plane"] = ["k8s-cp1", "k8s-cp2", "k8s-cp3"]
-    estate = estate_of(data)
+def test_extra_control_planes_join_as_control_planes_through_the_vip():
+    estate = estate_of(spec_dict("ha"))
     arts = rendered(estate)
     [join] = docs(arts["kubernetes/kubeadm/join/k8s-cp2.yaml"])
-    assert join["controlPlane"]["certificateKey"] == k8s.CERT_KEY_PLACEHOLDER
+    assert join["controlPlane"] == {"localAPIEndpoint": {"advertiseAddress": "10.30.0.16",
+                                                         "bindPort": 6443},
+                                    "certificateKey": k8s.CERT_KEY_PLACEHOLDER}
+    assert join["discovery"]["bootstrapToken"]["apiServerEndpoint"] == f"{HA_VIP}:6443"
     init = {d["kind"]: d for d in docs(arts["kubernetes/kubeadm/init.yaml"])}
     assert init["InitConfiguration"]["certificateKey"] == k8s.CERT_KEY_PLACEHOLDER
-    assert init["ClusterConfiguration"]["networking"] == {
+    conf = init["ClusterConfiguration"]
+    assert conf["controlPlaneEndpoint"] == f"{HA_VIP}:6443"
+    assert conf["apiServer"]["certSANs"] == ["10.30.0.15", "10.30.0.16", "10.30.0.17", HA_VIP]
+    assert conf["networking"] == {
         "podSubnet": "10.244.0.0/16", "serviceSubnet": "10.96.0.0/16", "dnsDomain": "cluster.local"}
     assert init["KubeletConfiguration"]["cgroupDriver"] == "systemd"
     [worker] = docs(arts["kubernetes/kubeadm/join/inf01.yaml"])
     assert "controlPlane" not in worker
+    assert worker["discovery"]["bootstrapToken"]["apiServerEndpoint"] == f"{HA_VIP}:6443"
+
+
+def _env(pod: dict) -> dict:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in
+            pod["spec"]["containers"][0]["env"]}
+
+
+def test_kube_vip_holds_the_vip_on_every_control_plane_in_arp_mode_with_leader_election():
+    arts = rendered(estate_of(spec_dict("ha")))
+    vip = arts[k8s.KUBE_VIP_PATH]
+    assert list(vip.consumers) == ["k8s-cp1", "k8s-cp2", "k8s-cp3"]
+    [pod] = docs(vip)
+    env = _env(pod)
+    assert env["address"] == HA_VIP and env["vip_interface"] == "eth0"
+    assert env["vip_arp"] == "true" and env["cp_enable"] == "true"
+    assert env["vip_leaderelection"] == "true" and env["vip_leasename"] == "plndr-cp-lock"
+    assert env["port"] == "6443"
+    container = pod["spec"]["containers"][0]
+    assert container["image"] == "ghcr.io/kube-vip/kube-vip:v1.2.3"
+    assert pod["spec"]["hostNetwork"] is True
+    assert pod["spec"]["volumes"][0]["hostPath"]["path"] == "/etc/kubernetes/admin.conf"
+    assert kcheck.validate_object(pod, "1.36.1") == []
+    # the first control plane's variant for kubeadm init: super-admin.conf, else the same
+    init = arts[k8s.KUBE_VIP_INIT_PATH]
+    assert list(init.consumers) == ["k8s-cp1"]
+    [first] = docs(init)
+    assert first["spec"]["volumes"][0]["hostPath"]["path"] == "/etc/kubernetes/super-admin.conf"
+    first["spec"]["volumes"][0]["hostPath"]["path"] = "/etc/kubernetes/admin.conf"
+    assert first == pod
+
+
+def test_one_control_plane_without_a_vip_gets_no_kube_vip_but_its_timers(stack):
+    estate, arts = stack
+    assert not estate.spec.kubernetes.api_vip
+    assert not any(p.startswith("kubernetes/kube-vip/") for p in arts)
+    cps = estate.spec.kubernetes.control_plane
+    for name in ("etcd-snapshot", "cert-renew"):
+        for path in (f"kubernetes/systemd/estate-{name}.timer",
+                     f"kubernetes/systemd/estate-{name}.service", f"kubernetes/sbin/estate-{name}"):
+            assert list(arts[path].consumers) == cps
+
+
+def test_timers_snapshot_etcd_daily_and_renew_certificates_monthly():
+    import configparser
+    import shutil
+    import subprocess
+    arts = rendered(estate_of(spec_dict("ha")))
+    for name, calendar in (("etcd-snapshot", "daily"), ("cert-renew", "monthly")):
+        timer = configparser.ConfigParser(interpolation=None)
+        timer.read_string(arts[f"kubernetes/systemd/estate-{name}.timer"].content.decode())
+        assert timer["Timer"]["OnCalendar"] == calendar and timer["Timer"]["Persistent"] == "true"
+        unit = configparser.ConfigParser(interpolation=None)
+        unit.read_string(arts[f"kubernetes/systemd/estate-{name}.service"].content.decode())
+        assert unit["Service"]["ExecStart"] == f"/usr/local/sbin/estate-{name}"
+        script = arts[f"kubernetes/sbin/estate-{name}"]
+        assert script.mode == 0o755
+        assert subprocess.run(["sh", "-n"], input=script.content).returncode == 0
+        if shutil.which("shellcheck"):
+            assert subprocess.run(["shellcheck", "-s", "sh", "-"], input=script.content,
+                                  capture_output=True).returncode == 0
+    snap = arts["kubernetes/sbin/estate-etcd-snapshot"].content.decode()
+    assert "etcdctl --endpoints=https://127.0.0.1:2379" in snap
+    assert "--cacert=/etc/kubernetes/pki/etcd/ca.crt" in snap and " snapshot save " in snap
+    assert "tail -n +8" in snap    # the newest 7 kept
+    renew = arts["kubernetes/sbin/estate-cert-renew"].content.decode()
+    assert "kubeadm certs renew all" in renew
+    assert "for pod in etcd kube-apiserver kube-controller-manager kube-scheduler kube-vip" \
+        in renew
 
 
 # --- secrets ---------------------------------------------------------------------------------
@@ -642,3 +713,93 @@ def test_vendored_schemas_accept_no_field_upstream_lacks():
     assert kcheck.validate_config(kind)
     del kind["nodes"][0]["gpus"]
     assert kcheck.validate_config(kind) == []
+
+
+# --- the timers' scripts, run: a private mount namespace puts temporary directories where
+# they write (/var/lib, /var/backups, /etc), and fake crictl/kubeadm/sleep log their calls
+
+def _namespaced(script: bytes, binds: dict, bin_dir, tmp_path):
+    import shutil
+    import subprocess
+    if not shutil.which("unshare"):
+        pytest.skip("unshare is not installed (util-linux)")
+    (tmp_path / "script").write_bytes(script)
+    mounts = " && ".join(f"mount --bind {src} {dst}" for dst, src in binds.items())
+    cmd = f"{mounts} && PATH={bin_dir}:/usr/bin:/bin sh {tmp_path / 'script'}"
+    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"no private mount namespace here: {probe.stderr.decode().strip()}")
+    return subprocess.run(["unshare", "-rm", "sh", "-c", cmd], capture_output=True, text=True)
+
+
+def _bin(tmp_path, **scripts):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name, body in scripts.items():
+        (bin_dir / name).write_text("#!/bin/sh\n" + body)
+        (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
+def test_etcd_snapshot_saves_through_the_etcd_container_and_keeps_seven(tmp_path):
+    import os
+    arts = rendered(estate_of(spec_dict("ha")))
+    lib, backups, log = tmp_path / "lib", tmp_path / "backups", tmp_path / "log"
+    (lib / "etcd").mkdir(parents=True)
+    (backups / "etcd").mkdir(parents=True)
+    for i in range(8):   # older snapshots, oldest first
+        old = backups / "etcd" / f"etcd-2026010{i}T000000Z.db"
+        old.write_text("old")
+        os.utime(old, (1_700_000_000 + i, 1_700_000_000 + i))
+    bin_dir = _bin(tmp_path, crictl=(
+        f'echo "$*" >> {log}\n'
+        'case "$3" in ps) echo c0ffee;; exec) for a; do last=$a; done; echo snap > "$last";; '
+        'esac\n'))
+    run = _namespaced(arts["kubernetes/sbin/estate-etcd-snapshot"].content,
+                      {"/var/lib": lib, "/var/backups": backups}, bin_dir, tmp_path)
+    assert run.returncode == 0, run.stderr
+    calls = log.read_text().splitlines()
+    assert "ps --name ^etcd$ --state running -q" in calls[0]
+    assert "exec c0ffee etcdctl --endpoints=https://127.0.0.1:2379" in calls[1]
+    assert "snapshot save /var/lib/etcd/estate-snapshot.db" in calls[1]
+    kept = sorted(p.name for p in (backups / "etcd").iterdir())
+    assert len(kept) == 7, kept
+    assert [p for p in (backups / "etcd").iterdir() if p.read_text() == "snap\n"]
+    assert "etcd-20260100T000000Z.db" not in kept and "etcd-20260101T000000Z.db" not in kept
+    assert not (lib / "etcd" / "estate-snapshot.db").exists()
+
+
+def _renew_setup(tmp_path, sleep_body: str = "true\n"):
+    etc, log = tmp_path / "etc", tmp_path / "log"
+    manifests = etc / "kubernetes" / "manifests"
+    manifests.mkdir(parents=True)
+    pods = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-vip")
+    for pod in pods:
+        (manifests / f"{pod}.yaml").write_text(pod)
+    bin_dir = _bin(tmp_path, kubeadm=f'echo "kubeadm $*" >> {log}\n',
+                   crictl=f'echo "crictl $*" >> {log}\necho c0ffee\n',
+                   sleep=f'echo "sleep $*" >> {log}\n{sleep_body}')
+    return etc, manifests, log, pods, bin_dir
+
+
+def test_cert_renewal_renews_then_restarts_each_static_pod_in_turn(tmp_path):
+    arts = rendered(estate_of(spec_dict("ha")))
+    etc, manifests, log, pods, bin_dir = _renew_setup(tmp_path)
+    run = _namespaced(arts["kubernetes/sbin/estate-cert-renew"].content, {"/etc": etc},
+                      bin_dir, tmp_path)
+    assert run.returncode == 0, run.stderr
+    calls = log.read_text().splitlines()
+    assert calls[0] == "kubeadm certs renew all"
+    restarted = [c.split("--name ^", 1)[1].split("$")[0] for c in calls if " ps " in c]
+    assert restarted == list(pods)
+    assert calls.count("sleep 20") == len(pods)
+    assert sorted(p.name for p in manifests.iterdir()) == sorted(f"{p}.yaml" for p in pods)
+
+
+def test_cert_renewal_stopped_midway_puts_every_manifest_back(tmp_path):
+    arts = rendered(estate_of(spec_dict("ha")))
+    etc, manifests, log, pods, bin_dir = _renew_setup(tmp_path, sleep_body="exit 1\n")
+    run = _namespaced(arts["kubernetes/sbin/estate-cert-renew"].content, {"/etc": etc},
+                      bin_dir, tmp_path)
+    assert run.returncode != 0
+    assert sorted(p.name for p in manifests.iterdir()) == sorted(f"{p}.yaml" for p in pods)

@@ -19,8 +19,8 @@ def seeded() -> dict[str, set]:
     out: dict[str, set] = {}
     for vid, severity, *_ in spec_cases.CASES + k8s_cases.CASES + cni_cases.CASES:
         out.setdefault(vid, set()).add(severity)
-    for _path, _edit, vid, _text in k8s_cases.TAMPER + ownership_cases.TAMPER + \
-            cni_cases.TAMPER:
+    for _path, _edit, vid, _text in k8s_cases.TAMPER + k8s_cases.TAMPER_HA + \
+            ownership_cases.TAMPER + cni_cases.TAMPER:
         out.setdefault(vid, set()).add(None)
     return out
 

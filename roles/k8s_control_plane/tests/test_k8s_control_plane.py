@@ -32,3 +32,21 @@ def test_manifests_applied(host, node, ctx, plane):
         out = host.run(f"kubectl --kubeconfig /etc/kubernetes/admin.conf diff --server-side "
                        f"--force-conflicts -f {shlex.quote('/etc/estate/' + p)}")
         assert out.rc == 0, f"{p} is not applied as rendered: {out.stdout[-300:]}"
+
+
+def test_snapshot_and_renewal_timers_enabled(host, node, ctx, plane):
+    timers = sorted(p.rsplit("/", 1)[1] for p in ctx.nodes[node].consumes
+                    if p.startswith("kubernetes/systemd/") and p.endswith(".timer"))
+    assert timers, "no timers rendered for this control plane"
+    for timer in timers:
+        out = host.run(f"systemctl is-enabled {shlex.quote(timer)}")
+        assert out.stdout.strip() == "enabled", f"{timer}: {out.stdout.strip()}"
+
+
+def test_kube_vip_runs_where_the_spec_has_a_vip_and_only_there(host, node, ctx, plane):
+    manifest = host.file("/etc/kubernetes/manifests/kube-vip.yaml")
+    if "kubernetes/kube-vip/kube-vip.yaml" not in ctx.nodes[node].consumes:
+        assert not manifest.exists, "kube-vip without an API VIP in the spec"
+        return
+    assert manifest.exists and "/etc/kubernetes/admin.conf" in manifest.content_string
+    assert "super-admin.conf" not in manifest.content_string, "still the init variant"
