@@ -237,6 +237,12 @@ def gpu_sharing(estate):
                           f"with mig_strategy: single, not {sharing.mode}"
                           + (f" ({sharing.mig_strategy})" if sharing.mode == "mig" else ""),
                           "drop mig_devices, or set mode: mig and mig_strategy: single")
+        layout = k8s.mig_layout(cls, sharing)
+        if layout and sharing.mig_devices and sharing.mig_devices != sum(layout.values()):
+            yield problem(loc + ("mig_devices",), f"mig_devices is {sharing.mig_devices}, but "
+                          f"class '{cls.name}''s layout (gpus.mig_profiles) makes "
+                          f"{sum(layout.values())} MIG devices per GPU",
+                          "drop mig_devices: the layout gives the count")
 
 
 @validator("kubernetes.mig_quota_units", W, "kubernetes",
@@ -246,12 +252,14 @@ def mig_quota_units(estate):
         return
     for gi, cls in _plane_gpu_classes(estate):
         _, sharing = k8s.sharing_for(estate, cls)
-        if sharing.mode == "mig" and k8s.replicas(sharing) == 1 and sharing.mig_devices != 1:
+        if sharing.mode == "mig" and not k8s.mig_layout(cls, sharing) and \
+                k8s.replicas(sharing, cls) == 1 and sharing.mig_devices != 1:
             yield problem(("nodes", gi, "class"), f"class '{cls.name}' runs MIG "
                           f"({sharing.mig_strategy}): the device plugin advertises MIG "
                           f"devices, not whole GPUs, but quotas for '{cls.gpus.model}' count "
                           "whole GPUs because the spec has no MIG layout",
-                          "give mig_devices (single strategy), or use time-slicing or none "
+                          "give the class a MIG layout (gpus.mig_profiles), or mig_devices "
+                          "(single strategy), or use time-slicing or none "
                           "on the Kubernetes plane for exact quotas")
 
 

@@ -21,6 +21,13 @@ PLANE = "kubernetes"
 # --- names Kubernetes, NVIDIA and Kueue define ----------------------------------
 
 GPU_RESOURCE = "nvidia.com/gpu"
+# Under MIG's mixed strategy the device plugin advertises each profile as its own resource
+# (nvidia.com/mig-1g.10gb) and a GPU in MIG mode no nvidia.com/gpu at all.
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+# nvidia-mig-manager's label: the named config of the mig-parted file its node applies.
+# Estate names each config after the node class (one layout per class).
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+MIG_PARTED = "kubernetes/nvidia/mig-parted.yaml"
 # Every GPU worker carries this taint with its pool (its flavor's name) as the value, so a
 # toleration names the pool it opens: Kueue adds it to the workloads it admits to that
 # flavor, and PodTolerationRestriction lets only the namespaces of the tenants granted the
@@ -177,18 +184,43 @@ def sharing_for(estate: Estate, cls: NodeClass) -> tuple[str, GpuSharing]:
     return DEFAULT_SHARING_CONFIG, k8s.gpu_sharing
 
 
-def replicas(sharing: GpuSharing) -> int:
+def mig_layout(cls: NodeClass | None, sharing: GpuSharing) -> dict[str, int]:
+    """Profile -> instances per GPU where the class's GPUs run MIG on this plane, else {}."""
+    if sharing.mode != "mig" or cls is None or cls.gpus is None:
+        return {}
+    return dict(sorted(cls.gpus.mig_profiles.items()))
+
+
+def mig_resource(profile: str) -> str:
+    return f"{MIG_RESOURCE_PREFIX}{profile}"
+
+
+def replicas(sharing: GpuSharing, cls: NodeClass | None = None) -> int:
     """nvidia.com/gpu units the device plugin advertises per physical GPU.
 
-    Under MIG (single strategy) that is the MIG devices each GPU is split into, which
-    the spec gives as mig_devices; without it quotas count whole GPUs (estate check
-    warns about it).
+    Under MIG (single strategy) that is the MIG devices each GPU is split into: the class's
+    layout (gpus.mig_profiles) counts them, else the spec's mig_devices; without either
+    quotas count whole GPUs (estate check warns about it).
     """
     if sharing.mode == "time-slicing":
         return sharing.replicas
-    if sharing.mode == "mig" and sharing.mig_strategy == "single" and sharing.mig_devices:
-        return sharing.mig_devices
+    if sharing.mode == "mig" and sharing.mig_strategy == "single":
+        return sum(mig_layout(cls, sharing).values()) or sharing.mig_devices or 1
     return 1
+
+
+def advertised(cls: NodeClass, sharing: GpuSharing) -> dict[str, int]:
+    """Resource -> units the device plugin advertises per physical GPU of the class: what
+    quotas count in. Under the mixed strategy with a layout, one resource per profile."""
+    layout = mig_layout(cls, sharing)
+    if layout and sharing.mig_strategy == "mixed":
+        return {mig_resource(p): n for p, n in layout.items()}
+    return {GPU_RESOURCE: replicas(sharing, cls)}
+
+
+def gpu_resource(name: str) -> bool:
+    """Whether a resource name is one the device plugin advertises (what quotas fence)."""
+    return name == GPU_RESOURCE or name.startswith(MIG_RESOURCE_PREFIX)
 
 
 def gpu_taint(pool: str) -> dict:
@@ -255,13 +287,16 @@ def _gpu_labels(estate: Estate, facts: Group) -> dict[str, str]:
     """The labels a GPU worker of this group carries (the same for each of its nodes)."""
     cls = facts.cls
     config, sharing = sharing_for(estate, cls)
-    return {
+    labels = {
         GPU_PRESENT: "true",
         GPU_PRODUCT: cls.gpus.product,
         GPU_COUNT: str(cls.gpus.count),
-        GPU_REPLICAS: str(replicas(sharing)),
+        GPU_REPLICAS: str(replicas(sharing, cls)),
         DEVICE_PLUGIN_CONFIG_LABEL: config,
     }
+    if mig_layout(cls, sharing):
+        labels[MIG_CONFIG_LABEL] = cls.name
+    return labels
 
 
 def node_labels(estate: Estate, name: str, facts: Group, control_plane: bool,
@@ -373,10 +408,15 @@ class Flavor:
     product: str
     nodes: tuple[str, ...]
     gpus: int                 # physical GPUs
-    units: int                # nvidia.com/gpu the device plugin advertises
+    resources: dict           # resource -> units the device plugin advertises (all nodes)
     cpu_millis: int           # allocatable, not capacity (kubelet reservations deducted)
     memory_mi: int            # allocatable
-    max_units_per_node: int
+    max_per_node: dict        # resource -> the most units one node advertises
+
+    @property
+    def units(self) -> int:
+        """nvidia.com/gpu the device plugin advertises (none under MIG's mixed strategy)."""
+        return self.resources.get(GPU_RESOURCE, 0)
 
     @property
     def node_labels(self) -> dict[str, str]:
@@ -393,19 +433,20 @@ def flavors(estate: Estate) -> tuple[Flavor, ...]:
             continue
         names = [name for name in facts.hosts if name not in control]
         cls, gpu = facts.cls, facts.cls.gpus
-        units = gpu.count * replicas(sharing_for(estate, cls)[1])
+        per_node = {r: gpu.count * n
+                    for r, n in advertised(cls, sharing_for(estate, cls)[1]).items()}
         f = acc.setdefault(gpu.model, {"product": gpu.product, "nodes": [], "gpus": 0,
-                                       "units": 0, "cpu": 0, "mem": 0, "max": 0})
+                                       "units": {}, "cpu": 0, "mem": 0, "max": {}})
         f["nodes"].extend(names)
         f["gpus"] += gpu.count * len(names)
-        f["units"] += units * len(names)
         free = allocatable(estate, cls)
         f["cpu"] += free.cpu_millis * len(names)
         f["mem"] += free.memory_mi * len(names)
-        if names:
-            f["max"] = max(f["max"], units)
-    return tuple(Flavor(m, f["product"], tuple(f["nodes"]), f["gpus"], f["units"], f["cpu"],
-                        f["mem"], f["max"]) for m, f in acc.items())
+        for r, n in per_node.items() if names else ():
+            f["units"][r] = f["units"].get(r, 0) + n * len(names)
+            f["max"][r] = max(f["max"].get(r, 0), n)
+    return tuple(Flavor(m, f["product"], tuple(f["nodes"]), f["gpus"], dict(sorted(
+        f["units"].items())), f["cpu"], f["mem"], f["max"]) for m, f in acc.items())
 
 
 def apportion(total: int, weights: list[int], whole: int | None = None) -> list[int]:
@@ -432,9 +473,13 @@ def apportion(total: int, weights: list[int], whole: int | None = None) -> list[
 class Quota:
     flavor: str
     gpus: int          # physical GPUs from the spec
-    units: int         # nvidia.com/gpu nominal quota
+    resources: dict    # GPU resource -> nominal quota (nvidia.com/gpu, nvidia.com/mig-*)
     cpu_millis: int    # of the flavor's allocatable
     memory_mi: int
+
+    @property
+    def units(self) -> int:
+        return self.resources.get(GPU_RESOURCE, 0)
 
 
 @lru_cache(maxsize=8)
@@ -451,18 +496,29 @@ def tenant_quotas(estate: Estate) -> dict[str, tuple[Quota, ...]]:
     for f in flavors(estate):
         named = [t for t in tenants if f.name in t.gpus]
         weights = [t.gpus[f.name] for t in named]
-        split = zip(named, apportion(f.units, weights, f.gpus),
-                    apportion(f.cpu_millis, weights, f.gpus), apportion(f.memory_mi, weights, f.gpus))
-        for t, units, cpus, mem in split:
-            out[t.name].append(Quota(f.name, t.gpus[f.name], units, cpus, mem))
+        units = {r: apportion(n, weights, f.gpus) for r, n in f.resources.items()}
+        split = zip(named, apportion(f.cpu_millis, weights, f.gpus),
+                    apportion(f.memory_mi, weights, f.gpus))
+        for i, (t, cpus, mem) in enumerate(split):
+            out[t.name].append(Quota(f.name, t.gpus[f.name],
+                                     {r: shares[i] for r, shares in units.items()}, cpus, mem))
     return {name: tuple(q) for name, q in out.items()}
 
 
-def tenant_units(estate: Estate, tenant: Tenant) -> int:
-    """A tenant's nvidia.com/gpu share: its nominal quotas, summed over its flavors. Its
+def tenant_resources(estate: Estate, tenant: Tenant) -> dict[str, int]:
+    """A tenant's share of each GPU resource: its nominal quotas, summed over its flavors,
+    nvidia.com/gpu always present (zero where its pools advertise MIG devices only). Its
     ResourceQuota is exactly this, so the tenants' ResourceQuotas add up to the GPUs the
     spec hands out and never to more (each used to allow its whole cohort's quota)."""
-    return sum(q.units for q in tenant_quotas(estate)[tenant.name])
+    out = {GPU_RESOURCE: 0}
+    for q in tenant_quotas(estate)[tenant.name]:
+        for r, n in q.resources.items():
+            out[r] = out.get(r, 0) + n
+    return dict(sorted(out.items()))
+
+
+def tenant_units(estate: Estate, tenant: Tenant) -> int:
+    return tenant_resources(estate, tenant)[GPU_RESOURCE]
 
 
 def priority_class(tenant: Tenant) -> str:
