@@ -106,6 +106,13 @@ DNS_DOMAIN = "cluster.local"
 DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"
 DEVICE_PLUGIN_NAMESPACE = "kube-system"
 DEVICE_PLUGIN_NAME = "nvidia-device-plugin"
+# NVIDIA's DCGM exporter (GPU metrics), vendored verbatim from its release's static
+# manifest (k8s/dcgm-exporter/, see its README): the tag, the file's sha256, its port.
+DCGM_VERSION = "4.5.3-4.8.2"               # NVIDIA/dcgm-exporter tag: DCGM 4.5.3, exporter 4.8.2
+DCGM_MANIFEST = "k8s/dcgm-exporter/dcgm-exporter.yaml"
+DCGM_SHA256 = "8f5b1580b55bc5a09a831184b0957e7671edb1e5c5f60cb17a0b4f58ffd76450"
+DCGM_NAME = "dcgm-exporter"
+DCGM_PORT = PORTS["dcgm-exporter"]
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 # The Kueue release Estate installs (k8s/kueue/, vendored and checksummed) and the
 # Kubernetes minors its README's e2e suites run on at that tag (kind 1.34, 1.35, 1.36).
@@ -221,6 +228,18 @@ def advertised(cls: NodeClass, sharing: GpuSharing) -> dict[str, int]:
 def gpu_resource(name: str) -> bool:
     """Whether a resource name is one the device plugin advertises (what quotas fence)."""
     return name == GPU_RESOURCE or name.startswith(MIG_RESOURCE_PREFIX)
+
+
+def gpu_pools(estate: Estate) -> tuple[str, ...]:
+    """The GPU pools (taint values, Kueue flavors) the plane's GPU workers are in."""
+    return tuple(sorted({n.facts.gpu_model for n in plane_nodes(estate) if n.is_gpu_worker}))
+
+
+def gpu_addon_tolerations(estate: Estate) -> list[dict]:
+    """What a GPU-node add-on (DCGM exporter, GPU feature discovery) tolerates: exactly the
+    pools' taints, one toleration each, so it lands on every GPU worker and on nothing a
+    taint fences for another reason."""
+    return [pool_toleration(p) for p in gpu_pools(estate)]
 
 
 def gpu_taint(pool: str) -> dict:
