@@ -269,7 +269,8 @@ def node_labels(estate):
     if not _plane(estate):
         return
     derived = {k8s.GPU_PRESENT, k8s.GPU_PRODUCT, k8s.GPU_COUNT, k8s.GPU_REPLICAS,
-               k8s.DEVICE_PLUGIN_CONFIG_LABEL, *k8s.TOPOLOGY_LABELS.values()}
+               k8s.DEVICE_PLUGIN_CONFIG_LABEL, k8s.POOL_LABEL, k8s.MIG_CONFIG_LABEL,
+               *k8s.TOPOLOGY_LABELS.values()}
     for gi, group in enumerate(estate.spec.nodes):
         if group.plane != k8s.PLANE:
             continue

@@ -53,6 +53,12 @@ GPU_PRESENT = "nvidia.com/gpu.present"
 GPU_PRODUCT = "nvidia.com/gpu.product"
 GPU_COUNT = "nvidia.com/gpu.count"
 GPU_REPLICAS = "nvidia.com/gpu.replicas"
+# The pool (Kueue flavor, taint value: the GPU model) a GPU worker is in. Flavors select
+# on this, Estate's own label, not on nvidia.com/gpu.product: GPU Feature Discovery
+# rewrites the product label from the hardware and the sharing (a `-SHARED` suffix under
+# time-slicing, `-MIG-<profile>` under MIG's single strategy), which would unselect the
+# nodes from their flavor.
+POOL_LABEL = "estate.io/gpu-pool"
 DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
 DEFAULT_SHARING_CONFIG = "default"
 # Kueue gives a job without a queue name the LocalQueue of this name in its namespace
@@ -310,6 +316,7 @@ def _gpu_labels(estate: Estate, facts: Group) -> dict[str, str]:
         GPU_PRESENT: "true",
         GPU_PRODUCT: cls.gpus.product,
         GPU_COUNT: str(cls.gpus.count),
+        POOL_LABEL: cls.gpus.model,
         GPU_REPLICAS: str(replicas(sharing, cls)),
         DEVICE_PLUGIN_CONFIG_LABEL: config,
     }
@@ -439,7 +446,7 @@ class Flavor:
 
     @property
     def node_labels(self) -> dict[str, str]:
-        return {GPU_PRODUCT: self.product}
+        return {POOL_LABEL: self.name}
 
 
 @lru_cache(maxsize=8)
