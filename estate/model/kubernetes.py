@@ -119,6 +119,16 @@ DCGM_MANIFEST = "k8s/dcgm-exporter/dcgm-exporter.yaml"
 DCGM_SHA256 = "8f5b1580b55bc5a09a831184b0957e7671edb1e5c5f60cb17a0b4f58ffd76450"
 DCGM_NAME = "dcgm-exporter"
 DCGM_PORT = PORTS["dcgm-exporter"]
+# GPU Feature Discovery (labels from the hardware), from the device plugin's repository at
+# the plugin's tag, and node-feature-discovery, which publishes GFD's labels (GFD writes
+# them to NFD's features.d; nfd-worker reads it, nfd-master labels the node). Vendored in
+# k8s/gfd/ and k8s/nfd/ (see their READMEs).
+GFD_MANIFEST = "k8s/gfd/gpu-feature-discovery-daemonset.yaml"
+GFD_SHA256 = "b029b407280f7216e5de0663a36cb3c264af4fc27922d769446cca1d6e412633"
+GFD_NAME = "gpu-feature-discovery"
+NFD_VERSION = "v0.19.0"      # the NFD chart version the device plugin v0.20.0 chart depends on
+NFD_MANIFEST = "k8s/nfd/node-feature-discovery.yaml"
+NFD_SHA256 = "7d3af59a690ef540ffd8a4481c5a6f82d205f01c62931e401cde35d55e5e21df"
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 # The Kueue release Estate installs (k8s/kueue/, vendored and checksummed) and the
 # Kubernetes minors its README's e2e suites run on at that tag (kind 1.34, 1.35, 1.36).

@@ -68,3 +68,79 @@ def dcgm_exporter(estate: Estate) -> list[dict]:
                 c["securityContext"] = {"privileged": True}
         out.append(doc)
     return out
+
+
+# --- node-feature-discovery and GPU Feature Discovery -------------------------------------
+
+def _to_kube_system(doc: dict) -> None:
+    """Into the device plugin's namespace: a Namespace Estate rendered for NFD would be one
+    more to fence (PodTolerationRestriction, the ownership proof); kube-system is the
+    operators' and holds the other GPU add-ons."""
+    if "namespace" in (doc.get("metadata") or {}):
+        doc["metadata"]["namespace"] = k8s.DEVICE_PLUGIN_NAMESPACE
+    for subject in doc.get("subjects") or []:
+        if "namespace" in subject:
+            subject["namespace"] = k8s.DEVICE_PLUGIN_NAMESPACE
+
+
+def node_feature_discovery(estate: Estate) -> list[dict]:
+    """NFD's release build, changed only where Estate's placement needs it: kube-system; the
+    master and the garbage collector placed like every cluster add-on (ADDON_TOLERATIONS,
+    preferring the control planes); the worker on the GPU workers only (GFD's labels are
+    what Estate needs from it), tolerating exactly the GPU pools."""
+    out = []
+    for doc in copy.deepcopy(vendored(k8s.NFD_MANIFEST, k8s.NFD_SHA256)):
+        if doc.get("kind") == "Namespace":
+            continue
+        _to_kube_system(doc)
+        pod = ((doc.get("spec") or {}).get("template") or {}).get("spec")
+        if doc.get("kind") == "Deployment":
+            pod["tolerations"] = list(k8s.ADDON_TOLERATIONS)
+            pod["affinity"] = k8s.addon_affinity()
+        elif doc.get("kind") == "DaemonSet":
+            pod["nodeSelector"] = {k8s.GPU_PRESENT: "true"}
+            pod["tolerations"] = k8s.gpu_addon_tolerations(estate)
+        out.append(doc)
+    return out
+
+
+def gpu_feature_discovery(estate: Estate, configs: dict[str, dict],
+                          config_map: str) -> list[dict]:
+    """One GFD DaemonSet per device-plugin config, on the nodes that select it, reading that
+    config (from the plugin's ConfigMap): GFD labels what the plugin advertises (replicas,
+    MIG strategy) only if it knows the same sharing. Changed from upstream: kube-system;
+    a nodeSelector (gpu.present and the config) instead of the NFD-label affinity; the GPU
+    pools' tolerations; MIG_STRATEGY from the config (upstream's `none` would override the
+    file), NVIDIA_MIG_MONITOR_DEVICES under MIG (as upstream's MIG variants); the nvidia
+    runtime and NVIDIA_VISIBLE_DEVICES, as the plugin (privileged upstream already)."""
+    [base] = [d for d in vendored(k8s.GFD_MANIFEST, k8s.GFD_SHA256) if d["kind"] == "DaemonSet"]
+    used = sorted({n.labels.get(k8s.DEVICE_PLUGIN_CONFIG_LABEL) for n in
+                   k8s.plane_nodes(estate) if n.is_gpu_worker} - {None})
+    out = []
+    for name in used:
+        doc = copy.deepcopy(base)
+        strategy = str(configs[name]["flags"]["migStrategy"])
+        doc["metadata"]["name"] = f"{k8s.GFD_NAME}-{name}"
+        doc["metadata"]["namespace"] = k8s.DEVICE_PLUGIN_NAMESPACE
+        # the selector and pod labels name the config: two DaemonSets never share pods
+        for labels in (doc["spec"]["selector"]["matchLabels"],
+                       doc["spec"]["template"]["metadata"]["labels"]):
+            labels[k8s.DEVICE_PLUGIN_CONFIG_LABEL] = name
+        pod = doc["spec"]["template"]["spec"]
+        pod.pop("affinity", None)
+        _on_gpu_workers(estate, pod)
+        pod["nodeSelector"][k8s.DEVICE_PLUGIN_CONFIG_LABEL] = name
+        [c] = pod["containers"]
+        env = [e for e in c.get("env", []) if e["name"] != "MIG_STRATEGY"]
+        env += [{"name": "MIG_STRATEGY", "value": strategy},
+                {"name": "CONFIG_FILE", "value": "/config/config.yaml"},
+                {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+                {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}]
+        if strategy != "none":
+            env.append({"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"})
+        c["env"] = env
+        c["volumeMounts"].append({"name": "config", "mountPath": "/config", "readOnly": True})
+        pod["volumes"].append({"name": "config", "configMap": {
+            "name": config_map, "items": [{"key": name, "path": "config.yaml"}]}})
+        out.append(doc)
+    return out

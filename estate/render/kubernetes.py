@@ -28,7 +28,7 @@ from estate.model.kubernetes import (  # the facts this renderer lays out
     NFS_NOMINAL_CAPACITY, NVIDIA_RUNTIME_BINARY, RUNTIME_HANDLER,
     TOKEN_PLACEHOLDER, TOOLKIT_CONFIG, TOOLKIT_SETTINGS,
     api_endpoint, control_planes, cpu_quantity, flavors, hostlist, kubelet_settings,
-    tenant_resources, mig_layout, MIG_PARTED, DCGM_VERSION,
+    tenant_resources, mig_layout, MIG_PARTED, DCGM_VERSION, NFD_VERSION,
     PLANE, plane_nodes, priority_class, sharing_for, tenant_quotas,
 )
 from estate.model import cni
@@ -235,9 +235,18 @@ def build_gpu_addons(estate: Estate, source: str) -> list[Artifact]:
     """NVIDIA's add-ons on every GPU worker (estate.render.gpu_addons)."""
     if not any(n.is_gpu_worker for n in plane_nodes(estate)):
         return []
+    gfd = gpu_addons.gpu_feature_discovery(estate, device_plugin_configs(estate),
+                                           f"{DEVICE_PLUGIN_NAME}-configs")
     return [_vendored_manifest("22-dcgm-exporter.yaml",
                                f"NVIDIA DCGM exporter {DCGM_VERSION}",
-                               gpu_addons.dcgm_exporter(estate), estate, source)]
+                               gpu_addons.dcgm_exporter(estate), estate, source),
+            # NFD first: GFD's labels reach the node only through it
+            _vendored_manifest("23-node-feature-discovery.yaml",
+                               f"node-feature-discovery {NFD_VERSION}",
+                               gpu_addons.node_feature_discovery(estate), estate, source),
+            _vendored_manifest("24-gpu-feature-discovery.yaml",
+                               f"GPU Feature Discovery ({DEVICE_PLUGIN_IMAGE})", gfd,
+                               estate, source)]
 
 
 def build_cluster_objects(estate: Estate, source: str) -> list[Artifact]:

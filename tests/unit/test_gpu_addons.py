@@ -110,3 +110,96 @@ def test_a_changed_exporter_is_caught(lab, edit, vid, text):
     found = artifact_findings(estate, tampered(arts, DCGM, edit))
     assert vid in found, found
     assert any(text in f.message for f in found[vid]), [f.message for f in found[vid]]
+
+
+# --- node-feature-discovery and GPU Feature Discovery --------------------------------------
+
+NFD = "kubernetes/manifests/23-node-feature-discovery.yaml"
+GFD = "kubernetes/manifests/24-gpu-feature-discovery.yaml"
+
+
+@pytest.mark.parametrize("path,sha,readme", [
+    (k8s.NFD_MANIFEST, k8s.NFD_SHA256, "k8s/nfd/README.md"),
+    (k8s.GFD_MANIFEST, k8s.GFD_SHA256, "k8s/gfd/README.md"),
+])
+def test_nfd_and_gfd_are_the_pinned_upstream_files(path, sha, readme):
+    data = (ROOT / path).read_bytes()
+    assert hashlib.sha256(data).hexdigest() == sha
+    sums = (ROOT / path).with_name("SHA256SUMS").read_text()
+    assert f"{sha}  {path.rsplit('/', 1)[1]}" in sums
+    assert sha in (ROOT / readme).read_text()
+
+
+def test_upstream_nfd_and_gfd_pass_strict_validation(lab):
+    estate, arts = lab
+    version = estate.spec.kubernetes.version
+    for path in (k8s.NFD_MANIFEST, k8s.GFD_MANIFEST):
+        for doc in yaml.safe_load_all((ROOT / path).read_bytes()):
+            assert kcheck.validate_object(doc, version) == [], (path, doc["kind"])
+    for path in (NFD, GFD):
+        for doc in docs(arts, path):
+            assert kcheck.validate_object(doc, version) == [], (path, doc["kind"])
+
+
+def test_nfd_runs_its_workers_on_the_gpu_pools_and_the_rest_like_every_add_on():
+    from estate.render import render_all
+    estate = estate_of(research())
+    arts = render_all(estate, "<test>")
+    objects = docs(arts, NFD)
+    assert "Namespace" not in {d["kind"] for d in objects}
+    assert {d["metadata"].get("namespace") for d in objects} <= {"kube-system", None}
+    assert all(s["namespace"] == "kube-system" for d in objects for s in d.get("subjects", []))
+    pods = {d["metadata"]["name"]: d["spec"]["template"]["spec"] for d in objects
+            if d["kind"] in ("Deployment", "DaemonSet")}
+    assert pods["nfd-worker"]["tolerations"] == k8s.gpu_addon_tolerations(estate)
+    assert pods["nfd-worker"]["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    for name in ("nfd-master", "nfd-gc"):
+        assert pods[name]["tolerations"] == list(k8s.ADDON_TOLERATIONS)
+        assert pods[name]["affinity"] == k8s.addon_affinity()
+    assert artifact_findings(estate, arts) == {}
+
+
+def test_gfd_runs_once_per_device_plugin_config_with_its_sharing():
+    """k8s2's L4 under the default config (time-slicing), k8s3's A100s under their class's
+    (MIG, mixed): each GFD DaemonSet reads its config and its MIG strategy."""
+    from estate.render import render_all
+    from tests.unit.test_mig import mig_spec
+    estate = estate_of(mig_spec())
+    arts = render_all(estate, "<test>")
+    sets = {d["metadata"]["name"]: d for d in docs(arts, GFD)}
+    assert sorted(sets) == ["gpu-feature-discovery-default", "gpu-feature-discovery-gpu-2x"]
+    mig = sets["gpu-feature-discovery-gpu-2x"]["spec"]["template"]["spec"]
+    assert mig["nodeSelector"] == {"nvidia.com/gpu.present": "true",
+                                   "nvidia.com/device-plugin.config": "gpu-2x"}
+    env = {e["name"]: e["value"] for e in mig["containers"][0]["env"]}
+    assert env["MIG_STRATEGY"] == "mixed" and env["NVIDIA_MIG_MONITOR_DEVICES"] == "all"
+    assert {"key": "gpu-2x", "path": "config.yaml"} in \
+        next(v for v in mig["volumes"] if v["name"] == "config")["configMap"]["items"]
+    plain = sets["gpu-feature-discovery-default"]["spec"]["template"]["spec"]
+    env = {e["name"]: e["value"] for e in plain["containers"][0]["env"]}
+    assert env["MIG_STRATEGY"] == "none" and "NVIDIA_MIG_MONITOR_DEVICES" not in env
+    # the two never select each other's pods
+    selectors = [d["spec"]["selector"]["matchLabels"] for d in sets.values()]
+    assert selectors[0] != selectors[1]
+    assert artifact_findings(estate, arts) == {}
+
+
+def _workload(name):
+    def edit(ds):
+        doc = next(d for d in ds if d and d["kind"] in ("Deployment", "DaemonSet")
+                   and d["metadata"]["name"] == name)
+        doc["spec"]["template"]["spec"].pop("tolerations")
+    return edit
+
+
+@pytest.mark.parametrize("path,edit,text", [
+    (GFD, lambda ds: ds[0]["spec"]["template"]["spec"].pop("tolerations"),
+     "kube-system/gpu-feature-discovery-default has no node"),
+    (NFD, _workload("nfd-worker"), "kube-system/nfd-worker has no node"),
+    (NFD, _workload("nfd-master"), "kube-system/nfd-master has no node"),
+])
+def test_an_add_on_without_its_tolerations_is_caught(lab, path, edit, text):
+    estate, arts = lab
+    found = artifact_findings(estate, tampered(arts, path, edit))
+    assert any(text in f.message for f in found.get("kubernetes.addon_unschedulable", [])), \
+        found
