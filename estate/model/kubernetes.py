@@ -553,10 +553,6 @@ def tenant_resources(estate: Estate, tenant: Tenant) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
-def tenant_units(estate: Estate, tenant: Tenant) -> int:
-    return tenant_resources(estate, tenant)[GPU_RESOURCE]
-
-
 def priority_class(tenant: Tenant) -> str:
     return f"tenant-{tenant.name}"
 

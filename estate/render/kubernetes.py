@@ -289,8 +289,6 @@ def bridge_egress(estate: Estate) -> dict | None:
 
 
 def tenant_context(estate: Estate, tenant: Tenant) -> dict:
-    quotas = tenant_quotas(estate)[tenant.name]
-    by_flavor = {f.name: f for f in flavors(estate)}
     ingress, egress = network_policy_peers(estate, tenant)
     return {
         "name": tenant.name,

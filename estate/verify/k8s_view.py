@@ -20,9 +20,8 @@ were rendered from); this module only knows how to read a node list.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 
+from estate.kubectl import KUBECONFIG_ENV, kubectl_nodes  # noqa: F401 (the check's reader)
 from estate.model import kubernetes as k8s
 from estate.spec.resolved import Estate
 from estate.verify.slurm_view import Mismatch
@@ -32,7 +31,6 @@ MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
 # drivers report less than the marketed size (an L4: 23034 MiB of "24 GB", an L40S 46068 of
 # "48 GB"), an A100 exactly 40960 MiB: 10% either way tells a wrong model from rounding
 MEMORY_TOLERANCE = 0.10
-KUBECONFIG_ENV = "ESTATE_KUBECONFIG"
 
 
 def gfd_labels(node: k8s.KNode, estate: Estate) -> dict[str, str]:
@@ -115,20 +113,6 @@ def _labels(subject: str, node: k8s.KNode, estate: Estate, labels: dict) -> list
             out.append(Mismatch(subject, f"label {GFD_MEMORY}", f"about {spec_mib} (MiB)",
                                 labels.get(GFD_MEMORY, "absent"), why))
     return out
-
-
-def kubectl_nodes() -> dict | None:
-    """`kubectl get nodes -o json` through ESTATE_KUBECONFIG, or None when no cluster is
-    configured (no ESTATE_KUBECONFIG, or no kubectl)."""
-    import json
-    config, kubectl = os.environ.get(KUBECONFIG_ENV), shutil.which("kubectl")
-    if not config or not kubectl:
-        return None
-    run = subprocess.run([kubectl, "--kubeconfig", config, "get", "nodes", "-o", "json"],
-                         capture_output=True, text=True, timeout=60)
-    if run.returncode != 0:
-        raise RuntimeError(f"kubectl get nodes: {run.stderr.strip()[-300:]}")
-    return json.loads(run.stdout)
 
 
 def no_cluster_reason() -> str:
