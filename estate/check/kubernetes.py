@@ -317,6 +317,12 @@ def gpu_sharing(estate):
                           f"with mig_strategy: single, not {sharing.mode}"
                           + (f" ({sharing.mig_strategy})" if sharing.mode == "mig" else ""),
                           "drop mig_devices, or set mode: mig and mig_strategy: single")
+        layout = k8s.mig_layout(cls, sharing)
+        if layout and sharing.mig_devices and sharing.mig_devices != sum(layout.values()):
+            yield problem(loc + ("mig_devices",), f"mig_devices is {sharing.mig_devices}, but "
+                          f"class '{cls.name}''s layout (gpus.mig_profiles) makes "
+                          f"{sum(layout.values())} MIG devices per GPU",
+                          "drop mig_devices: the layout gives the count")
 
 
 @validator("kubernetes.mig_quota_units", W, "kubernetes",
@@ -326,12 +332,14 @@ def mig_quota_units(estate):
         return
     for gi, cls in _plane_gpu_classes(estate):
         _, sharing = k8s.sharing_for(estate, cls)
-        if sharing.mode == "mig" and k8s.replicas(sharing) == 1 and sharing.mig_devices != 1:
+        if sharing.mode == "mig" and not k8s.mig_layout(cls, sharing) and \
+                k8s.replicas(sharing, cls) == 1 and sharing.mig_devices != 1:
             yield problem(("nodes", gi, "class"), f"class '{cls.name}' runs MIG "
                           f"({sharing.mig_strategy}): the device plugin advertises MIG "
                           f"devices, not whole GPUs, but quotas for '{cls.gpus.model}' count "
                           "whole GPUs because the spec has no MIG layout",
-                          "give mig_devices (single strategy), or use time-slicing or none "
+                          "give the class a MIG layout (gpus.mig_profiles), or mig_devices "
+                          "(single strategy), or use time-slicing or none "
                           "on the Kubernetes plane for exact quotas")
 
 
@@ -341,7 +349,8 @@ def node_labels(estate):
     if not _plane(estate):
         return
     derived = {k8s.GPU_PRESENT, k8s.GPU_PRODUCT, k8s.GPU_COUNT, k8s.GPU_REPLICAS,
-               k8s.DEVICE_PLUGIN_CONFIG_LABEL, *k8s.TOPOLOGY_LABELS.values()}
+               k8s.DEVICE_PLUGIN_CONFIG_LABEL, k8s.POOL_LABEL, k8s.MIG_CONFIG_LABEL,
+               *k8s.TOPOLOGY_LABELS.values()}
     for gi, group in enumerate(estate.spec.nodes):
         if group.plane != k8s.PLANE:
             continue

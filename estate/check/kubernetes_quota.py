@@ -14,7 +14,7 @@ import re
 from estate.check._common import problem
 from estate.check.findings import Severity
 from estate.check.kubernetes_schema import _dicts
-from estate.check.ownership import _groups, _name, _tenant_path, rendered
+from estate.check.ownership import _groups, _name, _tenant_path, quota_claims, rendered
 from estate.check.registry import Problem, validator
 from estate.model import kubernetes as k8s
 from estate.model import model
@@ -127,15 +127,38 @@ def _over(ctx, r, flavor, res, nodes, classes, kept) -> list[Problem]:
 
 
 def _resource_quotas_over(ctx, r) -> list[Problem]:
-    """The tenants' GPU ResourceQuotas together within the GPUs every pool advertises: each
-    one alone within its pools (ownership.pool_overcommitted) is not enough, since two
-    tenants each allowed a whole pool could both fill it."""
-    total = sum(q for _, q in r.gpu_quotas.values())
-    have = sum(n.units for n in r.gpu_nodes.values() if n.flavors)
-    if total <= have:
-        return []
-    listed = ", ".join(f"{ns} {q:g}" for ns, (_, q) in sorted(r.gpu_quotas.items()))
-    return [Problem("kubernetes.tenants",
-                    f"the tenants' ResourceQuotas allow {total:g} requests.{k8s.GPU_RESOURCE} "
-                    f"together ({listed}); the pools advertise {have}",
-                    "re-render: each ResourceQuota is its tenant's share")]
+    """The tenants' GPU ResourceQuotas together within what every pool advertises, per GPU
+    resource: each one alone within its pools (ownership.pool_overcommitted) is not
+    enough, since two tenants each allowed a whole pool could both fill it."""
+    out = []
+    for res in sorted({res for _, held in r.gpu_quotas.values() for res in held}):
+        quotas = {ns: held[res] for ns, (_, held) in r.gpu_quotas.items() if res in held}
+        total = sum(quotas.values())
+        have = sum(n.advertised.get(res, 0) for n in r.gpu_nodes.values() if n.flavors)
+        if total <= have:
+            continue
+        listed = ", ".join(f"{ns} {q:g}" for ns, q in sorted(quotas.items()))
+        out.append(Problem("kubernetes.tenants",
+                           f"the tenants' ResourceQuotas allow {total:g} requests.{res} "
+                           f"together ({listed}); the pools advertise {have}",
+                           "re-render: each ResourceQuota is its tenant's share"))
+    return out
+
+
+@validator("kubernetes.quota_not_advertised", E, "kubernetes",
+           "a rendered quota (ClusterQueue or ResourceQuota) is in a GPU resource the "
+           "pool's nodes do not advertise", stage="artifacts")
+def quota_not_advertised(ctx):
+    """Under MIG's mixed strategy a node advertises nvidia.com/mig-<profile>, not
+    nvidia.com/gpu: a quota in the wrong resource admits nothing, or (a ResourceQuota)
+    fences nothing."""
+    for c in quota_claims(ctx):
+        if not c.unadvertised:
+            continue
+        offered = sorted({res for n in c.nodes for res, u in n.advertised.items() if u})
+        yield Problem(c.path, f"{c.what}; the nodes of {c.pools} "
+                      f"({_groups(ctx.estate, HostSet.names(n.name for n in c.nodes))}) "
+                      f"advertise no {c.resource}, only {', '.join(offered) or 'nothing'}",
+                      "re-render: quotas are derived from the nodes' MIG layout "
+                      "(node_classes[].gpus.mig_profiles) and mig_strategy; a hand-edited "
+                      "quota must name a resource the nodes advertise")

@@ -18,8 +18,11 @@ that writes something else is caught:
   not from the rendered LocalQueues: a tenant may create LocalQueues of its own). Node
   selectors and affinity only narrow where a pod may go; the taint is the fence;
 - the nominal quotas of a pool's ClusterQueues, and each tenant's ResourceQuota, stay within
-  the nvidia.com/gpu units its nodes advertise: gpu.count times the time-slice replicas of
-  the device-plugin config the node selects, or the MIG devices per GPU its label declares.
+  the GPU resources its nodes advertise: gpu.count times the time-slice replicas of
+  the device-plugin config the node selects, or under MIG the devices of the mig-parted
+  config its nvidia.com/mig.config label names (nvidia.com/gpu under the single strategy,
+  one nvidia.com/mig-<profile> per profile under mixed), else the MIG devices per GPU its
+  replicas label declares.
 
 Namespaces Estate does not render (kube-system, default) and those of the CNI's operator
 (estate.model.cni.NAMESPACES, which Estate renders) are the cluster operators' and are not
@@ -54,9 +57,14 @@ class GpuNode:
     name: str
     labels: dict
     taints: tuple
-    units: int           # nvidia.com/gpu the device plugin advertises on it
+    advertised: dict     # GPU resource -> units the device plugin advertises on it
     unit_kind: str       # whole GPUs, time-slice replicas, MIG devices
     flavors: list = field(default_factory=list)
+
+    @property
+    def units(self) -> int:
+        """nvidia.com/gpu it advertises (none under MIG's mixed strategy with a layout)."""
+        return self.advertised.get(k8s.GPU_RESOURCE, 0)
 
 
 @dataclass
@@ -68,7 +76,8 @@ class Rendered:
     flavors: list[dict]
     queues: list[dict]
     namespaces: dict[str, tuple[str, dict]]  # name -> (artifact path, Namespace)
-    gpu_quotas: dict[str, tuple[str, float]]  # namespace -> (artifact path, ResourceQuota)
+    # namespace -> (artifact path, {GPU resource: its ResourceQuota's requests.<resource>})
+    gpu_quotas: dict[str, tuple[str, dict[str, float]]]
     admission: set[str]
 
     def pool_nodes(self, flavor: str) -> list[GpuNode]:
@@ -144,31 +153,65 @@ def _gres_gpus(gres: str) -> int:
     return total
 
 
-def _per_gpu(labels: dict, configs: dict) -> tuple[int, str]:
-    """nvidia.com/gpu per physical GPU on a node, as its device-plugin config advertises."""
-    config = configs.get(labels.get(k8s.DEVICE_PLUGIN_CONFIG_LABEL)) or \
+def plugin_config(labels: dict, configs: dict) -> dict:
+    """The device-plugin config a node selects (its label, else the default)."""
+    return configs.get(labels.get(k8s.DEVICE_PLUGIN_CONFIG_LABEL)) or \
         configs.get(k8s.DEFAULT_SHARING_CONFIG) or {}
+
+
+def mig_strategy(config: dict) -> str:
+    return str((config.get("flags") or {}).get("migStrategy", "none"))
+
+
+def mig_configs(artifacts) -> dict[str, dict[str, int]]:
+    """Config name -> profile -> instances per GPU, from the rendered mig-parted file (its
+    `devices: all` entries that enable MIG; a layout per GPU index is not Estate's)."""
+    a = artifacts.get(k8s.MIG_PARTED)
+    out: dict[str, dict[str, int]] = {}
+    for doc in _dicts(a) if a else ():
+        for name, entries in (doc.get("mig-configs") or {}).items():
+            layout: dict[str, int] = {}
+            for e in entries if isinstance(entries, list) else ():
+                if isinstance(e, dict) and e.get("devices") == "all" and e.get("mig-enabled"):
+                    for p, n in (e.get("mig-devices") or {}).items():
+                        layout[str(p)] = layout.get(str(p), 0) + _count(n)
+            out[str(name)] = layout
+    return out
+
+
+def _per_gpu(labels: dict, configs: dict, layouts: dict) -> tuple[dict[str, int], str]:
+    """GPU resource -> units per physical GPU on a node, as its device-plugin config (and
+    under MIG its mig-parted config) advertises."""
+    config = plugin_config(labels, configs)
     for r in ((config.get("sharing") or {}).get("timeSlicing") or {}).get("resources", []):
         if r.get("name") == k8s.GPU_RESOURCE:
-            return _count(r.get("replicas"), 1), "time-slice replicas"
-    if (config.get("flags") or {}).get("migStrategy", "none") != "none":
-        # the plugin advertises the MIG devices the layout made: the node's label says how many
-        return _count(labels.get(k8s.GPU_REPLICAS), 1), "MIG devices"
-    return 1, "whole GPUs"
+            return {k8s.GPU_RESOURCE: _count(r.get("replicas"), 1)}, "time-slice replicas"
+    strategy = mig_strategy(config)
+    if strategy == "none":
+        return {k8s.GPU_RESOURCE: 1}, "whole GPUs"
+    layout = layouts.get(labels.get(k8s.MIG_CONFIG_LABEL))
+    if layout and strategy == "mixed":
+        return {k8s.mig_resource(p): n for p, n in layout.items()}, "MIG devices"
+    if layout:
+        return {k8s.GPU_RESOURCE: sum(layout.values())}, "MIG devices"
+    # no layout rendered: the node's label says how many devices the plugin advertises
+    return {k8s.GPU_RESOURCE: _count(labels.get(k8s.GPU_REPLICAS), 1)}, "MIG devices"
 
 
 def _gpu_nodes(artifacts, flavors) -> dict[str, GpuNode]:
     configs = {}
     for a in plane_artifacts(artifacts, MANIFESTS):
         configs.update(device_plugin_configs(a))
+    layouts = mig_configs(artifacts)
     out = {}
     for name, node in rendered_nodes(artifacts).items():
         labels = node["labels"]
         if labels.get(k8s.GPU_PRESENT) != "true":
             continue
-        per_gpu, kind = _per_gpu(labels, configs)
+        per_gpu, kind = _per_gpu(labels, configs, layouts)
+        gpus = _count(labels.get(k8s.GPU_COUNT))
         n = GpuNode(name, labels, tuple(node["taints"]),
-                    _count(labels.get(k8s.GPU_COUNT)) * per_gpu, kind)
+                    {r: gpus * u for r, u in per_gpu.items()}, kind)
         n.flavors = [(f.get("metadata") or {}).get("name") for f in flavors
                      if _matches((f.get("spec") or {}).get("nodeLabels") or {}, labels)]
         out[name] = n
@@ -188,10 +231,12 @@ def _namespaced(artifacts) -> tuple[dict, dict]:
                 namespaces[meta.get("name")] = (a.path, doc)
             elif doc.get("kind") == "ResourceQuota":
                 hard = (doc.get("spec") or {}).get("hard") or {}
-                value = hard.get(f"requests.{k8s.GPU_RESOURCE}")
-                if value is not None:
-                    ns = meta.get("namespace")
-                    quotas[ns] = (a.path, quotas.get(ns, (a.path, 0))[1] + quantity(value))
+                for key, value in hard.items():
+                    res = str(key).removeprefix("requests.")
+                    if res != key and k8s.gpu_resource(res):
+                        ns = meta.get("namespace")
+                        held = quotas.setdefault(ns, (a.path, {}))[1]
+                        held[res] = held.get(res, 0) + quantity(value)
     return namespaces, quotas
 
 
@@ -415,16 +460,62 @@ def tenant_pool_access(ctx):
 
 # --- quotas within what the pool advertises ---------------------------------------------------
 
-def _nominal(queues) -> dict[str, list[tuple[str, int]]]:
-    """Flavor -> [(ClusterQueue, nominal nvidia.com/gpu)]."""
-    out: dict[str, list] = {}
+def _nominal(queues) -> dict[tuple[str, str], list[tuple[str, float]]]:
+    """(flavor, GPU resource) -> [(ClusterQueue, nominal quota)]."""
+    out: dict[tuple, list] = {}
     for q in queues:
         for group in (q.get("spec") or {}).get("resourceGroups") or []:
             for f in group.get("flavors") or []:
                 for res in f.get("resources") or []:
-                    if res.get("name") == k8s.GPU_RESOURCE:
-                        out.setdefault(f.get("name"), []).append(
+                    if k8s.gpu_resource(str(res.get("name"))):
+                        out.setdefault((f.get("name"), res.get("name")), []).append(
                             (_name(q), quantity(res.get("nominalQuota", 0))))
+    return out
+
+
+@dataclass
+class Claim:
+    """What one tenant's rendered quota (or all of a pool's) asks of one GPU resource."""
+    path: str            # the spec path to name
+    what: str            # "ClusterQueues give ... in pool 'x'" or "ResourceQuota of ..."
+    resource: str
+    total: float
+    have: int            # units of resource the nodes behind it advertise
+    nodes: list          # those nodes (GpuNode)
+    pools: str           # the pools, for the message
+
+    @property
+    def unadvertised(self) -> bool:
+        """Asks for a resource the pool's nodes do not advertise at all (a quota in
+        nvidia.com/gpu on MIG nodes under the mixed strategy, or the reverse)."""
+        return self.total > 0 and self.have == 0 and bool(self.nodes)
+
+
+def quota_claims(ctx) -> list[Claim]:
+    """Every ClusterQueue pool total and every tenant ResourceQuota, per GPU resource, with
+    what the rendered nodes advertise of it."""
+    r = rendered(ctx)
+    kueue = f"{MANIFESTS}50-kueue.yaml"
+    units = {_name(f): r.pool_nodes(_name(f)) for f in r.flavors}
+    out = []
+    for (flavor, res), claims in sorted(_nominal(r.queues).items(), key=lambda kv: str(kv[0])):
+        nodes = units.get(flavor, [])
+        listed = ", ".join(f"{q} ({_tenant_path(ctx.estate, q, 'ClusterQueue ' + q, 'gpus', flavor)})"
+                           f" {n:g}" for q, n in claims)
+        out.append(Claim(_tenant_path(ctx.estate, claims[-1][0], kueue, "gpus", flavor),
+                         f"ClusterQueues give {sum(q for _, q in claims):g} {res} in pool "
+                         f"'{flavor}' ({listed})", res, sum(q for _, q in claims),
+                         sum(n.advertised.get(res, 0) for n in nodes), nodes, flavor))
+    tenants = ctx.estate.spec.kubernetes.tenants if ctx.estate.spec.kubernetes else []
+    for ns, (path, held) in sorted(r.gpu_quotas.items(), key=lambda kv: str(kv[0])):
+        granted = next((set(t.gpus) for t in tenants if t.name == ns), set())
+        nodes = [n for f in sorted(granted) for n in units.get(f, [])]
+        for res, quota in sorted(held.items()):
+            out.append(Claim(_tenant_path(ctx.estate, ns, path, "gpus"),
+                             f"ResourceQuota of namespace '{ns}' allows {quota:g} "
+                             f"requests.{res} ({path})", res, quota,
+                             sum(n.advertised.get(res, 0) for n in nodes), nodes,
+                             ", ".join(sorted(granted)) or "none"))
     return out
 
 
@@ -432,31 +523,14 @@ def _nominal(queues) -> dict[str, list[tuple[str, int]]]:
            "tenants' rendered GPU quotas add up to more than their pool's nodes advertise",
            stage="artifacts")
 def pool_overcommitted(ctx):
-    r = rendered(ctx)
-    kueue = f"{MANIFESTS}50-kueue.yaml"
-    units = {_name(f): r.pool_nodes(_name(f)) for f in r.flavors}
-    for flavor, claims in sorted(_nominal(r.queues).items(), key=lambda kv: str(kv[0])):
-        nodes = units.get(flavor, [])
-        have, total = sum(n.units for n in nodes), sum(q for _, q in claims)
-        if total <= have:
+    for c in quota_claims(ctx):
+        if c.total <= c.have or c.unadvertised:   # unadvertised: kubernetes.quota_not_advertised
             continue
-        kind = ", ".join(sorted({n.unit_kind for n in nodes})) or "nvidia.com/gpu"
-        where = _groups(ctx.estate, HostSet.names(n.name for n in nodes)) if nodes else \
+        kind = ", ".join(sorted({n.unit_kind for n in c.nodes})) or c.resource
+        where = _groups(ctx.estate, HostSet.names(n.name for n in c.nodes)) if c.nodes else \
             "matches no rendered node"
-        listed = ", ".join(f"{q} ({_tenant_path(ctx.estate, q, 'ClusterQueue ' + q, 'gpus', flavor)})"
-                           f" {n}" for q, n in claims)
-        yield Problem(_tenant_path(ctx.estate, claims[-1][0], kueue, "gpus", flavor),
-                      f"ClusterQueues give {total} {k8s.GPU_RESOURCE} in pool '{flavor}' "
-                      f"({listed}); its nodes advertise {have} ({kind}; {where})",
-                      "lower the tenants' quotas, or add nodes to the pool")
-    tenants = ctx.estate.spec.kubernetes.tenants if ctx.estate.spec.kubernetes else []
-    for ns, (path, quota) in sorted(r.gpu_quotas.items(), key=lambda kv: str(kv[0])):
-        granted = next((set(t.gpus) for t in tenants if t.name == ns), set())
-        have = sum(n.units for f in granted for n in units.get(f, []))
-        if quota > have:
-            yield Problem(_tenant_path(ctx.estate, ns, path, "gpus"),
-                          f"ResourceQuota of namespace '{ns}' allows {quota} "
-                          f"requests.{k8s.GPU_RESOURCE}; the pools it is granted "
-                          f"({', '.join(sorted(granted)) or 'none'}) advertise {have} ({path})",
-                          "re-render: the quota is the tenant's Kueue ceiling, which cannot "
-                          "exceed its pools")
+        yield Problem(c.path, f"{c.what}; the nodes of {c.pools} advertise {c.have} "
+                      f"({kind}; {where})",
+                      "lower the tenants' quotas, or add nodes to the pool; a hand-edited "
+                      "rendered quota: re-render (the quota is the tenant's Kueue ceiling, "
+                      "which cannot exceed its pools)")

@@ -92,9 +92,9 @@ class Matrix:
 
 
 # The names of the default flows: a spec flow with one of them replaces that default.
-DEFAULT_NAMES = frozenset(("ssh", "node-exporter", "slurmctld", "slurmd", "srun", "slurmdbd",
-                           "slurmrestd", "nfs", "kube-apiserver", "kubelet", "etcd",
-                           "calico-typha", "calico-vxlan", "calico-bgp"))
+DEFAULT_NAMES = frozenset(("ssh", "node-exporter", "dcgm-exporter", "slurmctld", "slurmd",
+                           "srun", "slurmdbd", "slurmrestd", "nfs", "kube-apiserver",
+                           "kubelet", "etcd", "calico-typha", "calico-vxlan", "calico-bgp"))
 
 
 @lru_cache(maxsize=8)
@@ -176,7 +176,19 @@ def _access(estate: Estate) -> list[Flow]:
         out.append(_flow("node-exporter", every, mgmt, (), "the monitoring hosts scrape "
                          "every node's exporter", ("firewall", "monitoring"),
                          cidrs=[str(c) for c in fw.monitoring]))
+        # the DCGM exporter runs on the host network of every Kubernetes GPU worker
+        # (estate.render.gpu_addons); without monitoring hosts nothing may scrape it
+        out.append(_flow("dcgm-exporter", _gpu_workers(estate), mgmt, (), "the monitoring "
+                         "hosts scrape the GPU metrics of the Kubernetes GPU workers",
+                         ("firewall", "monitoring"), cidrs=[str(c) for c in fw.monitoring]))
     return out
+
+
+def _gpu_workers(estate: Estate) -> frozenset[str]:
+    if not estate.spec.kubernetes:
+        return frozenset()
+    from estate.model import kubernetes as k8s   # it reads this module's neighbours
+    return frozenset(n.name for n in k8s.plane_nodes(estate) if n.is_gpu_worker)
 
 
 def _slurm(estate: Estate) -> list[Flow]:

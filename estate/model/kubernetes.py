@@ -21,6 +21,13 @@ PLANE = "kubernetes"
 # --- names Kubernetes, NVIDIA and Kueue define ----------------------------------
 
 GPU_RESOURCE = "nvidia.com/gpu"
+# Under MIG's mixed strategy the device plugin advertises each profile as its own resource
+# (nvidia.com/mig-1g.10gb) and a GPU in MIG mode no nvidia.com/gpu at all.
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+# nvidia-mig-manager's label: the named config of the mig-parted file its node applies.
+# Estate names each config after the node class (one layout per class).
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+MIG_PARTED = "kubernetes/nvidia/mig-parted.yaml"
 # Every GPU worker carries this taint with its pool (its flavor's name) as the value, so a
 # toleration names the pool it opens: Kueue adds it to the workloads it admits to that
 # flavor, and PodTolerationRestriction lets only the namespaces of the tenants granted the
@@ -46,6 +53,12 @@ GPU_PRESENT = "nvidia.com/gpu.present"
 GPU_PRODUCT = "nvidia.com/gpu.product"
 GPU_COUNT = "nvidia.com/gpu.count"
 GPU_REPLICAS = "nvidia.com/gpu.replicas"
+# The pool (Kueue flavor, taint value: the GPU model) a GPU worker is in. Flavors select
+# on this, Estate's own label, not on nvidia.com/gpu.product: GPU Feature Discovery
+# rewrites the product label from the hardware and the sharing (a `-SHARED` suffix under
+# time-slicing, `-MIG-<profile>` under MIG's single strategy), which would unselect the
+# nodes from their flavor.
+POOL_LABEL = "estate.io/gpu-pool"
 DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
 DEFAULT_SHARING_CONFIG = "default"
 # Kueue gives a job without a queue name the LocalQueue of this name in its namespace
@@ -103,6 +116,23 @@ DNS_DOMAIN = "cluster.local"
 DEVICE_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"
 DEVICE_PLUGIN_NAMESPACE = "kube-system"
 DEVICE_PLUGIN_NAME = "nvidia-device-plugin"
+# NVIDIA's DCGM exporter (GPU metrics), vendored verbatim from its release's static
+# manifest (k8s/dcgm-exporter/, see its README): the tag, the file's sha256, its port.
+DCGM_VERSION = "4.5.3-4.8.2"               # NVIDIA/dcgm-exporter tag: DCGM 4.5.3, exporter 4.8.2
+DCGM_MANIFEST = "k8s/dcgm-exporter/dcgm-exporter.yaml"
+DCGM_SHA256 = "8f5b1580b55bc5a09a831184b0957e7671edb1e5c5f60cb17a0b4f58ffd76450"
+DCGM_NAME = "dcgm-exporter"
+DCGM_PORT = PORTS["dcgm-exporter"]
+# GPU Feature Discovery (labels from the hardware), from the device plugin's repository at
+# the plugin's tag, and node-feature-discovery, which publishes GFD's labels (GFD writes
+# them to NFD's features.d; nfd-worker reads it, nfd-master labels the node). Vendored in
+# k8s/gfd/ and k8s/nfd/ (see their READMEs).
+GFD_MANIFEST = "k8s/gfd/gpu-feature-discovery-daemonset.yaml"
+GFD_SHA256 = "b029b407280f7216e5de0663a36cb3c264af4fc27922d769446cca1d6e412633"
+GFD_NAME = "gpu-feature-discovery"
+NFD_VERSION = "v0.19.0"      # the NFD chart version the device plugin v0.20.0 chart depends on
+NFD_MANIFEST = "k8s/nfd/node-feature-discovery.yaml"
+NFD_SHA256 = "7d3af59a690ef540ffd8a4481c5a6f82d205f01c62931e401cde35d55e5e21df"
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 # The Kueue release Estate installs (k8s/kueue/, vendored and checksummed) and the
 # Kubernetes minors its README's e2e suites run on at that tag (kind 1.34, 1.35, 1.36).
@@ -181,18 +211,55 @@ def sharing_for(estate: Estate, cls: NodeClass) -> tuple[str, GpuSharing]:
     return DEFAULT_SHARING_CONFIG, k8s.gpu_sharing
 
 
-def replicas(sharing: GpuSharing) -> int:
+def mig_layout(cls: NodeClass | None, sharing: GpuSharing) -> dict[str, int]:
+    """Profile -> instances per GPU where the class's GPUs run MIG on this plane, else {}."""
+    if sharing.mode != "mig" or cls is None or cls.gpus is None:
+        return {}
+    return dict(sorted(cls.gpus.mig_profiles.items()))
+
+
+def mig_resource(profile: str) -> str:
+    return f"{MIG_RESOURCE_PREFIX}{profile}"
+
+
+def replicas(sharing: GpuSharing, cls: NodeClass | None = None) -> int:
     """nvidia.com/gpu units the device plugin advertises per physical GPU.
 
-    Under MIG (single strategy) that is the MIG devices each GPU is split into, which
-    the spec gives as mig_devices; without it quotas count whole GPUs (estate check
-    warns about it).
+    Under MIG (single strategy) that is the MIG devices each GPU is split into: the class's
+    layout (gpus.mig_profiles) counts them, else the spec's mig_devices; without either
+    quotas count whole GPUs (estate check warns about it).
     """
     if sharing.mode == "time-slicing":
         return sharing.replicas
-    if sharing.mode == "mig" and sharing.mig_strategy == "single" and sharing.mig_devices:
-        return sharing.mig_devices
+    if sharing.mode == "mig" and sharing.mig_strategy == "single":
+        return sum(mig_layout(cls, sharing).values()) or sharing.mig_devices or 1
     return 1
+
+
+def advertised(cls: NodeClass, sharing: GpuSharing) -> dict[str, int]:
+    """Resource -> units the device plugin advertises per physical GPU of the class: what
+    quotas count in. Under the mixed strategy with a layout, one resource per profile."""
+    layout = mig_layout(cls, sharing)
+    if layout and sharing.mig_strategy == "mixed":
+        return {mig_resource(p): n for p, n in layout.items()}
+    return {GPU_RESOURCE: replicas(sharing, cls)}
+
+
+def gpu_resource(name: str) -> bool:
+    """Whether a resource name is one the device plugin advertises (what quotas fence)."""
+    return name == GPU_RESOURCE or name.startswith(MIG_RESOURCE_PREFIX)
+
+
+def gpu_pools(estate: Estate) -> tuple[str, ...]:
+    """The GPU pools (taint values, Kueue flavors) the plane's GPU workers are in."""
+    return tuple(sorted({n.facts.gpu_model for n in plane_nodes(estate) if n.is_gpu_worker}))
+
+
+def gpu_addon_tolerations(estate: Estate) -> list[dict]:
+    """What a GPU-node add-on (DCGM exporter, GPU feature discovery) tolerates: exactly the
+    pools' taints, one toleration each, so it lands on every GPU worker and on nothing a
+    taint fences for another reason."""
+    return [pool_toleration(p) for p in gpu_pools(estate)]
 
 
 def gpu_taint(pool: str) -> dict:
@@ -259,13 +326,17 @@ def _gpu_labels(estate: Estate, facts: Group) -> dict[str, str]:
     """The labels a GPU worker of this group carries (the same for each of its nodes)."""
     cls = facts.cls
     config, sharing = sharing_for(estate, cls)
-    return {
+    labels = {
         GPU_PRESENT: "true",
         GPU_PRODUCT: cls.gpus.product,
         GPU_COUNT: str(cls.gpus.count),
-        GPU_REPLICAS: str(replicas(sharing)),
+        POOL_LABEL: cls.gpus.model,
+        GPU_REPLICAS: str(replicas(sharing, cls)),
         DEVICE_PLUGIN_CONFIG_LABEL: config,
     }
+    if mig_layout(cls, sharing):
+        labels[MIG_CONFIG_LABEL] = cls.name
+    return labels
 
 
 def node_labels(estate: Estate, name: str, facts: Group, control_plane: bool,
@@ -441,14 +512,19 @@ class Flavor:
     product: str
     nodes: tuple[str, ...]
     gpus: int                 # physical GPUs
-    units: int                # nvidia.com/gpu the device plugin advertises
+    resources: dict           # resource -> units the device plugin advertises (all nodes)
     cpu_millis: int           # allocatable, not capacity (kubelet reservations deducted)
     memory_mi: int            # allocatable
-    max_units_per_node: int
+    max_per_node: dict        # resource -> the most units one node advertises
+
+    @property
+    def units(self) -> int:
+        """nvidia.com/gpu the device plugin advertises (none under MIG's mixed strategy)."""
+        return self.resources.get(GPU_RESOURCE, 0)
 
     @property
     def node_labels(self) -> dict[str, str]:
-        return {GPU_PRODUCT: self.product}
+        return {POOL_LABEL: self.name}
 
 
 @lru_cache(maxsize=8)
@@ -461,19 +537,20 @@ def flavors(estate: Estate) -> tuple[Flavor, ...]:
             continue
         names = [name for name in facts.hosts if name not in control]
         cls, gpu = facts.cls, facts.cls.gpus
-        units = gpu.count * replicas(sharing_for(estate, cls)[1])
+        per_node = {r: gpu.count * n
+                    for r, n in advertised(cls, sharing_for(estate, cls)[1]).items()}
         f = acc.setdefault(gpu.model, {"product": gpu.product, "nodes": [], "gpus": 0,
-                                       "units": 0, "cpu": 0, "mem": 0, "max": 0})
+                                       "units": {}, "cpu": 0, "mem": 0, "max": {}})
         f["nodes"].extend(names)
         f["gpus"] += gpu.count * len(names)
-        f["units"] += units * len(names)
         free = allocatable(estate, cls)
         f["cpu"] += free.cpu_millis * len(names)
         f["mem"] += free.memory_mi * len(names)
-        if names:
-            f["max"] = max(f["max"], units)
-    return tuple(Flavor(m, f["product"], tuple(f["nodes"]), f["gpus"], f["units"], f["cpu"],
-                        f["mem"], f["max"]) for m, f in acc.items())
+        for r, n in per_node.items() if names else ():
+            f["units"][r] = f["units"].get(r, 0) + n * len(names)
+            f["max"][r] = max(f["max"].get(r, 0), n)
+    return tuple(Flavor(m, f["product"], tuple(f["nodes"]), f["gpus"], dict(sorted(
+        f["units"].items())), f["cpu"], f["mem"], f["max"]) for m, f in acc.items())
 
 
 def apportion(total: int, weights: list[int], whole: int | None = None) -> list[int]:
@@ -500,9 +577,13 @@ def apportion(total: int, weights: list[int], whole: int | None = None) -> list[
 class Quota:
     flavor: str
     gpus: int          # physical GPUs from the spec
-    units: int         # nvidia.com/gpu nominal quota
+    resources: dict    # GPU resource -> nominal quota (nvidia.com/gpu, nvidia.com/mig-*)
     cpu_millis: int    # of the flavor's allocatable
     memory_mi: int
+
+    @property
+    def units(self) -> int:
+        return self.resources.get(GPU_RESOURCE, 0)
 
 
 @lru_cache(maxsize=8)
@@ -519,18 +600,25 @@ def tenant_quotas(estate: Estate) -> dict[str, tuple[Quota, ...]]:
     for f in flavors(estate):
         named = [t for t in tenants if f.name in t.gpus]
         weights = [t.gpus[f.name] for t in named]
-        split = zip(named, apportion(f.units, weights, f.gpus),
-                    apportion(f.cpu_millis, weights, f.gpus), apportion(f.memory_mi, weights, f.gpus))
-        for t, units, cpus, mem in split:
-            out[t.name].append(Quota(f.name, t.gpus[f.name], units, cpus, mem))
+        units = {r: apportion(n, weights, f.gpus) for r, n in f.resources.items()}
+        split = zip(named, apportion(f.cpu_millis, weights, f.gpus),
+                    apportion(f.memory_mi, weights, f.gpus))
+        for i, (t, cpus, mem) in enumerate(split):
+            out[t.name].append(Quota(f.name, t.gpus[f.name],
+                                     {r: shares[i] for r, shares in units.items()}, cpus, mem))
     return {name: tuple(q) for name, q in out.items()}
 
 
-def tenant_units(estate: Estate, tenant: Tenant) -> int:
-    """A tenant's nvidia.com/gpu share: its nominal quotas, summed over its flavors. Its
+def tenant_resources(estate: Estate, tenant: Tenant) -> dict[str, int]:
+    """A tenant's share of each GPU resource: its nominal quotas, summed over its flavors,
+    nvidia.com/gpu always present (zero where its pools advertise MIG devices only). Its
     ResourceQuota is exactly this, so the tenants' ResourceQuotas add up to the GPUs the
     spec hands out and never to more (each used to allow its whole cohort's quota)."""
-    return sum(q.units for q in tenant_quotas(estate)[tenant.name])
+    out = {GPU_RESOURCE: 0}
+    for q in tenant_quotas(estate)[tenant.name]:
+        for r, n in q.resources.items():
+            out[r] = out.get(r, 0) + n
+    return dict(sorted(out.items()))
 
 
 def priority_class(tenant: Tenant) -> str:

@@ -20,6 +20,8 @@ MUNGE_USER = "munge"
 # slurmdbd's and slurmrestd's ports are the spec's; srun's range is firewall.srun_ports.
 PORTS = {"ssh": 22, "slurmctld": 6817, "slurmd": 6818, "kube-apiserver": 6443, "nfs": 2049,
          "kubelet": 10250, "node-exporter": 9100,
+         # NVIDIA's DCGM exporter on GPU workers (DCGM_EXPORTER_LISTEN in its manifest)
+         "dcgm-exporter": 9400,
          # Calico (estate.model.cni): Felix's default VXLAN port (FelixConfiguration
          # vxlanPort, the IANA port), Typha's port, BGP between calico-node's BIRDs
          "calico-vxlan": 4789, "calico-typha": 5473, "calico-bgp": 179}

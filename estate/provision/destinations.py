@@ -32,6 +32,8 @@ TABLE: list[tuple[str, str]] = [
     ("kubernetes/containerd/apt/*.list", "/etc/apt/sources.list.d/estate-{name}"),
     ("kubernetes/containerd/apt/*.pref", "/etc/apt/preferences.d/estate-{name}"),
     ("kubernetes/nvidia/config.toml", "/etc/nvidia-container-runtime/config.toml"),
+    # where nvidia-mig-parted's systemd service (nvidia-mig-manager.service) reads its config
+    ("kubernetes/nvidia/mig-parted.yaml", "/etc/nvidia-mig-manager/config.yaml"),
     ("kubernetes/node/modules.conf", "/etc/modules-load.d/estate-kubernetes.conf"),
     ("kubernetes/node/sysctl.conf", "/etc/sysctl.d/90-estate-kubernetes.conf"),
     ("kubernetes/apt/*.list", "/etc/apt/sources.list.d/{name}"),

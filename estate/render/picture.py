@@ -83,7 +83,8 @@ SERVICE_ROLE = {"slurmctld": "slurm_controller", "slurmd": "slurm_worker",
                 "etcd": "k8s_control_plane", "kubelet": "Kubernetes nodes",
                 "calico-vxlan": "Kubernetes nodes", "calico-typha": "Kubernetes nodes",
                 "calico-bgp": "Kubernetes nodes", "srun": "Slurm nodes",
-                "ssh": "every node", "node-exporter": "every node"}
+                "ssh": "every node", "node-exporter": "every node",
+                "dcgm-exporter": "Kubernetes GPU workers"}
 
 
 def flow_edges(estate: Estate) -> list[Flow]:

@@ -23,6 +23,9 @@ from estate.spec.types import (AbsolutePath, AptSource, DevicePrefix, FreeText, 
                                SchedulerValue, SlurmConfValue, SlurmTime, StoragePath, Version)
 
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$", max_length=63)]
+# A MIG GPU-instance profile as nvidia-smi and nvidia-mig-parted name it: 1g.10gb, 1g.10gb+me.
+MigProfileName = Annotated[str, StringConstraints(pattern=r"^[1-7]g\.[0-9]{1,3}gb(\+me)?$",
+                                                  max_length=16)]
 HostlistExpr = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.,\[\]-]+$")]
 Plane = Literal["slurm", "kubernetes"]
 Purpose = Literal["management", "fabric", "service", "storage"]
@@ -58,6 +61,10 @@ class GPU(Strict):
     count: int = Field(ge=1, le=16)
     memory_gb: GpuMemoryGB
     mig: bool = False
+    mig_profiles: dict[MigProfileName, Annotated[int, Field(ge=1, le=7)]] = Field(
+        {}, description="MIG layout of each GPU: profile -> instances per GPU, e.g. "
+        "{1g.10gb: 7}; checked against the GPU model's profiles (estate/model/nvidia.py "
+        "MIG_PROFILES) and its 7 compute and 8 memory slices.")
     emulated: bool = Field(False, description="Fake devices (the lab's mknod'd /dev/nvidiaN) "
                            "with no NVIDIA driver: `estate doctor` reports the driver check "
                            "as not applicable for them instead of failing. Never on real "

@@ -120,3 +120,14 @@ def test_kubeadm_accepts_the_rendered_configs(artifacts, tmp_path):
             run = subprocess.run([KUBEADM, "config", "validate", "--config", str(f)],
                                  capture_output=True, text=True, timeout=60)
             assert run.returncode == 0, (path, run.stderr)
+
+
+def test_gpu_nodes_match_the_spec():
+    """GFD's (or, without it, Estate's) GPU labels and the device plugin's capacity on the
+    cluster's GPU workers, against the spec (estate.verify.k8s_view)."""
+    from estate.verify.k8s_view import compare, kubectl_nodes, no_cluster_reason
+    nodes = kubectl_nodes()
+    if nodes is None:
+        pytest.skip(no_cluster_reason())
+    mismatches = compare(build(STACK, render=False).estate, nodes)
+    assert not mismatches, [str(m) for m in mismatches]

@@ -85,6 +85,11 @@ CASES = [
      {"node_classes[2].gpus.mig": True,
       "kubernetes.gpu_sharing": {"mode": "mig", "mig_strategy": "mixed", "mig_devices": 7}},
      "kubernetes.gpu_sharing.mig_devices"),
+    # a layout of 7 MIG devices per GPU, yet mig_devices says 3
+    ("kubernetes.gpu_sharing", E, "lab",
+     {"node_classes[2].gpus.mig": True, "node_classes[2].gpus.mig_profiles": {"1g.5gb": 7},
+      "kubernetes.gpu_sharing": {"mode": "mig", "mig_devices": 3}},
+     "kubernetes.gpu_sharing.mig_devices"),
     ("kubernetes.mig_quota_units", W, "lab",
      {"node_classes[2].gpus.mig": True, "kubernetes.gpu_sharing": {"mode": "mig"}},
      "nodes[5].class"),
@@ -181,7 +186,8 @@ def test_pipeline_runs_the_artifact_checks():
                    "kubernetes.tenant_unfenced", "kubernetes.gpu_isolation",
                    "kubernetes.quota_exceeds_allocatable", "kubernetes.kueue_config_invalid",
                    "kubernetes.kueue_tenant_unmanaged", "kubernetes.addon_unschedulable",
-                   "kubernetes.api_vip_mismatch", "kubernetes.control_plane_timers"}
+                   "kubernetes.api_vip_mismatch", "kubernetes.control_plane_timers",
+                   "kubernetes.quota_not_advertised", "kubernetes.mig_layout_invalid"}
     result = build(ROOT / "stacks" / "lab.yaml")
     assert result.ok and "kubernetes/manifests/50-kueue.yaml" in result.artifacts
 

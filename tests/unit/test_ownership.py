@@ -133,7 +133,8 @@ def test_rendered_quotas_over_the_pool_are_caught_in_its_units(kind, tmp_path, m
     d = research_shared(kind)
     quotas = rk.tenant_quotas
     monkeypatch.setattr(rk, "tenant_quotas", lambda e: {
-        t: tuple(dataclasses.replace(q, units=q.units + (q.flavor == "a100")) for q in qs)
+        t: tuple(dataclasses.replace(q, resources={**q.resources, "nvidia.com/gpu": q.units
+                                                   + (q.flavor == "a100")}) for q in qs)
         for t, qs in quotas(e).items()})
     estate = estate_of(d)
     assert not check_spec(estate)

@@ -11,6 +11,7 @@ from estate.check.registry import REGISTRY
 from tests.unit import test_check_validators as spec_cases
 from tests.unit import test_cni as cni_cases
 from tests.unit import test_kubernetes_check as k8s_cases
+from tests.unit import test_mig as mig_cases
 from tests.unit import test_ownership as ownership_cases
 
 
@@ -20,7 +21,7 @@ def seeded() -> dict[str, set]:
     for vid, severity, *_ in spec_cases.CASES + k8s_cases.CASES + cni_cases.CASES:
         out.setdefault(vid, set()).add(severity)
     for _path, _edit, vid, _text in k8s_cases.TAMPER + k8s_cases.TAMPER_HA + \
-            ownership_cases.TAMPER + cni_cases.TAMPER:
+            ownership_cases.TAMPER + cni_cases.TAMPER + mig_cases.TAMPER:
         out.setdefault(vid, set()).add(None)
     return out
 
