@@ -113,13 +113,13 @@ def _other_labs_down() -> dict[str, list[str]]:
     """Take the namespace and VM labs down; what either left, so that one lab's trouble
     never stops the others' teardown."""
     from estate.lab import netns, vm
-    netns.down()
+    remaining = {f"netns {k}": v for k, v in netns.down(log=_log).items() if v}
     typer.echo("netns lab stopped")
     try:
         left = vm.Lab(None, [], [], lock=vm.hold_lock()).close(log=_log)
     except vm.VMError as exc:
-        return {"vm lab": [str(exc)]}
-    return {f"vm {k}": v for k, v in left.items() if v}
+        return remaining | {"vm lab": [str(exc)]}
+    return remaining | {f"vm {k}": v for k, v in left.items() if v}
 
 
 @app.command("status")

@@ -29,7 +29,6 @@ nothing the host lacks. The host's munged serves both (the munge protocol is unc
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import pwd
@@ -43,6 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from estate.catalogue import HOST_SUITE, SLURM_SUITES
+from estate.lab import driver
+from estate.lab.driver import LabError
 from estate.pipeline import build
 from estate.render import write_tree
 from estate.model.services import (GPU_DEVICES, IDENTITY, SLURM_USER, jwt_key_path,
@@ -68,10 +69,6 @@ ROOT_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "slurm-root.sh"
 # Runs inside the new mount and UTS namespaces: hostname, bind mounts, then the command.
 _ENTER = 'set -e; hostname "$1"; shift; ' \
          'while [ "$1" != "--" ]; do mount --rbind "$1" "$2"; shift 2; done; shift; exec "$@"'
-
-
-class LabError(RuntimeError):
-    """The lab could not be brought up; the message says which node and why."""
 
 
 @dataclass
@@ -616,12 +613,7 @@ class _lock:
         self.path = state.parent / f".{state.name}.lock"
 
     def __enter__(self):
-        self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self.fd)
-            raise LabError(f"another netns lab is starting or stopping ({self.path})")
+        self.fd = driver.hold(self.path, "netns lab, starting or stopping,")
 
     def __exit__(self, *exc):
         os.close(self.fd)
@@ -691,8 +683,22 @@ def lab_pids(state: Path = STATE) -> list[int]:
     return out
 
 
-def down(state: Path = STATE) -> None:
-    """Stop every lab process, remove namespaces, bridge, firewall rules and secrets."""
+def leftovers(state: Path = STATE) -> dict[str, list[str]]:
+    """What of the lab is on this host: namespaces, processes, the bridge, FORWARD rules."""
+    rules = []
+    if shutil.which("iptables"):
+        rules = [" ".join(r) for r in IPT_RULES
+                 if sh("iptables", "-C", "FORWARD", *r, check=False).returncode == 0]
+    return {"namespaces": sorted(p.name for p in NETNS_DIR.glob(NS_PREFIX + "*"))
+            if NETNS_DIR.exists() else [],
+            "processes": [str(p) for p in lab_pids(state)],
+            "bridges": [BRIDGE] if Path(f"/sys/class/net/{BRIDGE}").exists() else [],
+            "iptables": rules}
+
+
+def down(state: Path = STATE, log=print) -> dict[str, list[str]]:
+    """Stop every lab process, remove namespaces, bridge, firewall rules and secrets; what
+    is left (empty lists when all went)."""
     for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
         pids = lab_pids(state)
         for pid in pids:
@@ -713,6 +719,7 @@ def down(state: Path = STATE) -> None:
         shutil.rmtree(path, ignore_errors=True)
     for key in state.glob("nodes/*/spool/**/jwt*.key"):
         key.unlink(missing_ok=True)
+    return leftovers(state)
 
 
 def _zombie(pid: int) -> bool:

@@ -13,13 +13,13 @@ never touches other tiers on the same host (e.g. the Slurm namespace lab).
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from estate.lab import driver
+from estate.lab.driver import LabError
 from estate.render.lab import PATH as NODES_PATH
 from estate.provision.secrets import LAB_DIR, LAB_SECRETS, LAB_SSH_KEY
 from estate.render.lab import MOLECULE_PREFIX, PREFIX
@@ -27,10 +27,6 @@ from estate.render.lab import MOLECULE_PREFIX, PREFIX
 ROOT = Path(__file__).resolve().parents[2]
 VAGRANT_STATE = LAB_DIR / "vagrant"
 LABEL = f"{PREFIX}=1"
-
-
-class LabError(RuntimeError):
-    pass
 
 
 @dataclass
@@ -56,11 +52,7 @@ class Timings:
 
 def run(cmd: list[str], env: dict | None = None, check: bool = True, quiet: bool = False,
         timeout: int = 900) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, env={**os.environ, **(env or {})}, text=True, timeout=timeout,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    if check and proc.returncode != 0:
-        tail = "\n".join(proc.stdout.splitlines()[-25:])
-        raise LabError(f"{' '.join(cmd[:3])} failed ({proc.returncode}):\n{tail}")
+    proc = driver.run(cmd, env=env, check=check, timeout=timeout)
     if not quiet and proc.stdout and proc.returncode != 0:
         print(proc.stdout)
     return proc
@@ -69,12 +61,7 @@ def run(cmd: list[str], env: dict | None = None, check: bool = True, quiet: bool
 # --- host prerequisites ---------------------------------------------------------------
 
 def ensure_ssh_key() -> Path:
-    if not LAB_SSH_KEY.exists():
-        LAB_SSH_KEY.parent.mkdir(parents=True, exist_ok=True)
-        os.chmod(LAB_SSH_KEY.parent, 0o700)
-        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "estate-lab",
-             "-f", str(LAB_SSH_KEY)])
-    return LAB_SSH_KEY
+    return driver.ensure_ssh_key(LAB_SSH_KEY, "estate-lab")
 
 
 def ensure_dockerd() -> None:
@@ -176,20 +163,9 @@ def vagrant_up(render_dir: Path, image: str, names: list[str]) -> None:
 
 def wait_for_ssh(nodes: list[dict], timeout: float = 60) -> None:
     """Each machine's sshd answering on its management address (where pyinfra connects)."""
-    deadline = time.monotonic() + timeout
-    for node in nodes:
-        addr = node["networks"][0]["ip"]
-        while True:
-            try:
-                with socket.create_connection((addr, 22), timeout=2) as s:
-                    if s.recv(4).startswith(b"SSH"):
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise LabError(f"{node['name']}: no ssh on {addr}:22 after {timeout} s "
-                               f"(docker logs {node['container']})")
-            time.sleep(0.5)
+    containers = {n["name"]: n["container"] for n in nodes}
+    driver.wait_for_ssh([(n["name"], n["networks"][0]["ip"]) for n in nodes], timeout,
+                        why=lambda name: f"(docker logs {containers[name]})")
 
 
 # --- down -------------------------------------------------------------------------------

@@ -21,19 +21,19 @@ instead of tearing down the first one's VMs.
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from estate.catalogue import packages
+from estate.lab import driver
+from estate.lab.driver import LabError
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "vagrant" / "vm-image"
@@ -49,17 +49,12 @@ PREFIX = "estvm"
 QEMU = "qemu-system-x86_64"
 
 
-class VMError(RuntimeError):
+class VMError(LabError):
     pass
 
 
 def sh(*cmd: str, check: bool = True, timeout: int = 1200) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          timeout=timeout)
-    if check and proc.returncode != 0:
-        tail = "\n".join(proc.stdout.splitlines()[-30:])
-        raise VMError(f"{' '.join(cmd[:4])} failed ({proc.returncode}):\n{tail}")
-    return proc
+    return driver.run(list(cmd), check=check, timeout=timeout, error=VMError, tail=30)
 
 
 def missing_tools() -> list[str]:
@@ -71,11 +66,7 @@ def missing_tools() -> list[str]:
 # --- image ------------------------------------------------------------------------------
 
 def ensure_ssh_key() -> Path:
-    if not SSH_KEY.exists():
-        SSH_KEY.parent.mkdir(parents=True, exist_ok=True)
-        os.chmod(SSH_KEY.parent, 0o700)
-        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "estate-vm", "-f", str(SSH_KEY))
-    return SSH_KEY
+    return driver.ensure_ssh_key(SSH_KEY, "estate-vm", VMError)
 
 
 # The roles the VM tier applies; their packages are baked into the image (TCG dpkg: minutes).
@@ -258,24 +249,16 @@ def _pid(pidfile: Path) -> int | None:
 
 
 def wait_for_ssh(vms: list[VM], timeout: float = 300) -> None:
-    """Each VM's sshd answering on its management address (where pyinfra connects)."""
-    deadline = time.monotonic() + timeout
-    for vm in vms:
-        while True:
-            try:
-                with socket.create_connection((vm.management, 22), timeout=3) as s:
-                    s.settimeout(10)
-                    if s.recv(4).startswith(b"SSH"):
-                        break
-            except OSError:
-                pass
-            pid = _pid(vm.pidfile)
-            if pid is None or not _alive(pid):
-                raise VMError(f"{vm.name}: QEMU exited during boot\n{serial_tail(vm)}")
-            if time.monotonic() > deadline:
-                raise VMError(f"{vm.name}: no ssh on {vm.management}:22 after {timeout:.0f} s"
-                              f"\n{serial_tail(vm)}")
-            time.sleep(1)
+    """Each VM's sshd answering on its management address (where pyinfra connects); QEMU
+    exiting ends the wait at once."""
+    by_name = {vm.name: vm for vm in vms}
+
+    def gone(name: str) -> bool:
+        pid = _pid(by_name[name].pidfile)
+        return pid is None or not _alive(pid)
+    driver.wait_for_ssh([(vm.name, vm.management) for vm in vms], timeout,
+                        why=lambda name: "\n" + serial_tail(by_name[name]), gone=gone,
+                        error=VMError, poll=1)
 
 
 def serial_tail(vm: VM, lines: int = 25) -> str:
@@ -290,18 +273,7 @@ def serial_tail(vm: VM, lines: int = 25) -> str:
 
 def hold_lock() -> int:
     """The tier's lock (an open fd; released when closed or the process ends)."""
-    VM_DIR.mkdir(parents=True, exist_ok=True)
-    fd = os.open(LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        owner = os.read(fd, 32).decode().strip() or "?"
-        os.close(fd)
-        raise VMError(f"another run of the VM tier (pid {owner}) holds {LOCK}: its VMs, "
-                      "bridges and taps have the same names; wait for it to finish") from None
-    os.ftruncate(fd, 0)
-    os.write(fd, str(os.getpid()).encode())
-    return fd
+    return driver.hold(LOCK, "run of the VM tier", VMError)
 
 
 def release(fd: int) -> None:

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from estate.catalogue import HOST_SUITE, SLURM_SUITES, host_packages
-from estate.lab.netns import BRIDGE, NETNS_DIR, NS_PREFIX, Lab, down, lab_pids
+from estate.lab.netns import Lab, down
+from estate.lab.netns import leftovers as netns_leftovers
 from estate.model.services import hooks
 from estate.spec.model import Spec
 
@@ -37,12 +38,8 @@ def require_live_slurm(accounting: bool, version: str | None = None) -> None:
 
 
 def leftovers() -> list[str]:
-    out = [f"netns {p.name}" for p in NETNS_DIR.glob(NS_PREFIX + "*")] \
-        if NETNS_DIR.exists() else []
-    out += [f"pid {p}" for p in lab_pids()]
-    if Path(f"/sys/class/net/{BRIDGE}").exists():
-        out.append(f"bridge {BRIDGE}")
-    return out
+    """What netns.leftovers() reports, one "kind name" line each (empty: nothing left)."""
+    return [f"{kind} {name}" for kind, names in netns_leftovers().items() for name in names]
 
 
 # Every Slurm release Estate renders for: the host's, and the others from their roots.
