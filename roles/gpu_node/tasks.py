@@ -9,7 +9,7 @@ from pyinfra.api import deploy
 from pyinfra.operations import apt, server
 
 from roles._lib import probe, Unsupported, consumed, install, install_packages
-from roles.k8s_packages.tasks import reach_problem
+from roles._lib.kubernetes import reach_problem
 
 REPO = "https://nvidia.github.io/libnvidia-container"
 KEYRING = "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"

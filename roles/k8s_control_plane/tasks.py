@@ -22,7 +22,7 @@ import os
 import re
 import shlex
 
-from pyinfra import host, state
+from pyinfra import host
 from pyinfra.api import OperationError, deploy
 from pyinfra.facts.server import Command
 from pyinfra.operations import server, systemd
@@ -35,6 +35,7 @@ from estate.spec.hostlist import Hostlist
 from roles._lib import probe, STAMPS, Unsupported, artifact_info, consumed, digest_of, install, \
     node, put_text, render_dir, run_when_changed, runtime
 from roles._lib.facts import FileText
+from roles._lib.kubernetes import first_control_plane, join_values, missing_tools
 
 ADMIN = "/etc/kubernetes/admin.conf"
 INIT = "/root/estate-kubeadm-init.yaml"
@@ -85,20 +86,6 @@ APPLY_MANIFESTS = (
     "crd/localqueues.kueue.x-k8s.io crd/resourceflavors.kueue.x-k8s.io && kubectl "
     "--kubeconfig {admin} -n {ns} rollout status deployment/{deployment} --timeout=300s "
     "|| exit 1;; esac; done")
-
-
-def missing_tools(run) -> list[str]:
-    return [t for t in ("kubeadm", "kubelet", "kubectl")
-            if (run(f"command -v {shlex.quote(t)}") or "").strip() == ""]
-
-
-def join_values(join_command: str) -> dict[str, str]:
-    """KUBEADM_TOKEN and KUBEADM_CA_CERT_HASH from `kubeadm token create --print-join-command`."""
-    token = re.search(r"--token (\S+)", join_command)
-    ca = re.search(r"--discovery-token-ca-cert-hash (\S+)", join_command)
-    if not token or not ca:
-        raise OperationError("the control plane printed no join command")
-    return {"KUBEADM_TOKEN": token.group(1), "KUBEADM_CA_CERT_HASH": ca.group(1)}
 
 
 @deploy("k8s_control_plane")
@@ -217,13 +204,6 @@ def join_index() -> int:
     first = Hostlist.parse(artifact_info("kubernetes/kubeadm/init.yaml")["consumers"])
     joining = [n for n in every if n not in first]
     return joining.index(node()) if node() in joining else 0
-
-
-def first_control_plane():
-    """The host in this run that consumes init.yaml (the first control plane), or None."""
-    first = Hostlist.parse(artifact_info("kubernetes/kubeadm/init.yaml")["consumers"])
-    return next((h for h in state.inventory if (h.data.get("estate_node") or h.name) in first),
-                None)
 
 
 def control_plane_join_values() -> dict[str, str]:

@@ -11,14 +11,13 @@ import posixpath
 import re
 import shlex
 from shlex import quote
-from typing import Callable
-from urllib.parse import urlparse
 
 from pyinfra import host
 from pyinfra.api import OperationError, deploy
 from pyinfra.operations import apt, server
 
 from roles._lib import Unsupported, consumed, install, install_packages, probe, render_dir
+from roles._lib.kubernetes import reach_problem
 
 
 def repository(list_text: str) -> tuple[str, str]:
@@ -33,18 +32,6 @@ def repository(list_text: str) -> tuple[str, str]:
 def pinned_packages(pref_text: str) -> list[str]:
     return next(l.split(":", 1)[1].split() for l in pref_text.splitlines()
                 if l.startswith("Package:"))
-
-
-def reach_problem(run: Callable[[str], str], url: str) -> str | None:
-    """Why the node cannot fetch the repository's signing key (None if it can)."""
-    u = urlparse(url)
-    port = u.port or (443 if u.scheme == "https" else 80)
-    # host and port are arguments of the inner script ($1, $2), never part of its code
-    connect = quote('exec 3<>"/dev/tcp/$1/$2"')
-    if (run(f"timeout 8 bash -c {connect} _ {quote(u.hostname or '')} {quote(str(port))} "
-            "2>/dev/null && echo ok") or "").strip() == "ok":
-        return None
-    return f"cannot reach {u.hostname}:{port} ({url}) from this node"
 
 
 @deploy("k8s_packages")

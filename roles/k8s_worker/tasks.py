@@ -16,8 +16,7 @@ from pyinfra.facts.server import Command
 from estate.provision.destinations import destination
 from roles._lib import probe, Unsupported, artifact_info, consumed, install, put_text, render_dir, \
     run_when_changed
-from roles.k8s_control_plane.tasks import (  # noqa: F401
-    first_control_plane, join_values, missing_tools)
+from roles._lib.kubernetes import first_control_plane, join_values, missing_tools
 
 KUBELET_CONF = "/etc/kubernetes/kubelet.conf"
 FILLED = "/etc/kubernetes/estate-join.yaml"

@@ -133,3 +133,18 @@ def test_the_spec_layer_imports_no_stage(graph):
     offenders = {mod: sorted(d for d in deps if d.startswith(stages))
                  for mod, deps in graph.items() if mod.startswith(("estate.spec", "estate.model"))}
     assert {mod: deps for mod, deps in offenders.items() if deps} == {}
+
+
+def _role(module: str) -> str | None:
+    """The role a module belongs to (roles.<role>...), None for roles._lib and roles.site."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "roles" and \
+        parts[1] not in ("_lib", "site") else None
+
+
+def test_no_role_imports_another_role(graph):
+    """A role shares code through roles._lib only: a role importing another drags that
+    role's deploy and its facts into every run of its own (issue 9)."""
+    offenders = {mod: sorted(d for d in deps if _role(d) and _role(d) != _role(mod))
+                 for mod, deps in graph.items() if _role(mod) and ".tests" not in mod}
+    assert {mod: deps for mod, deps in offenders.items() if deps} == {}

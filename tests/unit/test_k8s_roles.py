@@ -11,7 +11,8 @@ from estate.provision.destinations import destination, installer
 from estate.catalogue import ORDER
 from estate.provision.inventory import deploys_for, targets
 from roles.k8s_node.tasks import kernel_problem, rendered_modules, rendered_sysctls
-from roles.k8s_packages.tasks import pinned_packages, reach_problem, repository
+from roles._lib.kubernetes import reach_problem
+from roles.k8s_packages.tasks import pinned_packages, repository
 from roles.k8s_worker.tasks import join_values
 
 ROOT = Path(__file__).resolve().parents[2]

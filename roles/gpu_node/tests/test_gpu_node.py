@@ -6,7 +6,7 @@ import pytest
 
 from estate.verify.plugin import UNSUPPORTED
 from roles.gpu_node.tasks import REPO
-from roles.k8s_packages.tasks import reach_problem
+from roles._lib.kubernetes import reach_problem
 
 ROLE = "gpu_node"
 
