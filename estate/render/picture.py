@@ -474,7 +474,7 @@ def segments_table(f: Facts) -> Block:
 
 def scheduling_tables(f: Facts) -> Block:
     budget = f.budget.as_dict()
-    parts = [[p.name, p.spec.nodes, str(budget["partitions"].get(p.name, {}).get("gpus", 0)),
+    parts = [[p.name, p.nodes_text, str(budget["partitions"].get(p.name, {}).get("gpus", 0)),
               p.spec.max_time, str(p.spec.priority_tier), "yes" if p.spec.default else ""]
              for p in f.m.partitions]
     blocks = [table("Slurm partitions", ["partition", "nodes", "GPUs", "max time", "tier",

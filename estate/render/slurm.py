@@ -127,6 +127,8 @@ def _context(estate: Estate, source: str) -> dict:
         "controllers": controllers(estate),
         "node_lines": lines,
         "partition_settings": partition_settings(estate, lines),
+        "partitions": model(estate).partitions,
+        "nodesets": list(model(estate).nodesets.values()),
         "propagate_except": ",".join(propagate_except(estate)),
         "scheduler_parameters": scheduler_parameters(spec.slurm.scheduler_parameters),
         "priority_tres": weights(spec.slurm.priority.tres),

@@ -165,9 +165,23 @@ TresWeight = Annotated[float, Field(ge=0, le=1_000_000)]
 PreemptMode = Literal["off", "cancel", "requeue", "suspend"]
 
 
+class NodeSet(Strict):
+    """A named set of Slurm nodes (slurm.conf NodeSet=), listed in partitions by its name:
+    the nodes of some classes, a hostlist, or every node with a feature. Exactly one."""
+    name: Name
+    classes: list[Name] = Field([], description="The Slurm workers of these node classes "
+                                "(rendered as their hostlist).")
+    nodes: HostlistExpr | None = Field(None, description="These hosts (Nodes=).")
+    feature: SlurmFeature | None = Field(None, description="Every node with this feature "
+                                         "(Feature=; nodes[].slurm.features).")
+
+
 class Partition(Strict):
     name: Name
-    nodes: HostlistExpr
+    nodes: HostlistExpr | None = Field(None, description="Hosts in the partition; with "
+                                       "nodesets, in addition to theirs.")
+    nodesets: list[Name] = Field([], description="slurm.nodesets whose nodes are in the "
+                                 "partition (Nodes= names them).")
     default: bool = False
     max_time: SlurmTime = "INFINITE"
     default_time: SlurmTime | None = Field(None, description="DefaultTime: the limit of a job "
@@ -362,6 +376,7 @@ class Slurm(Strict):
     extra: dict[ConfKey, SlurmConfValue] = Field(
         {}, description="Other slurm.conf settings, key -> value; the key must be one "
         "Slurm's parser knows (slurm_conf/keys/) and not one Estate renders itself.")
+    nodesets: list[NodeSet] = []
     partitions: list[Partition] = []
     qos: list[QOS] = []
     accounts: list[Account] = []

@@ -228,9 +228,11 @@ def expected_partitions(estate: Estate) -> dict[str, dict[str, str]]:
     slurm = estate.spec.slurm
     per_gpu = def_per_gpu(estate, node_lines(estate))
     out = {}
-    for p in slurm.partitions:
+    for part in model(estate).partitions:
+        p = part.spec
         exp = out[p.name] = {
-            "Nodes": p.nodes, "Default": "YES" if p.default else "NO",
+            # slurmctld lists a node set's nodes, not its name
+            "Nodes": str(part.members.hostlist()), "Default": "YES" if p.default else "NO",
             "MaxTime": p.max_time, "DefaultTime": default_time(p),
             "PriorityTier": str(p.priority_tier), "State": "UP",
             # A partition QOS needs accounting; slurm.conf omits it otherwise.
