@@ -26,7 +26,7 @@ def plugin_settings(estate: Estate) -> dict[str, dict[str, str]]:
         "ProctrackType": "proctrack/cgroup" if cgroup else "proctrack/linuxproc",
         "TaskPlugin": "task/cgroup,task/affinity" if cgroup else "task/none",
         "SelectType": "select/cons_tres",
-        "TopologyPlugin": "topology/block" if block_topology(estate) else "topology/tree",
+        "TopologyPlugin": topology_plugin(estate),
         "SchedulerType": "sched/backfill",
         "PriorityType": "priority/multifactor",
         "AccountingStorageType": ("accounting_storage/slurmdbd" if slurm.accounting
@@ -45,6 +45,16 @@ def plugin_settings(estate: Estate) -> dict[str, dict[str, str]]:
     if uses_jwt(estate.spec):
         out["slurmrestd"] = {"rest_auth": "rest_auth/jwt"}
     return out
+
+
+def topology_plugin(estate: Estate) -> str:
+    """topology/block for blocks, topology/tree for a switch tree, else the flat plugin:
+    24.11's topology/tree with no switch refuses every multi-node job ("Requested topology
+    configuration is not available", measured on 24.11.5); 'none' is unset where the
+    release has no topology/none (24.11: its default, topology/default, is flat)."""
+    if block_topology(estate):
+        return "topology/block"
+    return "topology/tree" if estate.spec.topology.switches else "topology/none"
 
 
 # Keywords whose values are not "type/name" plugins but imply one.
