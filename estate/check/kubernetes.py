@@ -183,11 +183,29 @@ def tenant_group(estate):
 
 
 def _plane_gpu_classes(estate):
-    """(group index, class) of Kubernetes workers with GPUs."""
+    """(group index, class) of Kubernetes workers with GPUs of one kind (a class of several
+    kinds is kubernetes.gpu_kinds' finding, and nothing else here can describe it)."""
     for gi, group in enumerate(estate.spec.nodes):
         cls = estate.node_class(group)
-        if group.plane == k8s.PLANE and "k8s_worker" in group.roles and cls and cls.gpus:
+        if group.plane == k8s.PLANE and "k8s_worker" in group.roles and cls and \
+                len(cls.gpu_kinds) == 1:
             yield gi, cls
+
+
+@validator("kubernetes.gpu_kinds", E, "kubernetes",
+           "a Kubernetes worker whose class has several GPU kinds")
+def gpu_kinds(estate):
+    for gi, group in enumerate(estate.spec.nodes):
+        cls = estate.node_class(group)
+        if group.plane == k8s.PLANE and "k8s_worker" in group.roles and cls and \
+                len(cls.gpu_kinds) > 1:
+            kinds = ", ".join(f"{g.count}x {g.model}" for g in cls.gpu_kinds)
+            yield problem(("nodes", gi, "class"), f"class '{cls.name}' has several GPU kinds "
+                          f"({kinds}); the device plugin advertises them all as one "
+                          f"{k8s.GPU_RESOURCE} and one product label, so no pod, quota or "
+                          "Kueue flavor can tell them apart",
+                          "give Kubernetes workers a class of one GPU kind (one class per "
+                          "kind), or run these nodes on the Slurm plane")
 
 
 @validator("kubernetes.gpu_model", E, "kubernetes",

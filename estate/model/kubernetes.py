@@ -254,11 +254,12 @@ def switch_path(estate: Estate, name: str, group: NodeGroup) -> dict[str, str]:
 def _gpu_labels(estate: Estate, facts: Group) -> dict[str, str]:
     """The labels a GPU worker of this group carries (the same for each of its nodes)."""
     cls = facts.cls
+    gpu = cls.gpu_kinds[0]   # one kind on Kubernetes workers (kubernetes.gpu_kinds)
     config, sharing = sharing_for(estate, cls)
     return {
         GPU_PRESENT: "true",
-        GPU_PRODUCT: cls.gpus.product,
-        GPU_COUNT: str(cls.gpus.count),
+        GPU_PRODUCT: gpu.product,
+        GPU_COUNT: str(gpu.count),
         GPU_REPLICAS: str(replicas(sharing)),
         DEVICE_PLUGIN_CONFIG_LABEL: config,
     }
@@ -392,7 +393,7 @@ def flavors(estate: Estate) -> tuple[Flavor, ...]:
         if facts.plane != PLANE or not gpu_worker(facts, False):
             continue
         names = [name for name in facts.hosts if name not in control]
-        cls, gpu = facts.cls, facts.cls.gpus
+        cls, gpu = facts.cls, facts.cls.gpu_kinds[0]   # one kind: kubernetes.gpu_kinds
         units = gpu.count * replicas(sharing_for(estate, cls)[1])
         f = acc.setdefault(gpu.model, {"product": gpu.product, "nodes": [], "gpus": 0,
                                        "units": 0, "cpu": 0, "mem": 0, "max": 0})

@@ -39,6 +39,8 @@ def plugin_settings(estate: Estate) -> dict[str, dict[str, str]]:
         conf["PreemptType"] = f"preempt/{slurm.preemption.type}"
     conf = {k: v for k, v in conf.items() if not unset_by_release(slurm.version, k, v)}
     out = {"slurm.conf": conf, "cgroup.conf": {"CgroupPlugin": "autodetect"}}
+    if slurm.gres_autodetect != "off":   # slurmd loads gpu/<autodetect> for gres.conf
+        out["gres.conf"] = {"AutoDetect": slurm.gres_autodetect}
     if slurm.accounting:
         out["slurmdbd.conf"] = {"AuthType": "auth/munge",
                                 "StorageType": "accounting_storage/mysql"}
@@ -58,7 +60,7 @@ def topology_plugin(estate: Estate) -> str:
 
 
 # Keywords whose values are not "type/name" plugins but imply one.
-_IMPLIED = {"GresTypes": "gres/{}", "MpiDefault": "mpi/{}"}
+_IMPLIED = {"GresTypes": "gres/{}", "MpiDefault": "mpi/{}", "AutoDetect": "gpu/{}"}
 
 
 def unset_by_release(version: str, key: str, value: str) -> bool:

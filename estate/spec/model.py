@@ -7,9 +7,9 @@ many mistakes is reported whole rather than stopping at the first.
 """
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag
 
 from estate.catalogue import DEFAULT_SLURM, SLURM_SUITES, SPEC_ROLES
 from estate.kubernetes_releases import DEFAULT_VERSION
@@ -49,6 +49,11 @@ class Segment(Strict):
 
 # --- hardware ----------------------------------------------------------------
 
+# A MIG profile as nvidia-smi and mig-parted name it: compute slices, then memory (1g.10gb,
+# 3g.40gb, 1g.10gb+me with the media extensions).
+MigProfile = Annotated[str, StringConstraints(pattern=r"^[1-7]g\.[0-9]{1,3}gb(\+me)?$")]
+
+
 class GPU(Strict):
     vendor: Literal["nvidia"] = "nvidia"
     model: Name = Field(description="Short model name, used as the Slurm GRES type and "
@@ -58,10 +63,28 @@ class GPU(Strict):
     count: int = Field(ge=1, le=16)
     memory_gb: GpuMemoryGB
     mig: bool = False
+    mig_profiles: dict[MigProfile, Annotated[int, Field(ge=1, le=7)]] = Field(
+        {}, description="The MIG layout of each GPU: profile -> instances per GPU, e.g. "
+        "{1g.10gb: 7}; the profiles must be the model's and fit its slices (estate.model."
+        "nvidia.MIG_PROFILES). Slurm schedules each instance as a GPU of that type "
+        "(Gres=gpu:1g.10gb:N) and needs slurm.gres_autodetect: nvml to find them.")
     emulated: bool = Field(False, description="Fake devices (the lab's mknod'd /dev/nvidiaN) "
                            "with no NVIDIA driver: `estate doctor` reports the driver check "
                            "as not applicable for them instead of failing. Never on real "
                            "hardware.")
+
+
+def _gpus_form(value) -> str:
+    return "list[GPU]" if isinstance(value, list) else "one[GPU]"
+
+
+# One kind (a mapping) or a list of kinds. The form is chosen by the value's shape, so a
+# mistake is reported against the form written only (the tags hold '[', which
+# load.schema_findings drops from error paths like pydantic's own union tags).
+GpuKinds = Annotated[Union[Annotated[GPU, Tag("one[GPU]")],
+                           Annotated[list[GPU], Field(min_length=1, max_length=8),
+                                     Tag("list[GPU]")]],
+                     Discriminator(_gpus_form)]
 
 
 class NIC(Strict):
@@ -76,7 +99,10 @@ class NodeClass(Strict):
     cores_per_socket: CoresPerSocket
     threads_per_core: int = Field(1, ge=1, le=8)
     memory_mb: MemoryMB
-    gpus: GPU | None = None
+    gpus: GpuKinds | None = Field(
+        None, description="The node's GPUs: one kind, or a list of kinds on one node (Slurm "
+        "only: Gres=gpu:a100:4,gpu:t4:2; Kubernetes cannot tell kinds apart under one "
+        "nvidia.com/gpu).")
     nics: list[NIC] = []
 
     @property
@@ -84,8 +110,17 @@ class NodeClass(Strict):
         return self.sockets * self.cores_per_socket * self.threads_per_core
 
     @property
+    def gpu_kinds(self) -> tuple[GPU, ...]:
+        """The GPU kinds in spec order, whichever form the spec used: what everything that
+        looks at a class's GPUs reads, so the two forms never need two code paths."""
+        if self.gpus is None:
+            return ()
+        return tuple(self.gpus) if isinstance(self.gpus, list) else (self.gpus,)
+
+    @property
     def gpu_count(self) -> int:
-        return self.gpus.count if self.gpus else 0
+        """All the node's GPUs, every kind."""
+        return sum(g.count for g in self.gpu_kinds)
 
 
 # A node feature as --constraint names it: a word, or a word with a value (CPU_GEN:SKX).
@@ -348,6 +383,10 @@ class Slurm(Strict):
                                   "become NodeAddr and SlurmctldHost addresses.")
     gpu_device_path: DevicePrefix = Field("/dev/nvidia", description="Device file prefix; the lab "
                                  "points it at fake device nodes.")
+    gres_autodetect: Literal["off", "nvml"] = Field(
+        "off", description="gres.conf AutoDetect: off (Estate writes each GPU's File= and "
+        "Cores=) or nvml (slurmd asks NVIDIA's NVML; needed for MIG). nvml needs a Slurm "
+        "built with NVML: Debian's packages are not (slurm.plugin_not_in_release).")
     process_tracking: Literal["cgroup", "linuxproc"] = "cgroup"
     state_dir: OwnedDirectory = "/var/spool/slurmctld"
     config_overrides: bool = Field(False, description="Trust slurm.conf over the hardware "

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from estate.model import model
-from estate.model.slurm import (block_topology, def_per_gpu, default_time, gpu_affinity,
+from estate.model.slurm import (block_topology, def_per_gpu, default_time, kind_affinity,
                                 node_lines, time_seconds, weights)
 from estate.spec.hostlist import Hostlist, HostlistError
 from estate.spec.resolved import Estate
@@ -99,15 +99,19 @@ def compare(estate: Estate, view: SlurmView) -> list[Mismatch]:
 # --- nodes --------------------------------------------------------------------
 
 def reported_gres(line) -> str:
-    """Gres= as scontrol shows it: slurmd adds the sockets the GPUs are bound to (S:0-1),
-    and shards carry their GPUs' type (measured on 22.05)."""
+    """Gres= as scontrol shows it: slurmd adds the sockets each kind's GPUs are bound to
+    (S:0-1), and shards carry their GPUs' type (measured on 22.05)."""
     if not line.gres_count:
         return "(null)"
-    files = gpu_affinity(line)
-    sockets = f"(S:0-{len(files) - 1})" if files[0].cores else ""
-    kind = f"{line.gres_model}:" if line.gres_model else ""
-    out = f"gpu:{kind}{line.gres_count}{sockets}"
-    return out + (f",shard:{kind}{line.shards}{sockets}" if line.shards else "")
+    out = []
+    for k in line.kinds:
+        files = kind_affinity(k, line.sockets, line.cores_per_socket)
+        sockets = f"(S:0-{len(files) - 1})" if files[0].cores else ""
+        out.append(f"gpu:{k.type + ':' if k.type else ''}{k.count}{sockets}")
+    if line.shards:
+        kind = f"{line.gres_model}:" if line.gres_model else ""
+        out.append(f"shard:{kind}{line.shards}{sockets}")
+    return ",".join(out)
 
 
 def expected_nodes(estate: Estate) -> dict[str, dict[str, str]]:
