@@ -211,3 +211,17 @@ def test_nodesets_map_back_and_partitions_name_them():
     # the rendered Nodes= names the same node sets and hosts
     assert not [d for d in report.dropped if d.text.endswith(" Nodes")], report.dropped
     assert spec.slurm.nodesets[1].feature == "a100"
+
+
+def test_several_gpu_types_on_a_node_become_a_class_of_gpu_kinds():
+    doc, report = _import(BASIC.replace("Gres=gpu:a100:4 TmpDisk=1000",
+                                        "Gres=gpu:a100:4,gpu:t4:2,gpu:a100:1"))
+    cls = next(c for c in doc["node_classes"] if c["name"].endswith("-a100x4-t4x2"))
+    assert [(g["model"], g["count"]) for g in cls["gpus"]] == [("a100", 4), ("t4", 2)]
+    assert [d.text for d in report.dropped if d.text.startswith("Gres item")] == \
+        ["Gres item gpu:a100:1"]
+    spec = Spec.model_validate(doc)
+    assert next(c for c in spec.node_classes if c.name == cls["name"]).gpu_count == 6
+    assert report_differences(BASIC.replace("Gres=gpu:a100:4 TmpDisk=1000",
+                                            "Gres=gpu:a100:4,gpu:t4:2"), doc, report, "s")
+    assert not [d for d in report.dropped if d.text.endswith(" Gres")], report.dropped
