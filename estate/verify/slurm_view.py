@@ -178,8 +178,9 @@ def _compare_nodes(estate: Estate, view: SlurmView) -> list[Mismatch]:
         if got is None:
             out.append(Mismatch(subject, "presence", "defined", "missing from Slurm"))
             continue
+        nvml = estate.spec.slurm.gres_autodetect == "nvml"
         out += [Mismatch(subject, k, v, got.get(k, "")) for k, v in exp.items()
-                if got.get(k, "") != v]
+                if not _same_node_value(k, v, got.get(k, ""), nvml)]
         want_parts = parts.get(name, set())
         have_parts = set(filter(None, got.get("Partitions", "").split(",")))
         if have_parts != want_parts:
@@ -284,6 +285,17 @@ def _compare_partitions(estate: Estate, view: SlurmView) -> list[Mismatch]:
     out += [Mismatch(f"partition {n}", "presence", "not in the spec", "defined in Slurm")
             for n in view.partitions if n not in expected]
     return out
+
+
+_SOCKETS = re.compile(r"\(S:[^)]*\)")
+
+
+def _same_node_value(key: str, want: str, have: str, nvml: bool) -> bool:
+    """With AutoDetect=nvml the driver, not Estate's convention, says which sockets the
+    GPUs sit on: Gres is compared without them."""
+    if key == "Gres" and nvml:
+        return _SOCKETS.sub("", want) == _SOCKETS.sub("", have)
+    return want == have
 
 
 def _same(key: str, want: str, have: str) -> bool:

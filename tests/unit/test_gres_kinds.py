@@ -115,3 +115,18 @@ def test_a_fitting_mig_layout_has_only_the_release_finding():
     f = next(f for f in findings_for(data) if f.id == "slurm.plugin_not_in_release")
     assert f.path == "slurm.gres_autodetect" and "gpu/nvml" in f.message
     assert "NVML" in f.hint and "--with-nvml" in f.hint
+
+
+def test_verify_leaves_the_sockets_of_nvml_gres_to_the_driver():
+    from estate.verify.slurm_view import SlurmView, _compare_nodes
+    data = spec_dict("prod")
+    est = estate_of(data)
+    exp = expected_nodes(est)["gpu001"]
+    row = {**exp, "Gres": "gpu:h100:8(S:0)", "State": "IDLE",
+           "Partitions": "batch,interactive"}
+    view = SlurmView({"gpu001": row}, {}, {}, set())
+    assert [m.field for m in _compare_nodes(est, view) if m.subject == "node gpu001"] == ["Gres"]
+    data["slurm"]["gres_autodetect"] = "nvml"
+    est = estate_of(data)
+    assert not [m for m in _compare_nodes(est, view)
+                if m.subject == "node gpu001" and m.field == "Gres"]
