@@ -78,7 +78,7 @@ def gpu_budget(estate: Estate) -> Budget:
             continue
         gpus = nodes * per_node
         planes[g.plane] += gpus
-        pool = pools.setdefault(g.spec.node_class, Pool(g.gpu_model))
+        pool = pools.setdefault(g.spec.node_class, Pool("+".join(g.gpus_by_model)))
         pool.nodes += nodes
         pool.gpus += gpus
         pool.by_plane[g.plane] = pool.by_plane.get(g.plane, 0) + gpus
@@ -98,6 +98,7 @@ def partition_gpus(estate: Estate) -> dict[str, dict[str, int]]:
     for part in m.partitions:
         by_model = out.setdefault(part.name, {})
         for g, hosts in compute:
-            n = len(part.members & hosts) * g.gpus_per_node
-            by_model[g.gpu_model] = by_model.get(g.gpu_model, 0) + n
+            nodes = len(part.members & hosts)
+            for gpu_model, per_node in g.gpus_by_model.items():
+                by_model[gpu_model] = by_model.get(gpu_model, 0) + nodes * per_node
     return out

@@ -30,6 +30,14 @@ PLUGIN_PACKAGES = {
     "auth/jwt": "slurm-wlm-jwt-plugin",
     "accounting_storage/mysql": "slurm-wlm-mysql-plugin",
 }
+# Plugins no Debian package ships, and why (dpkg -S finds no gpu_nvml.so on bookworm's 22.05
+# nor in trixie's 24.11 root; slurm_conf/keys/*.json list neither): doctor says so instead of
+# naming a package.
+UNPACKAGED_PLUGINS = {
+    "gpu/nvml": "Debian builds Slurm without NVIDIA's NVML (non-free), so no package ships "
+                "gpu_nvml.so; AutoDetect=nvml needs a Slurm built --with-nvml on the GPU "
+                "nodes, or slurm.gres_autodetect: off",
+}
 # Where Debian installs them (dpkg -L slurm-wlm-basic-plugins).
 PLUGIN_DIR = "/usr/lib/x86_64-linux-gnu/slurm-wlm"
 
@@ -84,7 +92,7 @@ ROLES: dict[str, Role] = {r.name: r for r in (
     Role("slurm_login", "slurm", ("slurm-client", *SLURM_PLUGINS), loads=("slurm.conf",),
          spec_role=True, stage="slurm-nodes"),
     Role("slurm_worker", "slurm", ("slurmd", *SLURM_PLUGINS), ("slurmd",),
-         loads=("slurm.conf", "cgroup.conf"), spec_role=True, stage="slurm-nodes"),
+         loads=("slurm.conf", "cgroup.conf", "gres.conf"), spec_role=True, stage="slurm-nodes"),
     Role("storage", None, (), ("nfs-server",),
          extras={"server": ("nfs-kernel-server",), "client": ("nfs-common",)},
          spec_role=True, stage="storage"),

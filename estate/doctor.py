@@ -31,7 +31,8 @@ from typing import Callable, Iterable, Protocol
 import typer
 
 from estate.catalogue import (CONFLICTS, HOST_ROLES, HOST_SUITE, HOST_TOOLS, ROLES, SLURM_SUITES,
-                              host_packages, packages, plugin_file, plugin_package)
+                              UNPACKAGED_PLUGINS, host_packages, packages, plugin_file,
+                              plugin_package)
 from estate.model import nvidia
 from estate.model.services import JWT_KEY, MUNGE_KEY, uses_jwt
 from estate.model.slurm import BLOCK_TOPOLOGY
@@ -275,10 +276,12 @@ def node_need(estate, target) -> Need:
 
 def _gpus(estate, name: str) -> GpuNeed | None:
     cls = estate.node_class(estate.group_of(name))
-    if cls is None or cls.gpus is None:
+    if cls is None or not cls.gpu_kinds:
         return None
     index = estate.spec.node_classes.index(cls)
-    return GpuNeed(cls.gpus.count, cls.gpus.emulated, f"node_classes[{index}].gpus")
+    # the driver sees every kind; fake devices only where every kind is emulated
+    return GpuNeed(cls.gpu_count, all(k.emulated for k in cls.gpu_kinds),
+                   f"node_classes[{index}].gpus")
 
 
 # --- probes: one short function each, (Probe) -> checks -------------------------------
@@ -386,6 +389,9 @@ def _plugin(p: Probe, plugin: str, conf: str) -> Check:
     path, pkg = plugin_file(plugin), plugin_package(plugin)
     if p.runner.stat(path):
         return p.check("doctor.plugin", True, f"{plugin} ({conf}): {path}")
+    if plugin in UNPACKAGED_PLUGINS:
+        return p.check("doctor.plugin", False, f"{plugin} ({conf}) is missing: no {path}",
+                       UNPACKAGED_PLUGINS[plugin])
     if pkg not in p.installed and pkg in p.candidates:
         return p.check("doctor.plugin", True, f"{plugin} ({conf}) comes with {pkg}, "
                        "which apply installs")

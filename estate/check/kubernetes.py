@@ -263,11 +263,29 @@ def tenant_group(estate):
 
 
 def _plane_gpu_classes(estate):
-    """(group index, class) of Kubernetes workers with GPUs."""
+    """(group index, class) of Kubernetes workers with GPUs of one kind (a class of several
+    kinds is kubernetes.gpu_kinds' finding, and nothing else here can describe it)."""
     for gi, group in enumerate(estate.spec.nodes):
         cls = estate.node_class(group)
-        if group.plane == k8s.PLANE and "k8s_worker" in group.roles and cls and cls.gpus:
+        if group.plane == k8s.PLANE and "k8s_worker" in group.roles and cls and \
+                len(cls.gpu_kinds) == 1:
             yield gi, cls
+
+
+@validator("kubernetes.gpu_kinds", E, "kubernetes",
+           "a Kubernetes worker whose class has several GPU kinds")
+def gpu_kinds(estate):
+    for gi, group in enumerate(estate.spec.nodes):
+        cls = estate.node_class(group)
+        if group.plane == k8s.PLANE and "k8s_worker" in group.roles and cls and \
+                len(cls.gpu_kinds) > 1:
+            kinds = ", ".join(f"{g.count}x {g.model}" for g in cls.gpu_kinds)
+            yield problem(("nodes", gi, "class"), f"class '{cls.name}' has several GPU kinds "
+                          f"({kinds}); the device plugin advertises them all as one "
+                          f"{k8s.GPU_RESOURCE} and one product label, so no pod, quota or "
+                          "Kueue flavor can tell them apart",
+                          "give Kubernetes workers a class of one GPU kind (one class per "
+                          "kind), or run these nodes on the Slurm plane")
 
 
 @validator("kubernetes.gpu_model", E, "kubernetes",
@@ -278,7 +296,7 @@ def gpu_model(estate):
     products: dict[str, str] = {}
     for gi, cls in _plane_gpu_classes(estate):
         loc = ("node_classes", estate.spec.node_classes.index(cls), "gpus")
-        model, product = cls.gpus.model, cls.gpus.product
+        model, product = cls.gpu.model, cls.gpu.product
         if not DNS_LABEL.fullmatch(model):
             yield problem(loc + ("model",), f"GPU model '{model}' names a Kueue ResourceFlavor, "
                           "which must be lower case letters, digits and '-'",
@@ -308,8 +326,8 @@ def gpu_sharing(estate):
         config, sharing = k8s.sharing_for(estate, cls)
         loc = ("kubernetes", "gpu_sharing") if config == k8s.DEFAULT_SHARING_CONFIG \
             else ("kubernetes", "gpu_sharing_by_class", cls.name)
-        if sharing.mode == "mig" and not cls.gpus.mig:
-            yield problem(loc, f"MIG sharing for class '{cls.name}', whose {cls.gpus.model} GPUs "
+        if sharing.mode == "mig" and not cls.gpu.mig:
+            yield problem(loc, f"MIG sharing for class '{cls.name}', whose {cls.gpu.model} GPUs "
                           "are not MIG-capable (gpus.mig is false)",
                           "use time-slicing or none for this class")
         if sharing.mig_devices and (sharing.mode, sharing.mig_strategy) != ("mig", "single"):
@@ -336,7 +354,7 @@ def mig_quota_units(estate):
                 k8s.replicas(sharing, cls) == 1 and sharing.mig_devices != 1:
             yield problem(("nodes", gi, "class"), f"class '{cls.name}' runs MIG "
                           f"({sharing.mig_strategy}): the device plugin advertises MIG "
-                          f"devices, not whole GPUs, but quotas for '{cls.gpus.model}' count "
+                          f"devices, not whole GPUs, but quotas for '{cls.gpu.model}' count "
                           "whole GPUs because the spec has no MIG layout",
                           "give the class a MIG layout (gpus.mig_profiles), or mig_devices "
                           "(single strategy), or use time-slicing or none "

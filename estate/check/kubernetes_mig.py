@@ -43,11 +43,11 @@ def mig_layout_invalid(ctx):
             yield Problem(path, f"{k8s.MIG_PARTED}: config '{name}' is no GPU node class's",
                           "re-render: Estate names each config after its node class")
             continue
-        family = mig_family(cls.gpus.product, cls.gpus.memory_gb)
+        family = mig_family(cls.gpu.product, cls.gpu.memory_gb)
         for why in mig_layout_problems(family, layout) if layout else \
                 ["it enables MIG and makes no device"]:
             yield Problem(path, f"{k8s.MIG_PARTED} config '{name}' ({_layout_text(layout)} "
-                          f"per {cls.gpus.product} GPU): {why}", FIX)
+                          f"per {cls.gpu.product} GPU): {why}", FIX)
     yield from _nodes(ctx, layouts)
 
 

@@ -35,7 +35,11 @@ def _hostlist_fields(spec):
     for gi, group in enumerate(spec.nodes):
         yield ("nodes", gi, "hosts"), group.hosts
     for i, part in enumerate(spec.slurm.partitions):
-        yield ("slurm", "partitions", i, "nodes"), part.nodes
+        if part.nodes is not None:
+            yield ("slurm", "partitions", i, "nodes"), part.nodes
+    for i, ns in enumerate(spec.slurm.nodesets):
+        if ns.nodes is not None:
+            yield ("slurm", "nodesets", i, "nodes"), ns.nodes
     for i, sw in enumerate(spec.topology.switches):
         if sw.nodes is not None:
             yield ("topology", "switches", i, "nodes"), sw.nodes

@@ -94,26 +94,41 @@ class Rendered:
 
 
 def _slurm(artifacts) -> tuple[HostSet, list[tuple[str, HostSet]]]:
-    """(hosts whose NodeName line declares gpu Gres, [(partition, its hosts)])."""
+    """(hosts whose NodeName line declares gpu Gres, [(partition, its hosts)]); a node set
+    a partition names stands for its nodes, as slurmctld expands it."""
     a = artifacts.get(SLURM_CONF)
     if a is None:
         return HostSet(), []
-    gres, nodes, parts = [], [], []
+    gres, nodes, parts, sets = [], [], [], {}
+    featured: dict[str, list[HostSet]] = {}
     for line in a.content.decode(errors="replace").splitlines():
         key = line.split("=", 1)[0]
-        if key not in ("NodeName", "PartitionName"):
+        if key not in ("NodeName", "PartitionName", "NodeSet"):
             continue
         words = dict(w.split("=", 1) for w in line.split() if "=" in w)
         if key == "NodeName":
             hosts = _hosts(words["NodeName"])
             nodes.append(hosts)
+            for f in filter(None, words.get("Features", "").split(",")):
+                featured.setdefault(f, []).append(hosts)
             if _gres_gpus(words.get("Gres", "")):
                 gres.append(hosts)
+        elif key == "NodeSet":
+            sets[words["NodeSet"]] = words
         else:
             parts.append((words["PartitionName"], words.get("Nodes", "")))
     every = union(nodes)
-    return union(gres), [(name, every if expr == "ALL" else _hosts(expr))
+    members = {name: (union(featured.get(w["Feature"], [])) if "Feature" in w
+                      else _hosts(w.get("Nodes", ""))) for name, w in sets.items()}
+    return union(gres), [(name, every if expr == "ALL" else _expand(_hosts(expr), members))
                          for name, expr in parts]
+
+
+def _expand(hosts: HostSet, sets: dict[str, HostSet]) -> HostSet:
+    for name, members in sets.items():
+        if name in hosts:
+            hosts = (hosts - HostSet.names([name])) | members
+    return hosts
 
 
 def _hosts(expr: str) -> HostSet:

@@ -12,6 +12,7 @@ from estate.check._common import (
     HostSet, all_hosts, duplicates, group_of, group_sets, groups_touching, hosts_where,
     problem, short, union,
 )
+from estate.catalogue import UNPACKAGED_PLUGINS
 from estate.check.findings import Severity
 from estate.check.registry import validator
 from estate.model import model
@@ -390,7 +391,8 @@ def unknown_scheduler_parameter(estate):
 
 # The spec field that chooses a plugin of each type; Estate chooses the others itself.
 _PLUGIN_FIELDS = {"mpi": ("slurm", "mpi_default"), "jobacct_gather": ("slurm", "job_acct_gather"),
-                  "preempt": ("slurm", "preemption", "type")}
+                  "preempt": ("slurm", "preemption", "type"),
+                  "gpu": ("slurm", "gres_autodetect")}
 
 
 @validator("slurm.plugin_not_in_release", E, "slurm",
@@ -404,11 +406,13 @@ def plugin_not_in_release(estate):
             kind = plugin.split("/")[0]
             others = sorted(p[len(kind) + 1:] for p in plugins(version)
                             if p.startswith(kind + "_"))
+            hint = (UNPACKAGED_PLUGINS.get(plugin) or
+                    (f"use one of: {', '.join(others)}" if others
+                     else "set slurm.version to a release that has it"))
             yield problem(_PLUGIN_FIELDS.get(kind, ("slurm", "version")),
                           f"{plugin} ({conf}) is not a plugin of Slurm {version} "
                           f"(slurm_conf/keys/{version}.json lists what it ships); its "
-                          "daemons would not start", f"use one of: {', '.join(others)}"
-                          if others else f"set slurm.version to a release that has it")
+                          "daemons would not start", hint)
 
 
 _CR_TYPES = {"CR_CPU", "CR_CPU_Memory", "CR_Core", "CR_Core_Memory", "CR_Socket",
@@ -499,7 +503,7 @@ def _tres_refs(slurm):
 @validator("slurm.unknown_tres", E, "slurm", "a TRES weight naming a GRES or GPU type "
            "the estate does not have")
 def unknown_tres(estate):
-    models = {g.gpu_model for g in model(estate).groups if g.gpu_model}
+    models = {k.type for line in node_lines(estate) for k in line.kinds if k.type}
     for loc, key in _tres_refs(estate.spec.slurm):
         kind, _, rest = key.partition("/")
         name, _, gpu_type = rest.partition(":")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from estate.importer import nodes as nodemap
 from estate.importer import settings
 from estate.importer.parse import ConfLine, parse
-from estate.importer.partitions import partitions
+from estate.importer.partitions import nodesets, partitions
 from estate.importer.report import Report
 from estate.importer.users import service_identity
 from estate.spec import hostlist
@@ -119,15 +119,15 @@ def _globals(lines: list[ConfLine], report: Report, file: str) -> dict:
     """The global settings into the spec's slurm section (a dict); the rest reported."""
     slurm: dict = {}
     for line in lines:
-        if line.keyword in ("nodename", "partitionname"):
+        if line.keyword in ("nodename", "partitionname", "nodeset"):
             continue
         if line.keyword == "include":
             report.drop(file, line.number, line.text, "Include is not followed; import the "
                         "included file's lines into this one")
-        elif line.keyword in ("downnodes", "nodeset", "frontendname"):
+        elif line.keyword in ("downnodes", "frontendname"):
             report.drop(file, line.number, line.text, f"{line.pairs[0][0]} lines are not "
-                        "part of the spec (node states and node sets are the running "
-                        "cluster's, set with scontrol)")
+                        "part of the spec (node states are the running cluster's, set "
+                        "with scontrol)")
         elif len(line.pairs) != 1 or not line.pairs[0][0]:
             report.drop(file, line.number, line.text, "not one key=value setting")
         elif line.keyword not in settings.HANDLED_ELSEWHERE:
@@ -161,8 +161,12 @@ def import_slurm(src: Sources, passwd=None) -> tuple[dict, Report]:
                        f"({slurm.get('state_dir', 'its default')}) on: slurm.conf does not say; "
                        "declare its export and mount under storage: (estate check reports "
                        "slurm.ha_state_not_shared until then)")
+    sets = nodesets([ln for ln in lines if ln.keyword == "nodeset"], report, file)
+    if sets:
+        slurm["nodesets"] = sets
     slurm["partitions"] = partitions([ln for ln in lines if ln.keyword == "partitionname"],
-                                     [h for d in defs for h in d.hosts], report, file)
+                                     [h for d in defs for h in d.hosts], report, file,
+                                     {s["name"] for s in sets})
     slurm["slurmrestd"] = None   # the source runs none; Estate's default would add one
     doc = {"name": slurm["cluster_name"], "description": f"Imported from {file}",
            "segments": [_segment(addrs, report)], "node_classes": classes, "nodes": groups,

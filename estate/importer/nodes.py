@@ -16,6 +16,7 @@ _NODE_KEYS = {"cpus", "sockets", "corespersocket", "threadspercore", "realmemory
               "memspeclimit"}
 # a feature the spec takes: the spec's own rule (CPU_GEN:SKX is one)
 _FEATURE = re.compile(FEATURE_PATTERN)
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")   # a GRES type the spec can name a model
 PLACEHOLDER_GPU_MEMORY_GB = 1   # slurm.conf has no GPU memory; the class says so
 
 
@@ -27,7 +28,7 @@ class NodeDef:
     cores: int
     threads: int
     memory: int
-    gpu: tuple[str, int] | None            # (type, count)
+    gpu: tuple[tuple[str, int], ...] | None   # ((type, count), ...): the GPU kinds
     features: list[str]
     weight: int
     core_spec: int | None = None
@@ -42,15 +43,20 @@ def _int(params: dict, key: str, default: int | None = None) -> int | None:
 
 
 def _gres(value: str, where: ConfLine, report: Report, file: str
-          ) -> tuple[str, int, bool] | None:
-    """Gres=gpu[:type]:count as (type, count, typed); an untyped GPU's class takes the
-    model 'gpu' and its group renders untyped. Other GRES and a second type are reported."""
-    found = None
+          ) -> tuple[tuple[tuple[str, int], ...], bool] | None:
+    """Gres=gpu[:type]:count[,gpu:type:count...] as (((type, count), ...), typed): several
+    typed items are a class's GPU kinds; an untyped GPU's class takes the model 'gpu' and
+    its group renders untyped. Other GRES, and items that do not fit that, are reported."""
+    kinds: list[tuple[str, int]] = []
+    typed = True
     for item in value.split(","):
         parts = item.split("(")[0].split(":")
-        if parts[0] != "gpu" or found is not None:
+        again = kinds and (not typed or len(parts) != 3 or
+                           parts[1] in dict(kinds) or not _NAME.match(parts[1]))
+        if parts[0] != "gpu" or again:
             report.drop(file, where.number, f"Gres item {item}",
-                        "the spec expresses one GPU GRES per node class (gpu[:type]:count)")
+                        "the spec expresses GPU GRES as gpu[:type]:count, or several "
+                        "gpu:type:count of distinct types (a node class's GPU kinds)")
             continue
         count = parts[-1] if len(parts) > 1 else "1"
         kind = parts[1] if len(parts) == 3 else "gpu"
@@ -60,8 +66,9 @@ def _gres(value: str, where: ConfLine, report: Report, file: str
         if "(" in item:
             report.drop(file, where.number, f"Gres item {item}",
                         "socket binding (S:...) is not expressed; the GPUs stay")
-        found = (kind, int(count), len(parts) != 2)
-    return found
+        kinds.append((kind, int(count)))
+        typed = len(parts) != 2
+    return (tuple(kinds), typed) if kinds else None
 
 
 def node_def(line: ConfLine, params: dict, report: Report, file: str) -> NodeDef | None:
@@ -91,7 +98,7 @@ def node_def(line: ConfLine, params: dict, report: Report, file: str) -> NodeDef
                     "nodes render State=UNKNOWN, CLOUD or FUTURE")
     gres = params.get("gres")
     found = _gres(gres[1], line, report, file) if gres and gres[1] else None
-    gpu, typed = (found[:2], found[2]) if found else (None, True)
+    gpu, typed = found if found else (None, True)
     features = []
     for key in ("feature", "features"):
         for f in params.get(key, ("", ""))[1].split(","):
@@ -149,13 +156,14 @@ def classes(nodes: list[NodeDef]) -> tuple[list[dict], dict[tuple, str]]:
         if key in names:
             continue
         cpus = n.sockets * n.cores * n.threads
-        name = f"c{cpus}-m{n.memory}" + (f"-{n.gpu[0]}x{n.gpu[1]}" if n.gpu else "")
+        name = f"c{cpus}-m{n.memory}" + "".join(f"-{t}x{c}" for t, c in n.gpu or ())
         names[key] = name
         cls = {"name": name, "sockets": n.sockets, "cores_per_socket": n.cores,
                "threads_per_core": n.threads, "memory_mb": max(n.memory, 256)}
         if n.gpu:
-            cls["gpus"] = {"model": n.gpu[0], "product": n.gpu[0], "count": n.gpu[1],
-                           "memory_gb": PLACEHOLDER_GPU_MEMORY_GB}
+            kinds = [{"model": t, "product": t, "count": c,
+                      "memory_gb": PLACEHOLDER_GPU_MEMORY_GB} for t, c in n.gpu]
+            cls["gpus"] = kinds[0] if len(kinds) == 1 else kinds
         out.append(cls)
     return out, names
 
@@ -167,7 +175,7 @@ def group(n: NodeDef, cls: str, hosts: list[str], roles: list[str], segment: str
         g["addresses"] = {segment: addr}
     slurm = {"real_memory_mb": n.memory}
     if n.gpu:
-        slurm["gres_count"] = n.gpu[1]
+        slurm["gres_count"] = sum(c for _, c in n.gpu)
         if not n.gpu_typed:
             slurm["gres_typed"] = False
     if n.weight != 1:

@@ -1,4 +1,4 @@
-"""PartitionName lines into spec partitions."""
+"""PartitionName and NodeSet lines into spec partitions and node sets."""
 from __future__ import annotations
 
 from estate.importer.parse import ConfLine, with_defaults
@@ -46,22 +46,46 @@ def _setting(p: dict, key: str, value: str) -> bool:
     return True
 
 
+def nodesets(lines: list[ConfLine], report: Report, file: str) -> list[dict]:
+    """NodeSet lines with one selector, Nodes= (a hostlist) or Feature=, as slurm.nodesets;
+    others (Nodes=ALL, both, several features) are reported and dropped."""
+    out = []
+    for line in lines:
+        params = {k: v for k, (_, v) in line.params().items()}
+        nodes, feature = params.pop("nodes", None), params.pop("feature", None)
+        if params or (nodes is None) == (feature is None) or (nodes or "").upper() == "ALL" \
+                or any(c in (feature or "") for c in ",&|"):
+            report.drop(file, line.number, line.text, "a node set the spec has no form for "
+                        "(it takes one Nodes= hostlist or one Feature=)")
+            continue
+        out.append({"name": line.name, **({"nodes": nodes} if nodes else {"feature": feature})})
+    return out
+
+
+def _split_nodes(nodes: str, sets: set[str]) -> tuple[str, list[str]]:
+    """Nodes= into (its hosts as a hostlist, the node sets it names)."""
+    names = hostlist.expand(nodes)
+    named = [n for n in dict.fromkeys(names) if n in sets]
+    return hostlist.compress([n for n in names if n not in sets]), named
+
+
 def partitions(lines: list[ConfLine], all_hosts: list[str], report: Report,
-               file: str) -> list[dict]:
+               file: str, sets: set[str] = frozenset()) -> list[dict]:
     out = []
     for line, params in with_defaults(lines):
         written, nodes = params.pop("nodes", ("Nodes", ""))
         if nodes.upper() == "ALL":
             nodes = hostlist.compress(all_hosts)
         try:
-            nodes = hostlist.compress(hostlist.expand(nodes))
+            nodes, named = _split_nodes(nodes, sets)
         except hostlist.HostlistError as exc:
             report.drop(file, line.number, line.text, f"Nodes: {exc}")
             continue
-        if not nodes:
+        if not nodes and not named:
             report.drop(file, line.number, line.text, "a partition without nodes")
             continue
-        p = {"name": line.name, "nodes": nodes}
+        p = {"name": line.name, **({"nodes": nodes} if nodes else {}),
+             **({"nodesets": named} if named else {})}
         for key, (k, value) in params.items():
             try:
                 ok = _setting(p, key, value)

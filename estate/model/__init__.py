@@ -5,7 +5,7 @@ instead of computing them again (or parsing rendered text back to learn them):
 
 - per node group: plane, roles, the GPUs a scheduler hands out, Slurm's node shape
   (``nodes.Group``);
-- partitions with their members (``partitions.Partition``);
+- node sets and partitions with their members (``partitions.NodeSet``, ``Partition``);
 - which Kubernetes nodes are control planes, and so hold no tenant GPUs;
 - which compute nodes sit under which leaf switch (topology.conf's table);
 - service accounts, ports, paths and key files (``services``).
@@ -17,7 +17,7 @@ from __future__ import annotations
 from functools import cached_property, lru_cache
 
 from estate.model.nodes import Group
-from estate.model.partitions import Partition, partition
+from estate.model.partitions import NodeSet, Partition, nodeset, partition
 from estate.spec.hostlist import Hostlist, Range
 from estate.spec.hostset import HostSet
 from estate.spec.resolved import Estate
@@ -35,8 +35,17 @@ class Model:
                                                         self.estate.group_hosts)))
 
     @cached_property
+    def nodesets(self) -> dict[str, NodeSet]:
+        """slurm.nodesets by name (the first of a duplicated name: a validator says so)."""
+        out: dict[str, NodeSet] = {}
+        for i, ns in enumerate(self.spec.slurm.nodesets):
+            out.setdefault(ns.name, nodeset(i, ns, self.groups))
+        return out
+
+    @cached_property
     def partitions(self) -> tuple[Partition, ...]:
-        return tuple(partition(i, p) for i, p in enumerate(self.spec.slurm.partitions))
+        return tuple(partition(i, p, self.nodesets)
+                     for i, p in enumerate(self.spec.slurm.partitions))
 
     @cached_property
     def control_planes(self) -> frozenset[str]:

@@ -215,7 +215,7 @@ def mig_layout(cls: NodeClass | None, sharing: GpuSharing) -> dict[str, int]:
     """Profile -> instances per GPU where the class's GPUs run MIG on this plane, else {}."""
     if sharing.mode != "mig" or cls is None or cls.gpus is None:
         return {}
-    return dict(sorted(cls.gpus.mig_profiles.items()))
+    return dict(sorted(cls.gpu.mig_profiles.items()))
 
 
 def mig_resource(profile: str) -> str:
@@ -325,12 +325,13 @@ def switch_path(estate: Estate, name: str, group: NodeGroup) -> dict[str, str]:
 def _gpu_labels(estate: Estate, facts: Group) -> dict[str, str]:
     """The labels a GPU worker of this group carries (the same for each of its nodes)."""
     cls = facts.cls
+    gpu = cls.gpu_kinds[0]   # one kind on Kubernetes workers (kubernetes.gpu_kinds)
     config, sharing = sharing_for(estate, cls)
     labels = {
         GPU_PRESENT: "true",
-        GPU_PRODUCT: cls.gpus.product,
-        GPU_COUNT: str(cls.gpus.count),
-        POOL_LABEL: cls.gpus.model,
+        GPU_PRODUCT: gpu.product,
+        GPU_COUNT: str(gpu.count),
+        POOL_LABEL: gpu.model,
         GPU_REPLICAS: str(replicas(sharing, cls)),
         DEVICE_PLUGIN_CONFIG_LABEL: config,
     }
@@ -536,7 +537,7 @@ def flavors(estate: Estate) -> tuple[Flavor, ...]:
         if facts.plane != PLANE or not gpu_worker(facts, False):
             continue
         names = [name for name in facts.hosts if name not in control]
-        cls, gpu = facts.cls, facts.cls.gpus
+        cls, gpu = facts.cls, facts.cls.gpu_kinds[0]   # one kind: kubernetes.gpu_kinds
         per_node = {r: gpu.count * n
                     for r, n in advertised(cls, sharing_for(estate, cls)[1]).items()}
         f = acc.setdefault(gpu.model, {"product": gpu.product, "nodes": [], "gpus": 0,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from estate.spec.hostlist import Hostlist
-from estate.spec.model import NodeClass, NodeGroup
+from estate.spec.model import GPU, NodeClass, NodeGroup
 
 
 def slurm_compute(group: NodeGroup) -> bool:
@@ -40,8 +40,29 @@ class Group:
         return self.plane == "kubernetes" and "k8s_worker" in self.spec.roles
 
     @property
+    def gpu_kinds(self) -> tuple[GPU, ...]:
+        return self.cls.gpu_kinds if self.cls else ()
+
+    @property
     def gpu_model(self) -> str | None:
-        return self.cls.gpus.model if self.cls and self.cls.gpus else None
+        """The first kind's model (a class of one kind: its model)."""
+        kinds = self.gpu_kinds
+        return kinds[0].model if kinds else None
+
+    @property
+    def gpus_by_model(self) -> dict[str, int]:
+        """GPU model -> GPUs per node a scheduler hands out (gpus_per_node, by kind). A
+        Gres count override applies to a class of one kind (slurm.gres_mismatch refuses
+        one that differs from the class's GPUs)."""
+        per_node, kinds = self.gpus_per_node, self.gpu_kinds
+        if not per_node:
+            return {}
+        if len(kinds) == 1:
+            return {kinds[0].model: per_node}
+        out: dict[str, int] = {}
+        for k in kinds:
+            out[k.model] = out.get(k.model, 0) + k.count
+        return out
 
     @property
     def class_gpus(self) -> int:

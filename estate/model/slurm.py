@@ -29,6 +29,40 @@ def block_topology(estate: Estate) -> bool:
     return bool(estate.spec.topology.blocks) and at_least(slurm.version, BLOCK_TOPOLOGY)
 
 
+@dataclass(frozen=True)
+class GresKind:
+    """One gpu item of a NodeName line's Gres=: whole GPUs of one model, or the MIG devices
+    of one profile on GPUs of one model; untyped Gres is one kind without a type."""
+    type: str | None    # the GRES type: the GPU model, a MIG profile (1g.10gb), or none
+    count: int          # GRES units: GPUs, or MIG devices
+    first: int          # its first physical GPU (device file index)
+    gpus: int           # the physical GPUs it is on
+    mig: bool = False
+
+
+def gres_kinds(group) -> tuple[GresKind, ...]:
+    """A Slurm worker group's Gres items, GPU kinds in spec order on consecutive device
+    files. A Gres count override applies to a class of one whole-GPU kind (for others
+    slurm.gres_mismatch refuses a count other than the class's)."""
+    kinds, count = group.gpu_kinds, group.gres_count
+    if not count:
+        return ()
+    if len(kinds) == 1 and not kinds[0].mig_profiles:
+        typed = kinds[0].model if group.spec.slurm.gres_typed else None
+        return (GresKind(typed, count, 0, count),)
+    out, first = [], 0
+    for k in kinds:
+        if k.mig_profiles:
+            out += [GresKind(p, n * k.count, first, k.count, True)
+                    for p, n in k.mig_profiles.items()]
+        else:
+            out.append(GresKind(k.model, k.count, first, k.count))
+        first += k.count
+    if not group.spec.slurm.gres_typed:     # jobs ask for gpu:N of any kind
+        return (GresKind(None, sum(g.count for g in out), 0, first, any(g.mig for g in out)),)
+    return tuple(out)
+
+
 @dataclass
 class NodeLine:
     """One NodeName line: nodes with identical hardware, in spec order."""
@@ -40,8 +74,8 @@ class NodeLine:
     threads_per_core: int
     real_memory: int
     gres: str | None
-    gres_model: str | None
-    gres_count: int
+    kinds: tuple[GresKind, ...]
+    gres_count: int            # GRES gpu units of all kinds: GPUs and MIG devices
     features: tuple[str, ...]
     weight: int
     core_spec_count: int | None = None
@@ -52,6 +86,11 @@ class NodeLine:
     @property
     def hostlist(self) -> Hostlist:
         return Hostlist(self.names)
+
+    @property
+    def gres_model(self) -> str | None:
+        """The GRES type of a line with one kind (None: untyped, or several kinds)."""
+        return self.kinds[0].type if len(self.kinds) == 1 else None
 
     @property
     def job_cpus(self) -> int:
@@ -87,21 +126,21 @@ def node_lines(estate: Estate) -> list[NodeLine]:
         cls = g.cls
         if not g.slurm_compute or cls is None or not g.hosts:
             continue
-        count, gpu = g.gres_count, g.gpu_model
+        kinds = gres_kinds(g)
+        count = sum(k.count for k in kinds)
         block = blocks.get((g.index, seg))
         # groups with and without an address never share a line: NodeAddr must list
         # one address per name or none
         ns = g.spec.slurm
-        gres_type = gpu if ns.gres_typed else None
-        shards = (ns.shards_per_gpu or 0) * count
+        shards = (ns.shards_per_gpu or 0) * g.gres_count
         key = (cls.sockets, cls.cores_per_socket, cls.threads_per_core, g.real_memory,
-               gres_type, count, tuple(ns.features), ns.weight, ns.core_spec_count,
+               kinds, count, tuple(ns.features), ns.weight, ns.core_spec_count,
                ns.mem_spec_limit_mb, shards, ns.state.upper(), block is None)
         line = lines.get(key)
         if line is None:
             line = lines[key] = NodeLine(
                 [], [], cls.cpus, cls.sockets, cls.cores_per_socket, cls.threads_per_core,
-                key[3], gres_text(gres_type, count, shards), gres_type, count,
+                key[3], gres_text(kinds, shards), kinds, count,
                 key[6], key[7], key[8], key[9], shards, key[11])
         line.names.extend(g.hosts.ranges)
         if block:
@@ -109,11 +148,11 @@ def node_lines(estate: Estate) -> list[NodeLine]:
     return list(lines.values())
 
 
-def gres_text(gres_type: str | None, count: int, shards: int) -> str | None:
-    """A NodeName line's Gres=: gpu[:type]:N, then shard:M."""
-    if not count:
+def gres_text(kinds: tuple[GresKind, ...], shards: int) -> str | None:
+    """A NodeName line's Gres=: gpu[:type]:N for each kind, then shard:M."""
+    if not kinds:
         return None
-    gpu = f"gpu:{gres_type}:{count}" if gres_type else f"gpu:{count}"
+    gpu = ",".join(f"gpu:{k.type}:{k.count}" if k.type else f"gpu:{k.count}" for k in kinds)
     return gpu + (f",shard:{shards}" if shards else "")
 
 
@@ -123,17 +162,27 @@ class GresFile:
     first: int                 # first GPU index
     count: int
     cores: tuple[int, int] | None
+    type: str | None = None    # the kind's GRES type (Type=)
+
+
+def kind_affinity(kind: GresKind, sockets: int, cps: int) -> list[GresFile]:
+    """One kind's GPUs split evenly over the sockets, each share bound to its socket's
+    cores (Cores=, Slurm's core indices): a job's CPUs then sit next to its GPUs. A count
+    the sockets do not divide, or one socket, gets one line without Cores=."""
+    n, first = kind.count, kind.first
+    if sockets < 2 or n % sockets:
+        return [GresFile(first, n, None, kind.type)]
+    per = n // sockets
+    return [GresFile(first + s * per, per, (s * cps, (s + 1) * cps - 1), kind.type)
+            for s in range(sockets)]
 
 
 def gpu_affinity(line: NodeLine) -> list[GresFile]:
-    """The GPUs split evenly over the sockets, each share bound to its socket's cores
-    (Cores=, Slurm's core indices): a job's CPUs then sit next to its GPUs. A count the
-    sockets do not divide, or one socket, gets one line without Cores=."""
-    n, sockets, cps = line.gres_count, line.sockets, line.cores_per_socket
-    if sockets < 2 or n % sockets:
-        return [GresFile(0, n, None)]
-    per = n // sockets
-    return [GresFile(s * per, per, (s * cps, (s + 1) * cps - 1)) for s in range(sockets)]
+    """gres.conf's lines for a NodeName line's whole GPUs, kind by kind (each kind split
+    over the sockets on its own: Estate's convention for where a node's kinds sit). MIG
+    devices have none: AutoDetect=nvml describes them (slurm.mig_needs_nvml)."""
+    return [f for k in line.kinds if not k.mig
+            for f in kind_affinity(k, line.sockets, line.cores_per_socket)]
 
 
 def def_mem_per_cpu(estate: Estate, lines: list[NodeLine]) -> dict[str, int]:

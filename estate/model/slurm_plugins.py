@@ -26,7 +26,7 @@ def plugin_settings(estate: Estate) -> dict[str, dict[str, str]]:
         "ProctrackType": "proctrack/cgroup" if cgroup else "proctrack/linuxproc",
         "TaskPlugin": "task/cgroup,task/affinity" if cgroup else "task/none",
         "SelectType": "select/cons_tres",
-        "TopologyPlugin": "topology/block" if block_topology(estate) else "topology/tree",
+        "TopologyPlugin": topology_plugin(estate),
         "SchedulerType": "sched/backfill",
         "PriorityType": "priority/multifactor",
         "AccountingStorageType": ("accounting_storage/slurmdbd" if slurm.accounting
@@ -39,6 +39,8 @@ def plugin_settings(estate: Estate) -> dict[str, dict[str, str]]:
         conf["PreemptType"] = f"preempt/{slurm.preemption.type}"
     conf = {k: v for k, v in conf.items() if not unset_by_release(slurm.version, k, v)}
     out = {"slurm.conf": conf, "cgroup.conf": {"CgroupPlugin": "autodetect"}}
+    if slurm.gres_autodetect != "off":   # slurmd loads gpu/<autodetect> for gres.conf
+        out["gres.conf"] = {"AutoDetect": slurm.gres_autodetect}
     if slurm.accounting:
         out["slurmdbd.conf"] = {"AuthType": "auth/munge",
                                 "StorageType": "accounting_storage/mysql"}
@@ -47,8 +49,18 @@ def plugin_settings(estate: Estate) -> dict[str, dict[str, str]]:
     return out
 
 
+def topology_plugin(estate: Estate) -> str:
+    """topology/block for blocks, topology/tree for a switch tree, else the flat plugin:
+    24.11's topology/tree with no switch refuses every multi-node job ("Requested topology
+    configuration is not available", measured on 24.11.5); 'none' is unset where the
+    release has no topology/none (24.11: its default, topology/default, is flat)."""
+    if block_topology(estate):
+        return "topology/block"
+    return "topology/tree" if estate.spec.topology.switches else "topology/none"
+
+
 # Keywords whose values are not "type/name" plugins but imply one.
-_IMPLIED = {"GresTypes": "gres/{}", "MpiDefault": "mpi/{}"}
+_IMPLIED = {"GresTypes": "gres/{}", "MpiDefault": "mpi/{}", "AutoDetect": "gpu/{}"}
 
 
 def unset_by_release(version: str, key: str, value: str) -> bool:

@@ -253,8 +253,8 @@ def node_cell(f: Facts, name: str) -> Block:
 
 def node_summary(f: Facts, name: str) -> str:
     g = f.group(name)
-    gpu = g.cls.gpus if g.cls else None
-    what = f"{gpu.count}x {gpu.model}" if gpu else "no GPU"
+    kinds = g.cls.gpu_kinds if g.cls else ()
+    what = " + ".join(f"{k.count}x {k.model}" for k in kinds) or "no GPU"
     parts = [p.name for p in f.m.partitions if name in p.members]
     return "; ".join(x for x in (
         f"{name}: {g.spec.node_class} ({what})",
@@ -438,10 +438,11 @@ def pool_line(f: Facts, cls_name: str) -> str:
     groups = [g for g in f.m.groups if g.spec.node_class == cls_name]
     nodes = sum(len(g.hosts) for g in groups)
     cls = f.estate.classes.get(cls_name)
-    if cls and cls.gpus:
-        gpu = cls.gpus
-        return (f"{cls_name}: {gpu.count}x {gpu.model} ({short(gpu.product, 40)}), "
-                f"{plural(nodes, 'node')}, {plural(nodes * gpu.count, 'GPU')}")
+    if cls and cls.gpu_kinds:
+        kinds = " + ".join(f"{k.count}x {k.model} ({short(k.product, 40)})"
+                           for k in cls.gpu_kinds)
+        return (f"{cls_name}: {kinds}, "
+                f"{plural(nodes, 'node')}, {plural(nodes * cls.gpu_count, 'GPU')}")
     return f"{cls_name}: no GPU, {plural(nodes, 'node')}"
 
 
@@ -475,7 +476,7 @@ def segments_table(f: Facts) -> Block:
 
 def scheduling_tables(f: Facts) -> Block:
     budget = f.budget.as_dict()
-    parts = [[p.name, p.spec.nodes, str(budget["partitions"].get(p.name, {}).get("gpus", 0)),
+    parts = [[p.name, p.nodes_text, str(budget["partitions"].get(p.name, {}).get("gpus", 0)),
               p.spec.max_time, str(p.spec.priority_tier), "yes" if p.spec.default else ""]
              for p in f.m.partitions]
     blocks = [table("Slurm partitions", ["partition", "nodes", "GPUs", "max time", "tier",

@@ -127,6 +127,8 @@ def _context(estate: Estate, source: str) -> dict:
         "controllers": controllers(estate),
         "node_lines": lines,
         "partition_settings": partition_settings(estate, lines),
+        "partitions": model(estate).partitions,
+        "nodesets": list(model(estate).nodesets.values()),
         "propagate_except": ",".join(propagate_except(estate)),
         "scheduler_parameters": scheduler_parameters(spec.slurm.scheduler_parameters),
         "priority_tres": weights(spec.slurm.priority.tres),
@@ -143,6 +145,7 @@ def _context(estate: Estate, source: str) -> dict:
         "switch_lists": {sw.name: compress(sw.switches) for sw in spec.topology.switches},
         "device_files": device_files,
         "gpu_affinity": gpu_affinity,
+        "gres_autodetect": spec.slurm.gres_autodetect,
         "jwt": uses_jwt(spec),
         "jwt_key": jwt_key_path(spec),
         "daemon_paths": slurm_daemon_paths(spec),
@@ -215,7 +218,7 @@ def worker_artifacts(estate: Estate) -> list[Artifact]:
         hosts = Hostlist([r for g in model(estate).groups
                           if g.spec.node_class == cls.name and g.slurm_compute
                           for r in g.hosts.ranges])
-        if hosts and cls.gpus:
+        if hosts and cls.gpu_kinds:
             out.append(Artifact(f"{GPU_DEVICES}{cls.name}.json",
                                 gpu_devices_json(estate, cls.gpu_count), hosts, PLANE))
     return out + hook_artifacts(estate, workers)

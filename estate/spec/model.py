@@ -7,9 +7,9 @@ many mistakes is reported whole rather than stopping at the first.
 """
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag
 
 from estate.catalogue import DEFAULT_SLURM, SLURM_SUITES, SPEC_ROLES
 from estate.kubernetes_releases import DEFAULT_VERSION
@@ -62,13 +62,28 @@ class GPU(Strict):
     memory_gb: GpuMemoryGB
     mig: bool = False
     mig_profiles: dict[MigProfileName, Annotated[int, Field(ge=1, le=7)]] = Field(
-        {}, description="MIG layout of each GPU: profile -> instances per GPU, e.g. "
-        "{1g.10gb: 7}; checked against the GPU model's profiles (estate/model/nvidia.py "
-        "MIG_PROFILES) and its 7 compute and 8 memory slices.")
+        {}, description="The MIG layout of each GPU: profile -> instances per GPU, e.g. "
+        "{1g.10gb: 7}; the profiles must be the model's and fit its 7 compute and 8 memory "
+        "slices (estate.model.nvidia.MIG_PROFILES). Kubernetes advertises the instances "
+        "(mig-parted config, quotas in what the nodes advertise); Slurm schedules each as a "
+        "GPU of that type (Gres=gpu:1g.10gb:N) and needs slurm.gres_autodetect: nvml.")
     emulated: bool = Field(False, description="Fake devices (the lab's mknod'd /dev/nvidiaN) "
                            "with no NVIDIA driver: `estate doctor` reports the driver check "
                            "as not applicable for them instead of failing. Never on real "
                            "hardware.")
+
+
+def _gpus_form(value) -> str:
+    return "list[GPU]" if isinstance(value, list) else "one[GPU]"
+
+
+# One kind (a mapping) or a list of kinds. The form is chosen by the value's shape, so a
+# mistake is reported against the form written only (the tags hold '[', which
+# load.schema_findings drops from error paths like pydantic's own union tags).
+GpuKinds = Annotated[Union[Annotated[GPU, Tag("one[GPU]")],
+                           Annotated[list[GPU], Field(min_length=1, max_length=8),
+                                     Tag("list[GPU]")]],
+                     Discriminator(_gpus_form)]
 
 
 class NIC(Strict):
@@ -83,7 +98,10 @@ class NodeClass(Strict):
     cores_per_socket: CoresPerSocket
     threads_per_core: int = Field(1, ge=1, le=8)
     memory_mb: MemoryMB
-    gpus: GPU | None = None
+    gpus: GpuKinds | None = Field(
+        None, description="The node's GPUs: one kind, or a list of kinds on one node (Slurm "
+        "only: Gres=gpu:a100:4,gpu:t4:2; Kubernetes cannot tell kinds apart under one "
+        "nvidia.com/gpu).")
     nics: list[NIC] = []
 
     @property
@@ -91,8 +109,23 @@ class NodeClass(Strict):
         return self.sockets * self.cores_per_socket * self.threads_per_core
 
     @property
+    def gpu_kinds(self) -> tuple[GPU, ...]:
+        """The GPU kinds in spec order, whichever form the spec used: what everything that
+        looks at a class's GPUs reads, so the two forms never need two code paths."""
+        if self.gpus is None:
+            return ()
+        return tuple(self.gpus) if isinstance(self.gpus, list) else (self.gpus,)
+
+    @property
+    def gpu(self) -> GPU | None:
+        """The class's first GPU kind: its only one wherever one is assumed (a Kubernetes
+        worker: kubernetes.gpu_kinds refuses several), whichever form the spec used."""
+        return self.gpu_kinds[0] if self.gpu_kinds else None
+
+    @property
     def gpu_count(self) -> int:
-        return self.gpus.count if self.gpus else 0
+        """All the node's GPUs, every kind."""
+        return sum(g.count for g in self.gpu_kinds)
 
 
 # A node feature as --constraint names it: a word, or a word with a value (CPU_GEN:SKX).
@@ -172,9 +205,23 @@ TresWeight = Annotated[float, Field(ge=0, le=1_000_000)]
 PreemptMode = Literal["off", "cancel", "requeue", "suspend"]
 
 
+class NodeSet(Strict):
+    """A named set of Slurm nodes (slurm.conf NodeSet=), listed in partitions by its name:
+    the nodes of some classes, a hostlist, or every node with a feature. Exactly one."""
+    name: Name
+    classes: list[Name] = Field([], description="The Slurm workers of these node classes "
+                                "(rendered as their hostlist).")
+    nodes: HostlistExpr | None = Field(None, description="These hosts (Nodes=).")
+    feature: SlurmFeature | None = Field(None, description="Every node with this feature "
+                                         "(Feature=; nodes[].slurm.features).")
+
+
 class Partition(Strict):
     name: Name
-    nodes: HostlistExpr
+    nodes: HostlistExpr | None = Field(None, description="Hosts in the partition; with "
+                                       "nodesets, in addition to theirs.")
+    nodesets: list[Name] = Field([], description="slurm.nodesets whose nodes are in the "
+                                 "partition (Nodes= names them).")
     default: bool = False
     max_time: SlurmTime = "INFINITE"
     default_time: SlurmTime | None = Field(None, description="DefaultTime: the limit of a job "
@@ -341,6 +388,10 @@ class Slurm(Strict):
                                   "become NodeAddr and SlurmctldHost addresses.")
     gpu_device_path: DevicePrefix = Field("/dev/nvidia", description="Device file prefix; the lab "
                                  "points it at fake device nodes.")
+    gres_autodetect: Literal["off", "nvml"] = Field(
+        "off", description="gres.conf AutoDetect: off (Estate writes each GPU's File= and "
+        "Cores=) or nvml (slurmd asks NVIDIA's NVML; needed for MIG). nvml needs a Slurm "
+        "built with NVML: Debian's packages are not (slurm.plugin_not_in_release).")
     process_tracking: Literal["cgroup", "linuxproc"] = "cgroup"
     state_dir: OwnedDirectory = "/var/spool/slurmctld"
     config_overrides: bool = Field(False, description="Trust slurm.conf over the hardware "
@@ -369,6 +420,7 @@ class Slurm(Strict):
     extra: dict[ConfKey, SlurmConfValue] = Field(
         {}, description="Other slurm.conf settings, key -> value; the key must be one "
         "Slurm's parser knows (slurm_conf/keys/) and not one Estate renders itself.")
+    nodesets: list[NodeSet] = []
     partitions: list[Partition] = []
     qos: list[QOS] = []
     accounts: list[Account] = []

@@ -38,7 +38,7 @@ def gfd_labels(node: k8s.KNode, estate: Estate) -> dict[str, str]:
     cls = node.cls
     _, sharing = k8s.sharing_for(estate, cls)
     layout = k8s.mig_layout(cls, sharing)
-    product, count = cls.gpus.product, cls.gpus.count
+    product, count = cls.gpu.product, cls.gpu.count
     out: dict[str, str] = {}
     if sharing.mode == "time-slicing" and sharing.replicas > 1:
         product += "-SHARED"
@@ -56,7 +56,7 @@ def gfd_labels(node: k8s.KNode, estate: Estate) -> dict[str, str]:
 
 def _expected_capacity(node: k8s.KNode, estate: Estate) -> dict[str, int]:
     _, sharing = k8s.sharing_for(estate, node.cls)
-    return {r: n * node.cls.gpus.count for r, n in k8s.advertised(node.cls, sharing).items()}
+    return {r: n * node.cls.gpu.count for r, n in k8s.advertised(node.cls, sharing).items()}
 
 
 def _quantity(value) -> int | None:
@@ -108,7 +108,7 @@ def _labels(subject: str, node: k8s.KNode, estate: Estate, labels: dict) -> list
            for k, v in sorted(want.items()) if labels.get(k) != v]
     if gfd:
         mib = _quantity(labels.get(GFD_MEMORY))
-        spec_mib = node.cls.gpus.memory_gb * 1024
+        spec_mib = node.cls.gpu.memory_gb * 1024
         if mib is None or abs(mib - spec_mib) > spec_mib * MEMORY_TOLERANCE:
             out.append(Mismatch(subject, f"label {GFD_MEMORY}", f"about {spec_mib} (MiB)",
                                 labels.get(GFD_MEMORY, "absent"), why))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from estate.model import model
-from estate.model.slurm import (block_topology, def_per_gpu, default_time, gpu_affinity,
+from estate.model.slurm import (block_topology, def_per_gpu, default_time, kind_affinity,
                                 node_lines, time_seconds, weights)
 from estate.spec.hostlist import Hostlist, HostlistError
 from estate.spec.resolved import Estate
@@ -99,15 +99,19 @@ def compare(estate: Estate, view: SlurmView) -> list[Mismatch]:
 # --- nodes --------------------------------------------------------------------
 
 def reported_gres(line) -> str:
-    """Gres= as scontrol shows it: slurmd adds the sockets the GPUs are bound to (S:0-1),
-    and shards carry their GPUs' type (measured on 22.05)."""
+    """Gres= as scontrol shows it: slurmd adds the sockets each kind's GPUs are bound to
+    (S:0-1), and shards carry their GPUs' type (measured on 22.05)."""
     if not line.gres_count:
         return "(null)"
-    files = gpu_affinity(line)
-    sockets = f"(S:0-{len(files) - 1})" if files[0].cores else ""
-    kind = f"{line.gres_model}:" if line.gres_model else ""
-    out = f"gpu:{kind}{line.gres_count}{sockets}"
-    return out + (f",shard:{kind}{line.shards}{sockets}" if line.shards else "")
+    out = []
+    for k in line.kinds:
+        files = kind_affinity(k, line.sockets, line.cores_per_socket)
+        sockets = f"(S:0-{len(files) - 1})" if files[0].cores else ""
+        out.append(f"gpu:{k.type + ':' if k.type else ''}{k.count}{sockets}")
+    if line.shards:
+        kind = f"{line.gres_model}:" if line.gres_model else ""
+        out.append(f"shard:{kind}{line.shards}{sockets}")
+    return ",".join(out)
 
 
 def expected_nodes(estate: Estate) -> dict[str, dict[str, str]]:
@@ -174,8 +178,9 @@ def _compare_nodes(estate: Estate, view: SlurmView) -> list[Mismatch]:
         if got is None:
             out.append(Mismatch(subject, "presence", "defined", "missing from Slurm"))
             continue
+        nvml = estate.spec.slurm.gres_autodetect == "nvml"
         out += [Mismatch(subject, k, v, got.get(k, "")) for k, v in exp.items()
-                if got.get(k, "") != v]
+                if not _same_node_value(k, v, got.get(k, ""), nvml)]
         want_parts = parts.get(name, set())
         have_parts = set(filter(None, got.get("Partitions", "").split(",")))
         if have_parts != want_parts:
@@ -228,9 +233,11 @@ def expected_partitions(estate: Estate) -> dict[str, dict[str, str]]:
     slurm = estate.spec.slurm
     per_gpu = def_per_gpu(estate, node_lines(estate))
     out = {}
-    for p in slurm.partitions:
+    for part in model(estate).partitions:
+        p = part.spec
         exp = out[p.name] = {
-            "Nodes": p.nodes, "Default": "YES" if p.default else "NO",
+            # slurmctld lists a node set's nodes, not its name
+            "Nodes": str(part.members.hostlist()), "Default": "YES" if p.default else "NO",
             "MaxTime": p.max_time, "DefaultTime": default_time(p),
             "PriorityTier": str(p.priority_tier), "State": "UP",
             # A partition QOS needs accounting; slurm.conf omits it otherwise.
@@ -278,6 +285,17 @@ def _compare_partitions(estate: Estate, view: SlurmView) -> list[Mismatch]:
     out += [Mismatch(f"partition {n}", "presence", "not in the spec", "defined in Slurm")
             for n in view.partitions if n not in expected]
     return out
+
+
+_SOCKETS = re.compile(r"\(S:[^)]*\)")
+
+
+def _same_node_value(key: str, want: str, have: str, nvml: bool) -> bool:
+    """With AutoDetect=nvml the driver, not Estate's convention, says which sockets the
+    GPUs sit on: Gres is compared without them."""
+    if key == "Gres" and nvml:
+        return _SOCKETS.sub("", want) == _SOCKETS.sub("", have)
+    return want == have
 
 
 def _same(key: str, want: str, have: str) -> bool:

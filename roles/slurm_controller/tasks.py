@@ -22,6 +22,21 @@ from roles._lib import consumed, digest_of, digest_text, install, install_packag
     run_when_changed, runtime, secret_digest, service_current, slurm_configs, wait_until
 
 
+def qos_names() -> None:
+    """The QOS names into slurmdbd before slurmctld starts: it refuses to start with a
+    partition QOS that slurmdbd lacks (24.11.5: fatal, measured in tests/live_slurm/
+    test_example_prod.py), while the QOS limits wait for slurmctld's TRES (accounting())."""
+    script = consumed("slurm/accounting.sh")
+    if not script:
+        return
+    install(script[0])
+    wait_until(name="Wait for slurmdbd", check="sacctmgr -n list cluster",
+               what="slurmdbd (sacctmgr list cluster)", timeout=90)
+    run_when_changed(name="QOS names for the partitions",
+                     command=shlex.quote(destination(script[0])) + " qos-names",
+                     stamp="/var/lib/estate/applied/qos-names", digest=digest_of(script))
+
+
 def accounting() -> None:
     """QOS, accounts and users into slurmdbd: once per version of the rendered files."""
     script = consumed("slurm/accounting.sh")
@@ -72,6 +87,7 @@ def slurm_controller() -> None:
     if runtime("jwt_key"):
         install_secret(JWT_KEY.file, runtime("jwt_key"), owner=f"{user}:{user}", mode="0600")
         inputs.append(secret_digest(JWT_KEY.file))
+    qos_names()
     service_current(name="slurmctld on the current configs", service="slurmctld",
                     digest=digest_text(*inputs))
     systemd.service(name="Enable slurmctld", service="slurmctld", running=True, enabled=True)

@@ -59,9 +59,10 @@ def spec_on(spec: Path, version: str, tmp: Path) -> Path:
     return out
 
 
-def running_lab(spec: Path):
-    """Bring the spec's cluster up, hand it to the tests, always tear it down."""
-    lab = Lab(spec)
+def running_lab(spec: Path, controllers_only: bool = False):
+    """Bring the spec's cluster up, hand it to the tests, always tear it down
+    (controllers_only: slurmctld and slurmdbd, no slurmd; estate.lab.netns.Lab)."""
+    lab = Lab(spec, controllers_only=controllers_only)
     require_live_slurm(bool(lab.slurm.accounting), lab.slurm.version)
     t0 = time.monotonic()
     try:

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from estate.catalogue import (ROLES, host_packages, packages, plugin_file, plugin_package,
-                              root_packages)
+from estate.catalogue import (ROLES, SLURM_SUITES, UNPACKAGED_PLUGINS, host_packages, packages,
+                              plugin_file, plugin_package, root_packages)
 from estate.lab.netns import release_root
+from estate.model.slurm_keys import ships
 from estate.pipeline import build
 from estate.render.slurm import slurm_plugins
 
@@ -89,3 +90,17 @@ def test_plugin_packages_are_installed_by_the_project(stack):
 def test_the_jwt_plugin_is_found_by_dpkg():
     # The case that broke a fresh machine: the test above must see it.
     assert dpkg_owner(plugin_file("auth/jwt")) == "slurm-wlm-jwt-plugin"
+
+
+@pytest.mark.parametrize("version", sorted(SLURM_SUITES))
+def test_plugins_the_catalogue_calls_unpackaged_are_on_no_package(version):
+    """gpu/nvml (gres.conf AutoDetect=nvml): dpkg finds no package with it on either
+    release, and the release's key file, which slurm.plugin_not_in_release reads, agrees."""
+    root = release_root(version)
+    for plugin in UNPACKAGED_PLUGINS:
+        res = subprocess.run(["dpkg-query", "--admindir", f"{root.rstrip('/')}/var/lib/dpkg",
+                              "-S", plugin_file(plugin).rsplit("/", 1)[1]],
+                             capture_output=True, text=True)
+        assert res.returncode != 0, f"{plugin} ships in {res.stdout.strip()} on {version}"
+        assert not Path(root, plugin_file(plugin).lstrip("/")).exists()
+        assert not ships(version, plugin)

@@ -347,3 +347,19 @@ def test_ssh_failure_is_unreachable():
     runner.host = Host()
     with pytest.raises(Unreachable, match="Could not resolve hostname gpu9"):
         runner.run(["true"])
+
+
+def test_autodetect_nvml_needs_a_plugin_no_debian_package_ships(tmp_path):
+    """slurm.plugin_not_in_release refuses the spec first; doctor, on the rendered files
+    of such a spec, names the plugin and why no apt-get install brings it."""
+    from estate.pipeline import render_all
+    from estate.spec.load import load
+    from estate.spec.resolved import Estate
+    loaded = load(spec_variant(tmp_path, lambda d: d["slurm"].update(gres_autodetect="nvml")))
+    est = Estate(loaded.spec, loaded.files)
+    assert "gpu/nvml" in slurm_plugins(est)["gres.conf"]
+    checks = doctor_local(est, render_all(est, "variant.yaml"),
+                          fake_root(tmp_path, est, missing=("gpu/nvml",)))
+    nvml = [c for c in checks if c.id == "doctor.plugin" and c.message.startswith("gpu/nvml ")]
+    assert len(nvml) == 1 and not nvml[0].ok
+    assert "NVML" in nvml[0].fix and "apt-get" not in nvml[0].fix

@@ -190,3 +190,38 @@ def test_cloud_and_future_nodes_keep_their_state():
     states = {g["hosts"]: g.get("slurm", {}).get("state") for g in doc["nodes"]}
     assert states["c[1-4]"] == "cloud" and states["f1"] == "future"
     assert not [d for d in report.dropped if "State=" in d.text]
+
+
+def test_nodesets_map_back_and_partitions_name_them():
+    text = BASIC.replace("NodeName=gpu[1-2] Gres=gpu:a100:4 TmpDisk=1000",
+                         "NodeName=gpu[1-2] Gres=gpu:a100:4 Features=a100") + (
+        "NodeSet=cpus Nodes=cn[001-006]\nNodeSet=gpus Feature=a100\n"
+        "NodeSet=odd Nodes=ALL\n"
+        "PartitionName=mixed Nodes=cpus,gpu1 MaxTime=1:00:00\n"
+        "PartitionName=all-gpus Nodes=gpus MaxTime=1:00:00\n")
+    doc, report = _import(text)
+    assert doc["slurm"]["nodesets"] == [{"name": "cpus", "nodes": "cn[001-006]"},
+                                        {"name": "gpus", "feature": "a100"}]
+    parts = {p["name"]: p for p in doc["slurm"]["partitions"]}
+    assert parts["mixed"]["nodes"] == "gpu1" and parts["mixed"]["nodesets"] == ["cpus"]
+    assert "nodes" not in parts["all-gpus"] and parts["all-gpus"]["nodesets"] == ["gpus"]
+    assert [d.text for d in report.dropped if "node set" in d.reason] == ["NodeSet=odd Nodes=ALL"]
+    spec = Spec.model_validate(doc)
+    assert report_differences(text, doc, report, "slurm.conf")
+    # the rendered Nodes= names the same node sets and hosts
+    assert not [d for d in report.dropped if d.text.endswith(" Nodes")], report.dropped
+    assert spec.slurm.nodesets[1].feature == "a100"
+
+
+def test_several_gpu_types_on_a_node_become_a_class_of_gpu_kinds():
+    doc, report = _import(BASIC.replace("Gres=gpu:a100:4 TmpDisk=1000",
+                                        "Gres=gpu:a100:4,gpu:t4:2,gpu:a100:1"))
+    cls = next(c for c in doc["node_classes"] if c["name"].endswith("-a100x4-t4x2"))
+    assert [(g["model"], g["count"]) for g in cls["gpus"]] == [("a100", 4), ("t4", 2)]
+    assert [d.text for d in report.dropped if d.text.startswith("Gres item")] == \
+        ["Gres item gpu:a100:1"]
+    spec = Spec.model_validate(doc)
+    assert next(c for c in spec.node_classes if c.name == cls["name"]).gpu_count == 6
+    assert report_differences(BASIC.replace("Gres=gpu:a100:4 TmpDisk=1000",
+                                            "Gres=gpu:a100:4,gpu:t4:2"), doc, report, "s")
+    assert not [d for d in report.dropped if d.text.endswith(" Gres")], report.dropped

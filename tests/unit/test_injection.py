@@ -158,7 +158,8 @@ def targets(model, data: dict, loc: tuple = ()):
                 yield slot + ("value",), here, _set(here), key in data
             elif origin is list:
                 (item,) = typing.get_args(tp)
-                items = data.get(key) or []
+                # a field that takes one item or a list of them (NodeClass.gpus) holds one here
+                items = data.get(key) if isinstance(data.get(key), list) else []
                 if _is_str(item):
                     yield slot + ("item",), here + (0,), _set(here + (0,), True), bool(items)
                 sub = _model(item)

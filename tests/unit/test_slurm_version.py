@@ -160,3 +160,16 @@ def test_a_plugin_the_release_does_not_ship_is_an_error_at_its_field():
     assert "pmix_v5" in f.hint and "none" not in f.hint
     data["slurm"]["mpi_default"] = "none"          # unset on 24.11: no plugin to miss
     assert ("slurm.plugin_not_in_release", "slurm.mpi_default") not in keyed(findings_for(data))
+
+
+@pytest.mark.parametrize("version,line", [("22.05", "TopologyPlugin=topology/none"),
+                                          ("24.11", None)])
+def test_no_switches_no_blocks_is_the_flat_topology(version, line):
+    """24.11's topology/tree with no switch refuses every multi-node job (measured:
+    tests/live_slurm/test_gres_mix.py); with nothing to describe, the release's flat plugin
+    (24.11 has no topology/none: the key is unset, and its default is flat)."""
+    data = with_version("prod", version)
+    data["topology"] = {}
+    conf = render(data)["slurm/slurm.conf"].splitlines()
+    plugin = [ln for ln in conf if ln.startswith("TopologyPlugin=")]
+    assert plugin == ([line] if line else [])
