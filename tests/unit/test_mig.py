@@ -22,8 +22,17 @@ PLUGIN = "kubernetes/manifests/20-device-plugin.yaml"
 
 
 def mig_spec(strategy: str = "mixed", layout: dict | None = None) -> dict:
-    """The two-pool lab (k8s3's two A100-40GB GPUs for tenant research) under MIG."""
+    """The two-pool lab (k8s3's two A100-40GB GPUs for tenant research) under MIG. The
+    Slurm workers of the same hardware get a class of their own without the layout: MIG on
+    the batch plane needs slurmd's NVML autodetection (slurm.mig_needs_nvml), which
+    Debian's Slurm lacks."""
     d = research()
+    gpu_2x = d["node_classes"][1]
+    batch = dict(gpu_2x, name="gpu-2x-batch", gpus=dict(gpu_2x["gpus"]))
+    d["node_classes"].append(batch)
+    for group in d["nodes"]:
+        if group["class"] == "gpu-2x" and group.get("plane", "slurm") == "slurm":
+            group["class"] = "gpu-2x-batch"
     d["node_classes"][1]["gpus"]["mig_profiles"] = layout or MIXED
     d["kubernetes"]["gpu_sharing_by_class"] = {"gpu-2x": {"mode": "mig",
                                                           "mig_strategy": strategy}}
@@ -134,8 +143,11 @@ def test_single_strategy_counts_the_layouts_devices_as_gpus(tmp_path):
 
 
 def test_a_layout_that_exceeds_the_gpu_fails_estate_check(tmp_path):
+    """Caught on the spec (nodes.mig_over_capacity, before anything renders); a rendered
+    mig-parted file edited past the GPU is kubernetes.mig_layout_invalid (the tamper cases
+    below)."""
     found = checked(mig_spec("mixed", {"7g.40gb": 1, "1g.5gb": 1}), tmp_path)
-    [f] = [f for f in found if f.id == "kubernetes.mig_layout_invalid"]
+    [f] = [f for f in found if f.id == "nodes.mig_over_capacity"]
     assert f.path == "node_classes[1].gpus.mig_profiles"
     assert "8 compute and 9 memory slices" in f.message
 
