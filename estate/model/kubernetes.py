@@ -12,7 +12,7 @@ from functools import lru_cache
 from estate.model import model
 from estate.model.nodes import Group
 from estate.model.services import PORTS
-from estate.spec.hostlist import Hostlist
+from estate.spec.hostlist import Hostlist, HostlistError
 from estate.spec.model import GpuSharing, NodeClass, NodeGroup, Tenant
 from estate.spec.resolved import Estate
 
@@ -300,10 +300,20 @@ def _topology(estate: Estate) -> tuple[dict, _Member, _Member]:
     parent = {child: sw.name for sw in topo.switches for child in sw.switches}
     lookups = sum(len(hl) for g, hl in zip(estate.spec.nodes, estate.group_hosts)
                   if g.plane == PLANE)
-    leaf_of = _Member([(sw.name, Hostlist.parse(sw.nodes)) for sw in topo.switches
+    leaf_of = _Member([(sw.name, _members(sw.nodes)) for sw in topo.switches
                        if sw.nodes], lookups)
-    block_of = _Member([(b.name, Hostlist.parse(b.nodes)) for b in topo.blocks], lookups)
+    block_of = _Member([(b.name, _members(b.nodes)) for b in topo.blocks], lookups)
     return parent, leaf_of, block_of
+
+
+def _members(expr: str) -> Hostlist:
+    """A switch's or block's nodes; none where the list does not parse: that is the
+    topology validators' finding at its spec path, not a crash of whatever derives the
+    Kubernetes plane (the flow matrix does, for every spec)."""
+    try:
+        return Hostlist.parse(expr)
+    except HostlistError:
+        return Hostlist([])
 
 
 def switch_path(estate: Estate, name: str, group: NodeGroup) -> dict[str, str]:

@@ -351,3 +351,17 @@ def test_each_rendered_kubernetes_file_is_parsed_once(monkeypatch):
     assert not [f for f in findings if f.severity.value == "error"], findings
     joins = [p for p in parsed if b"JoinConfiguration" in p]
     assert len(joins) >= 40 and len(joins) == len(set(joins))
+
+
+@pytest.mark.parametrize("bad", ["gpu[a-b]", "gpu[1-4", "gpu]"])
+def test_a_malformed_block_list_is_a_finding_for_the_kubernetes_plane_too(bad):
+    """Fuzz seeds 2613415938 and 887792948: the flow matrix derives the Kubernetes GPU
+    workers (the DCGM exporter's flow, with monitoring hosts), and that read the topology's
+    block lists with a raw parse, so a malformed one crashed `estate check`."""
+    data = spec_dict("prod")
+    assert data["firewall"].get("monitoring") and data["kubernetes"]
+    data["topology"]["blocks"][2]["nodes"] = bad
+    found = findings_for(data)
+    assert "internal.error" not in {f.id for f in found}
+    assert any(f.id.startswith("topology.") and f.path.startswith("topology.blocks[2]")
+               for f in found), [(f.id, f.path) for f in found]
