@@ -416,6 +416,21 @@ def test_containerd_config_without_systemd_cgroups_is_caught(lab):
     assert any(m.startswith("not valid TOML") for m in msgs)
 
 
+def test_a_containerd_1_config_or_an_unpinned_sandbox_is_caught(lab):
+    """Nodes run containerd 2 (its version 3 schema): a version 2 file would be read by its
+    migration path, or refused, and the sandbox image must be kubeadm's."""
+    estate, arts = lab
+    out = Artifacts(arts)
+    path = "kubernetes/containerd/config.toml"
+    out[path] = replace(arts[path], content=arts[path].content.replace(
+        b"version = 3", b"version = 2"))
+    msgs = [f.message for f in artifact_findings(estate, out)["kubernetes.config_invalid"]]
+    assert "version is 2, not 3 (containerd 2's config schema)" in msgs
+    out[path] = replace(arts[path], content=arts[path].content.replace(b"sandbox = ", b"# "))
+    msgs = [f.message for f in artifact_findings(estate, out)["kubernetes.config_invalid"]]
+    assert "no sandbox (pause) image pinned" in msgs
+
+
 def test_an_object_of_unknown_kind_is_an_error():
     errs = kcheck.validate_object({"apiVersion": "example.com/v1", "kind": "Widget",
                                    "metadata": {"name": "w"}}, "1.31.4")
