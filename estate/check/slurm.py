@@ -590,7 +590,7 @@ def cloud_without_power_saving(estate):
     if estate.spec.slurm.power_saving:
         return
     for g in model(estate).groups:
-        if g.slurm_compute and g.spec.slurm.state == "cloud":
+        if g.power_managed:
             yield problem(("nodes", g.index, "slurm", "state"), f"{g.spec.hosts} are cloud "
                           "nodes, but without slurm.power_saving slurmctld has no "
                           "ResumeProgram: they stay powered down and their jobs wait",
@@ -602,7 +602,7 @@ def cloud_without_power_saving(estate):
            "slurm.power_saving but no cloud node to power")
 def power_saving_without_cloud(estate):
     if estate.spec.slurm.power_saving and not any(
-            g.slurm_compute and g.spec.slurm.state == "cloud" for g in model(estate).groups):
+            g.power_managed for g in model(estate).groups):
         yield problem(("slurm", "power_saving"), "slurm.power_saving is set, but no node "
                       "group has state: cloud, so it powers nothing (the other nodes are "
                       "SuspendExcNodes)", "set nodes[].slurm.state: cloud on the groups "

@@ -36,6 +36,12 @@ class Group:
         return slurm_compute(self.spec)
 
     @property
+    def power_managed(self) -> bool:
+        """A Slurm worker group Slurm powers up on demand (state: cloud): what
+        slurm.power_saving exists for, and what SuspendExcNodes leaves out."""
+        return self.slurm_compute and self.spec.slurm.state == "cloud"
+
+    @property
     def kubernetes_worker(self) -> bool:
         return self.plane == "kubernetes" and "k8s_worker" in self.spec.roles
 
