@@ -59,6 +59,17 @@ def spec_on(spec: Path, version: str, tmp: Path) -> Path:
     return out
 
 
+def lab_on_each_release(spec: Path):
+    """A module-scoped `lab` fixture: the spec's cluster on every release of RELEASES (the
+    host's 22.05, and 24.11 with every node's daemons from the Debian 13 root), one after
+    another. A test module says `lab = lab_on_each_release(SPEC)`."""
+    @pytest.fixture(scope="module", params=RELEASES)
+    def lab(request, tmp_path_factory):
+        yield from running_lab(spec_on(spec, request.param,
+                                       tmp_path_factory.mktemp(f"slurm-{request.param}")))
+    return lab
+
+
 def running_lab(spec: Path, controllers_only: bool = False):
     """Bring the spec's cluster up, hand it to the tests, always tear it down
     (controllers_only: slurmctld and slurmdbd, no slurmd; estate.lab.netns.Lab)."""

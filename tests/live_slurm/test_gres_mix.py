@@ -13,17 +13,12 @@ from pathlib import Path
 import pytest
 
 from estate.verify import slurm_view
-from tests.live_slurm.conftest import RELEASES, running_lab, spec_on
+from tests.live_slurm.conftest import lab_on_each_release
 
 pytestmark = pytest.mark.live_slurm
 
 SPEC = Path(__file__).with_name("gres_mix.yaml")
-
-
-@pytest.fixture(scope="module", params=RELEASES)
-def lab(request, tmp_path_factory):
-    yield from running_lab(spec_on(SPEC, request.param,
-                                   tmp_path_factory.mktemp(f"slurm-{request.param}")))
+lab = lab_on_each_release(SPEC)
 
 
 def test_slurm_view_matches_the_spec(lab):

@@ -15,19 +15,12 @@ from estate.render.slurm import unset_by_release
 from estate.spec.load import load
 from estate.spec.resolved import Estate
 from estate.verify import slurm_view
-from tests.live_slurm.conftest import RELEASES, ROOT, SAVE_MAX_WAIT, running_lab, spec_on
+from tests.live_slurm.conftest import ROOT, SAVE_MAX_WAIT, lab_on_each_release
 
 pytestmark = pytest.mark.live_slurm
 
 SPEC = ROOT / "stacks/lab.yaml"
-
-
-@pytest.fixture(scope="module", params=RELEASES)
-def lab(request, tmp_path_factory):
-    """stacks/lab.yaml on each release: the host's 22.05, and 24.11 with every node's
-    daemons (slurmdbd and MariaDB too) from the Debian 13 root."""
-    yield from running_lab(spec_on(SPEC, request.param,
-                                   tmp_path_factory.mktemp(f"slurm-{request.param}")))
+lab = lab_on_each_release(SPEC)
 
 
 def test_slurm_view_matches_the_spec(lab):

@@ -14,17 +14,12 @@ import pytest
 
 from estate.model import model
 from estate.verify import slurm_view
-from tests.live_slurm.conftest import RELEASES, running_lab, spec_on
+from tests.live_slurm.conftest import lab_on_each_release
 
 pytestmark = pytest.mark.live_slurm
 
 SPEC = Path(__file__).with_name("two_leaf.yaml")
-
-
-@pytest.fixture(scope="module", params=RELEASES)
-def lab(request, tmp_path_factory):
-    yield from running_lab(spec_on(SPEC, request.param,
-                                   tmp_path_factory.mktemp(f"slurm-{request.param}")))
+lab = lab_on_each_release(SPEC)
 
 
 @pytest.fixture(scope="module")
