@@ -2,10 +2,12 @@
 
 Each fact quotes its arguments with shlex: a path or a name from the spec never reaches
 the node's shell as code. A fact whose command fails answers empty (a missing stamp, an
-inactive unit, an absent driver are answers, not errors).
+inactive unit, an absent driver are answers, not errors) - except kubeadm's token: a
+failing `kubeadm token create` fails the fact with kubeadm's own message.
 """
 from __future__ import annotations
 
+import re
 from shlex import quote
 
 from pyinfra.api import FactBase
@@ -92,3 +94,37 @@ class MysqlGrants(_Text):
     def command(self, user: str) -> str:
         query = f"SHOW GRANTS FOR '{user}'@'localhost'"
         return f"mysql -NBe {quote(query)} 2>/dev/null || true"
+
+
+class JoinToken(FactBase[dict]):
+    """A new bootstrap token made on an initialised control plane, with its CA hash, as
+    KUBEADM_TOKEN and KUBEADM_CA_CERT_HASH; empty when kubeadm printed no join command."""
+
+    @staticmethod
+    def default() -> dict:
+        return {}
+
+    def command(self, ttl: str | None = None, description: str | None = None) -> str:
+        args = ["kubeadm", "token", "create", "--print-join-command"]
+        if ttl:
+            args += ["--ttl", ttl]
+        if description:
+            args += ["--description", description]
+        return " ".join(quote(a) for a in args)
+
+    def process(self, output):
+        text = " ".join(output)
+        token = re.search(r"--token (\S+)", text)
+        ca = re.search(r"--discovery-token-ca-cert-hash (\S+)", text)
+        if not token or not ca:
+            return {}
+        return {"KUBEADM_TOKEN": token.group(1), "KUBEADM_CA_CERT_HASH": ca.group(1)}
+
+
+class CertificateKey(_Text):
+    """A new certificate key for joining control planes: `upload-certs` makes it,
+    re-encrypts the uploaded certificates with it and prints it last, so the key is on no
+    command line. Each call voids the previous key."""
+
+    def command(self) -> str:
+        return "kubeadm init phase upload-certs --upload-certs 2>/dev/null | tail -n 1"

@@ -3,7 +3,6 @@ a package repository, the tools kubeadm needs, the join material the first contr
 hands out, and which host of the run that is."""
 from __future__ import annotations
 
-import re
 import shlex
 from shlex import quote
 from typing import Callable
@@ -14,6 +13,7 @@ from pyinfra.api import OperationError
 
 from estate.spec.hostlist import Hostlist
 from roles._lib import artifact_info
+from roles._lib.facts import JoinToken
 
 
 def reach_problem(run: Callable[[str], str], url: str) -> str | None:
@@ -33,13 +33,12 @@ def missing_tools(run) -> list[str]:
             if (run(f"command -v {shlex.quote(t)}") or "").strip() == ""]
 
 
-def join_values(join_command: str) -> dict[str, str]:
-    """KUBEADM_TOKEN and KUBEADM_CA_CERT_HASH from `kubeadm token create --print-join-command`."""
-    token = re.search(r"--token (\S+)", join_command)
-    ca = re.search(r"--discovery-token-ca-cert-hash (\S+)", join_command)
-    if not token or not ca:
-        raise OperationError("the control plane printed no join command")
-    return {"KUBEADM_TOKEN": token.group(1), "KUBEADM_CA_CERT_HASH": ca.group(1)}
+def join_values(cp, **fact_args) -> dict[str, str]:
+    """KUBEADM_TOKEN and KUBEADM_CA_CERT_HASH of a new token made on control plane `cp`."""
+    values = cp.get_fact(JoinToken, **fact_args)
+    if not values:
+        raise OperationError(f"{cp.name}: the control plane printed no join command")
+    return values
 
 
 def first_control_plane():

@@ -24,7 +24,6 @@ import shlex
 
 from pyinfra import host
 from pyinfra.api import OperationError, deploy
-from pyinfra.facts.server import Command
 from pyinfra.operations import server, systemd
 
 from estate.model import cni
@@ -34,7 +33,7 @@ from estate.provision.destinations import destination
 from estate.spec.hostlist import Hostlist
 from roles._lib import probe, STAMPS, Unsupported, artifact_info, consumed, digest_of, install, \
     node, put_text, render_dir, run_when_changed, runtime
-from roles._lib.facts import FileText
+from roles._lib.facts import CertificateKey, FileText
 from roles._lib.kubernetes import first_control_plane, join_values, missing_tools
 
 ADMIN = "/etc/kubernetes/admin.conf"
@@ -220,11 +219,8 @@ def control_plane_join_values() -> dict[str, str]:
                                  "and no join material was given; join through `estate "
                                  "apply`, or under Pulumi from the first control plane's step")
         if cp not in _JOIN_VALUES:
-            values = join_values(cp.get_fact(Command, f"kubeadm token create --ttl {JOIN_TTL} "
-                                                      "--print-join-command"))
-            key = cp.get_fact(Command, "kubeadm init phase upload-certs --upload-certs "
-                                       "2>/dev/null | tail -n 1")
-            _JOIN_VALUES[cp] = {**values, "KUBEADM_CERTIFICATE_KEY": (key or "").strip()}
+            _JOIN_VALUES[cp] = {**join_values(cp, ttl=JOIN_TTL),
+                                "KUBEADM_CERTIFICATE_KEY": cp.get_fact(CertificateKey)}
         values = _JOIN_VALUES[cp]
     if not CERT_KEY.match(values["KUBEADM_CERTIFICATE_KEY"]):
         raise OperationError(f"{host.name}: the first control plane gave no certificate key "
@@ -235,14 +231,10 @@ def control_plane_join_values() -> dict[str, str]:
 def join_material() -> dict[str, str]:
     """A fresh join token, the CA hash, a certificate key and admin.conf, read from the
     initialised node (facts: nothing of it is logged or named in an operation)."""
-    values = join_values(host.get_fact(
-        Command, f"kubeadm token create --ttl {JOIN_TTL} --description "
-                 "'estate: revoked once the workers have joined' --print-join-command"))
-    # upload-certs makes the key itself and prints it last: it is on no command line.
-    key = host.get_fact(Command, "kubeadm init phase upload-certs --upload-certs "
-                                 "2>/dev/null | tail -n 1")
+    values = join_values(host, ttl=JOIN_TTL,
+                         description="estate: revoked once the workers have joined")
     return {"token": values["KUBEADM_TOKEN"], "ca_cert_hash": values["KUBEADM_CA_CERT_HASH"],
-            "certificate_key": (key or "").strip(),
+            "certificate_key": host.get_fact(CertificateKey),
             "admin_conf": host.get_fact(FileText, path=ADMIN)}
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from pyinfra import host
 from pyinfra.api import OperationError, deploy
-from pyinfra.facts.server import Command
 
 from estate.provision.destinations import destination
 from roles._lib import probe, Unsupported, artifact_info, consumed, install, put_text, render_dir, \
@@ -32,7 +31,7 @@ def _join_values() -> dict[str, str]:
         raise OperationError(f"{host.name}: the control plane {first} is not in this run and "
                              "no join token was given; join through `estate apply`, or under "
                              "Pulumi from the control plane's step outputs")
-    return join_values(cp.get_fact(Command, "kubeadm token create --print-join-command"))
+    return join_values(cp)
 
 
 @deploy("k8s_worker")

@@ -11,9 +11,9 @@ from estate.provision.destinations import destination, installer
 from estate.catalogue import ORDER
 from estate.provision.inventory import deploys_for, targets
 from roles.k8s_node.tasks import kernel_problem, rendered_modules, rendered_sysctls
+from roles._lib.facts import CertificateKey, JoinToken
 from roles._lib.kubernetes import reach_problem
 from roles.k8s_packages.tasks import pinned_packages, repository
-from roles.k8s_worker.tasks import join_values
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -99,13 +99,6 @@ def test_reach_problem_names_host_and_port():
     assert reach_problem(lambda cmd: "", "https://pkgs.k8s.io/core:/stable:/v1.31/deb/") == \
         "cannot reach pkgs.k8s.io:443 (https://pkgs.k8s.io/core:/stable:/v1.31/deb/) from this node"
     assert reach_problem(lambda cmd: "ok\n", "http://mirror:8080/k8s/") is None
-
-
-def test_join_values_from_the_control_plane_join_command():
-    out = ("kubeadm join 10.0.0.1:6443 --token abcdef.0123456789abcdef "
-           "--discovery-token-ca-cert-hash sha256:" + "a" * 64 + " \n")
-    assert join_values(out) == {"KUBEADM_TOKEN": "abcdef.0123456789abcdef",
-                                "KUBEADM_CA_CERT_HASH": "sha256:" + "a" * 64}
 
 
 def test_manifests_are_applied_server_side_in_order_and_kueue_is_awaited(lab, tmp_path):
@@ -197,9 +190,9 @@ class _Host:
     def __init__(self, name, data=None, answers=None):
         self.name, self.data, self.answers, self.asked = name, data or {}, answers or {}, []
 
-    def get_fact(self, _fact, command):
-        self.asked.append(command)
-        return next(v for k, v in self.answers.items() if command.startswith(k))
+    def get_fact(self, fact, **kwargs):
+        self.asked.append((fact, kwargs))
+        return self.answers[fact]
 
 
 def test_further_control_planes_share_one_certificate_key_per_run(monkeypatch):
@@ -209,9 +202,9 @@ def test_further_control_planes_share_one_certificate_key_per_run(monkeypatch):
     import roles.k8s_control_plane.tasks as cp
     key = "0123456789abcdef" * 4
     first = _Host("k8s-cp1", answers={
-        "kubeadm token create": "kubeadm join 10.30.0.10:6443 --token abcdef.0123456789abcdef "
-                                "--discovery-token-ca-cert-hash sha256:" + "a" * 64,
-        "kubeadm init phase upload-certs": key + "\n"})
+        JoinToken: {"KUBEADM_TOKEN": "abcdef.0123456789abcdef",
+                    "KUBEADM_CA_CERT_HASH": "sha256:" + "a" * 64},
+        CertificateKey: key})
     monkeypatch.setattr(cp, "_JOIN_VALUES", {})
     monkeypatch.setattr(cp, "first_control_plane", lambda: first)
     for name in ("k8s-cp2", "k8s-cp3"):
@@ -219,7 +212,8 @@ def test_further_control_planes_share_one_certificate_key_per_run(monkeypatch):
         assert cp.control_plane_join_values() == {
             "KUBEADM_TOKEN": "abcdef.0123456789abcdef",
             "KUBEADM_CA_CERT_HASH": "sha256:" + "a" * 64, "KUBEADM_CERTIFICATE_KEY": key}
-    assert sum(c.startswith("kubeadm init phase upload-certs") for c in first.asked) == 1
+    assert first.asked.count((CertificateKey, {})) == 1
+    assert (JoinToken, {"ttl": cp.JOIN_TTL}) in first.asked
     # under Pulumi the first control plane's step hands them over
     given = {"token": "bcdefa.0123456789abcdef", "ca_cert_hash": "sha256:" + "b" * 64,
              "certificate_key": "f" * 64}
@@ -227,7 +221,7 @@ def test_further_control_planes_share_one_certificate_key_per_run(monkeypatch):
     assert cp.control_plane_join_values()["KUBEADM_CERTIFICATE_KEY"] == "f" * 64
     # no key printed: refused before anything is written
     monkeypatch.setattr(cp, "_JOIN_VALUES", {})
-    first.answers["kubeadm init phase upload-certs"] = ""
+    first.answers[CertificateKey] = ""
     monkeypatch.setattr(cp, "host", _Host("k8s-cp3"))
     with pytest.raises(OperationError, match="no certificate key"):
         cp.control_plane_join_values()
