@@ -158,20 +158,18 @@ def _targets(role: str):
 
 
 def converge(role: str) -> int:
+    from dataclasses import replace
+
     from estate.provision.apply import apply
-    from estate.provision.inventory import Connection, host_data, runtime_facts
-    from estate.provision.secrets import LAB_SECRETS
-    from estate.provision.secrets import ensure_secrets
+    from estate.provision.inventory import inventory, runtime_facts
+    from estate.provision.secrets import LAB_SECRETS, ensure_secrets
     result, ts = _targets(role)
     secrets = ensure_secrets(LAB_SECRETS)
-    runtime = runtime_facts(result.estate)
-    hosts = []
-    for t in ts:
-        data = host_data(t, RENDER, secrets, runtime, Connection())
-        for key in [k for k in data if k.startswith("ssh_")]:
-            del data[key]
-        hosts.append((f"@docker/{container(t.name)}", data))
-    result = apply(hosts, log=lambda m: print(m, file=sys.stderr))
+    # the docker connector reaches the containers: no SSH settings, no addresses
+    ts = [replace(t, address=None) for t in ts]
+    inv = inventory(ts, RENDER, secrets, runtime_facts(result.estate), None) \
+        .renamed(lambda n: f"@docker/{container(n)}")
+    result = apply(inv, log=lambda m: print(m, file=sys.stderr))
     for name, r in result.hosts.items():
         print(f"{name}: {r.status}; changed {r.changed}; failed {r.failed}; "
               f"unsupported {r.unsupported}")

@@ -16,7 +16,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from estate.catalogue import PHASE_ARGS, phases as ordered_phases
+
+if TYPE_CHECKING:
+    from estate.provision.inventory import Inventory
 
 ROOT = Path(__file__).resolve().parents[2]
 CONNECT_RETRIES = 2   # more tries, 3 s apart, before a node is reported unreachable
@@ -104,9 +109,9 @@ def _connect_again(state, attempts: int = CONNECT_RETRIES, pause: float = 3.0) -
                 state.activate_host(host)
 
 
-def _run_phase(phase: str, hosts: list[tuple[str, dict]], deploys: list[str],
+def _run_phase(phase: str, inv: Inventory, deploys: list[str],
                results: dict[str, HostResult], errors: _ErrorLog, parallel: int | None) -> None:
-    from pyinfra.api import Config, Inventory, State
+    from pyinfra.api import Config, State
     from pyinfra.api.connect import connect_all, disconnect_all
     from pyinfra.api.deploy import add_deploy
     from pyinfra.api.exceptions import PyinfraError
@@ -115,7 +120,7 @@ def _run_phase(phase: str, hosts: list[tuple[str, dict]], deploys: list[str],
     from roles._lib import Unsupported
 
     state = State(check_for_changes=False)
-    state.init(Inventory((hosts, {})), Config(PARALLEL=parallel or 0, FAIL_PERCENT=None))
+    state.init(inv.pyinfra(), Config(PARALLEL=parallel or 0, FAIL_PERCENT=None))
     try:
         connect_all(state)
     except PyinfraError:
@@ -170,26 +175,25 @@ def _collect(state, results: dict[str, HostResult], errors: _ErrorLog) -> None:
                 r.changed.append(name)
 
 
-def apply(hosts: list[tuple[str, dict]], only: list[str] | None = None,
+def apply(inv: Inventory, only: list[str] | None = None,
           parallel: int | None = None, log=print) -> Result:
     """Run every phase's deploys on the hosts that have them; return per-host results."""
     errors = _ErrorLog()
     logging.getLogger("pyinfra").addHandler(errors)
-    results = {name: HostResult() for name, _ in hosts}
+    results = {name: HostResult() for name, _ in inv.hosts}
     phases: dict[str, float] = {}
     start = time.monotonic()
-    storage_first = any((d.get("estate_runtime") or {}).get("slurm_state_mount")
-                        for _, d in hosts)
+    storage_first = bool(inv.data.get("estate_runtime", {}).get("slurm_state_mount"))
     try:
         for phase, deploys in ordered_phases(storage_first):
             deploys = [d for d in deploys if not only or d in only]
-            live = [(n, d) for n, d in hosts
-                    if results[n].status != "failed"
-                    and any(x in d["estate_deploys"] for x in deploys)]
-            if not live:
+            live = inv.only(n for n, d in inv.hosts
+                            if results[n].status != "failed"
+                            and any(x in d["estate_deploys"] for x in deploys))
+            if not live.hosts:
                 continue
             t0 = time.monotonic()
-            log(f"apply: phase {phase} ({', '.join(deploys)}) on {len(live)} nodes")
+            log(f"apply: phase {phase} ({', '.join(deploys)}) on {len(live.hosts)} nodes")
             _run_phase(phase, live, deploys, results, errors, parallel)
             phases[phase] = round(time.monotonic() - t0, 2)
     finally:

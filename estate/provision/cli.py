@@ -81,14 +81,14 @@ def do_apply(estate, render_dir: Path, conn, limit: str | None, secrets: Path | 
              manifests: bool = True, only: list[str] | None = None):
     from estate.catalogue import ORDER
     from estate.provision.apply import apply
-    from estate.provision.inventory import pyinfra_hosts
+    from estate.provision.inventory import pyinfra_inventory
     if unknown := sorted(set(only or ()) - set(ORDER)):
         _fail(f"--only: no deploy named {', '.join(unknown)}; deploys: {', '.join(ORDER)}")
     try:
-        hosts = pyinfra_hosts(estate, render_dir, secrets, conn, limit, manifests)
+        inv = pyinfra_inventory(estate, render_dir, secrets, conn, limit, manifests)
     except (ValueError, FileNotFoundError) as exc:
         _fail(str(exc))
-    return apply(hosts, only=only, log=lambda m: err.print(f"[dim]{m}[/dim]"))
+    return apply(inv, only=only, log=lambda m: err.print(f"[dim]{m}[/dim]"))
 
 
 def register(app: typer.Typer) -> None:

@@ -106,10 +106,8 @@ class Connection:
     strict_host_keys: bool = True
     known_hosts: str | None = None
 
-    def data(self, address: str | None) -> dict:
+    def data(self) -> dict:
         d = {"ssh_user": self.user}
-        if address:
-            d["ssh_hostname"] = address
         if self.key:
             d["ssh_key"] = self.key
         if not self.strict_host_keys:
@@ -127,11 +125,21 @@ def connection(lab: bool, ssh_key: str | None = None, ssh_user: str = "root",
     return Connection(user=ssh_user, key=ssh_key, strict_host_keys=strict)
 
 
-def host_data(t: Target, render_dir: Path, secrets_dir: Path | None, runtime: dict,
-              conn: Connection) -> dict:
+def host_data(t: Target) -> dict:
+    """What differs per node; the rest is the `all` group's (shared_data)."""
     data = {"estate_node": t.name, "estate_plane": t.plane, "estate_roles": t.roles,
-            "estate_deploys": t.deploys, "estate_render_dir": str(Path(render_dir).resolve()),
-            "estate_runtime": runtime, **conn.data(t.address)}
+            "estate_deploys": t.deploys}
+    if t.address:
+        data["ssh_hostname"] = t.address
+    return data
+
+
+def shared_data(render_dir: Path, secrets_dir: Path | None, runtime: dict,
+                conn: Connection | None) -> dict:
+    """What every node shares: pyinfra's `all` group data, which it merges into each
+    host.data below the host's own. conn None: a connector without SSH settings (docker)."""
+    data = {"estate_render_dir": str(Path(render_dir).resolve()), "estate_runtime": runtime,
+            **(conn.data() if conn else {})}
     if secrets_dir:
         data["estate_secrets_dir"] = str(Path(secrets_dir).resolve())
     return data
@@ -148,6 +156,31 @@ def groups(ts: list[Target]) -> dict[str, list[str]]:
     return dict(sorted(out.items()))
 
 
+@dataclass
+class Inventory:
+    """A pyinfra inventory as plain data: each host's own data, the `all` group's data
+    and the groups (host names)."""
+    hosts: list[tuple[str, dict]]
+    data: dict
+    groups: dict[str, list[str]] = field(default_factory=dict)
+
+    def only(self, names) -> Inventory:
+        """The same inventory cut down to these hosts (a phase's nodes)."""
+        keep = set(names)
+        return Inventory([(n, d) for n, d in self.hosts if n in keep], self.data,
+                         {g: [n for n in ns if n in keep] for g, ns in self.groups.items()})
+
+    def renamed(self, name) -> Inventory:
+        """The same inventory with each host under name(host), e.g. @docker/<container>."""
+        return Inventory([(name(n), d) for n, d in self.hosts], self.data,
+                         {g: [name(n) for n in ns] for g, ns in self.groups.items()})
+
+    def pyinfra(self):
+        from pyinfra.api import Inventory as PyinfraInventory
+        return PyinfraInventory((self.hosts, self.data),
+                                **{g: (ns, {}) for g, ns in self.groups.items() if ns})
+
+
 def select(ts: list[Target], limit: str | None) -> list[Target]:
     """Targets named by a hostlist expression (all when limit is None)."""
     if not limit:
@@ -161,12 +194,17 @@ def select(ts: list[Target], limit: str | None) -> list[Target]:
     return chosen
 
 
-def pyinfra_hosts(estate: Estate, render_dir: Path, secrets_dir: Path | None,
-                  conn: Connection, limit: str | None = None,
-                  manifests: bool = True) -> list[tuple[str, dict]]:
-    """Each selected node's pyinfra host data. `manifests`: whether the control-plane role
+def inventory(ts: list[Target], render_dir: Path, secrets_dir: Path | None, runtime: dict,
+              conn: Connection | None) -> Inventory:
+    return Inventory([(t.name, host_data(t)) for t in ts],
+                     shared_data(render_dir, secrets_dir, runtime, conn), groups(ts))
+
+
+def pyinfra_inventory(estate: Estate, render_dir: Path, secrets_dir: Path | None,
+                      conn: Connection, limit: str | None = None,
+                      manifests: bool = True) -> Inventory:
+    """The selected nodes' pyinfra inventory. `manifests`: whether the control-plane role
     applies the Kubernetes manifests (False where the Pulumi ConfigGroup owns them)."""
-    manifest = load_manifest(render_dir)
+    ts = select(targets(estate, load_manifest(render_dir)), limit)
     runtime = runtime_facts(estate) | {"apply_manifests": manifests}
-    return [(t.name, host_data(t, render_dir, secrets_dir, runtime, conn))
-            for t in select(targets(estate, manifest), limit)]
+    return inventory(ts, render_dir, secrets_dir, runtime, conn)

@@ -90,18 +90,18 @@ def run_step(spec: Path, node: str, conn, secrets_dir: Path | None, accept: tupl
     join token on the control plane), and return the step's outputs and verdict."""
     from estate.pipeline import render_to
     from estate.provision.apply import apply
-    from estate.provision.inventory import pyinfra_hosts
+    from estate.provision.inventory import pyinfra_inventory
     from estate.pulumi.plan import join_role
     work = Path(tempfile.mkdtemp(prefix=f"estate-step-{node}-"))
     os.chmod(work, 0o700)   # the join material is written here, 0600
     material = work / "join.json"
     try:
         result = render_to(spec, work / "tree")
-        hosts = pyinfra_hosts(result.estate, work / "tree", secrets_dir, conn, node,
-                              manifests=False)
+        inv = pyinfra_inventory(result.estate, work / "tree", secrets_dir, conn, node,
+                                manifests=False)
         source = join_role(_consumes(result.artifacts, node)) == "source"
         join = join_from_env()
-        for _, data in hosts:
+        for _, data in inv.hosts:   # the join material is this node's alone
             if revoke:
                 data["estate_revoke_join"] = token_id(join["token"])
                 continue
@@ -109,7 +109,7 @@ def run_step(spec: Path, node: str, conn, secrets_dir: Path | None, accept: tupl
                 data["estate_join"] = join
             if source:
                 data["estate_join_out"] = str(material)
-        res = apply(hosts, only=["k8s_control_plane"] if revoke else None, log=log)
+        res = apply(inv, only=["k8s_control_plane"] if revoke else None, log=log)
         v = verdict(res, accept)
         handed = None
         if source and not revoke:

@@ -1,13 +1,18 @@
 """What every role shares: reading the rendered tree, installing artifacts, secrets.
 
-Roles learn everything from host data set by the provisioner
-(estate.provision.inventory):
+Roles learn everything from host.data set by the provisioner
+(estate.provision.inventory). The same for every node, as the `all` group's data
+(pyinfra merges it into host.data):
 
 - ``estate_render_dir``: the rendered tree with its MANIFEST.json (local path)
 - ``estate_secrets_dir``: where the munge and JWT keys are (local path; the
   keys are uploaded, never read into op names, logs or output)
-- ``estate_node``: the node's name in the spec (defaults to the pyinfra host name)
 - ``estate_runtime``: facts read from the rendered files (see inventory.py)
+
+Each node's own:
+
+- ``estate_node``: the node's name in the spec (defaults to the pyinfra host name)
+- ``estate_deploys``, ``estate_roles``, ``estate_plane``: what it gets, and why
 - under Pulumi (estate.pulumi.step) only: ``estate_join`` (the join material a
   joining node's step was handed), ``estate_join_out`` (where the first control plane
   writes the join material it hands out) and ``estate_revoke_join`` (the public id of

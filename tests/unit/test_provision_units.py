@@ -90,8 +90,39 @@ def test_manifests_have_one_owner(lab):
     result, out = lab
     conn = inv.Connection()
     for manifests in (True, False):
-        hosts = dict(inv.pyinfra_hosts(result.estate, out, None, conn, None, manifests))
-        assert {d["estate_runtime"]["apply_manifests"] for d in hosts.values()} == {manifests}
+        hosts = inv.pyinfra_inventory(result.estate, out, None, conn, None, manifests).pyinfra()
+        assert {h.data.estate_runtime["apply_manifests"] for h in hosts} == {manifests}
+
+
+def test_shared_values_are_the_all_groups_and_groups_are_pyinfras(lab, tmp_path):
+    """What every node shares is given once (pyinfra's `all` data); each host's own data
+    is what differs, and the roles still read both from host.data."""
+    result, out = lab
+    conn = inv.Connection(key="/k", strict_host_keys=False)
+    ours = inv.pyinfra_inventory(result.estate, out, tmp_path, conn, "ctl1,gpu[1-2],nfs1")
+    for _, data in ours.hosts:
+        assert set(data) == {"estate_node", "estate_plane", "estate_roles", "estate_deploys",
+                             "ssh_hostname"}
+    assert ours.data["ssh_key"] == "/k" and ours.data["estate_secrets_dir"] == str(tmp_path)
+    pyinfra = ours.pyinfra()
+    ctl, gpu1 = pyinfra.get_host("ctl1"), pyinfra.get_host("gpu1")
+    assert ctl.data.ssh_hostname == "10.60.0.11" and gpu1.data.ssh_hostname == "10.60.0.13"
+    assert gpu1.data.estate_render_dir == str(out.resolve())
+    assert gpu1.data.ssh_strict_host_key_checking == "no"
+    assert gpu1.data.estate_runtime == inv.runtime_facts(result.estate) | \
+        {"apply_manifests": True}
+    assert gpu1.data.estate_deploys == ["common", "firewall", "munge", "slurm_worker", "storage"]
+    assert [h.name for h in pyinfra.get_group("role_slurm_worker")] == ["gpu1", "gpu2"]
+    assert [h.name for h in pyinfra.get_group("plane_shared")] == ["nfs1"]
+    assert "role_slurm_worker" in gpu1.groups and "plane_slurm" in ctl.groups
+    # --limit: only the selected nodes are in any group
+    assert {h.name for g in pyinfra.groups.values() for h in g} == {"ctl1", "gpu1", "gpu2",
+                                                                   "nfs1"}
+    # a phase's cut keeps the shared data and drops the other hosts from the groups
+    phase = ours.only(["gpu2"]).pyinfra()
+    assert [h.name for h in phase] == ["gpu2"]
+    assert [h.name for h in phase.get_group("role_slurm_worker")] == ["gpu2"]
+    assert phase.get_host("gpu2").data.ssh_key == "/k"
 
 
 def test_runtime_facts_agree_with_the_rendered_files(lab):
@@ -124,23 +155,57 @@ def test_limit_takes_hostlists_and_names_unknown_nodes(lab):
         inv.select(ts, "gpu[1-2],gpu9")
 
 
+LOAD_WITH_PYINFRA_CLI = """
+import json, sys
+from pyinfra.api import State
+from pyinfra.context import ctx_state
+from pyinfra_cli.inventory import make_inventory_from_files
+with ctx_state.use(State()):   # the loader records the file it runs on the state
+    inv = make_inventory_from_files(sys.argv[1], override_data={"estate_secrets_dir": "/s"})
+print(json.dumps({"groups": {g: [h.name for h in hs] for g, hs in inv.groups.items()},
+                  "data": {h.name: h.data.dict() for h in inv}}))
+"""
+
+
 def test_pyinfra_inventory_export_loads_and_groups(lab, tmp_path):
+    """The exported file, loaded by pyinfra's own CLI loader: the shared data is the `all`
+    group's and reaches every host's data, --data still overrides it."""
+    import subprocess
+    import sys
     result, out = lab
     text = export(result.estate, out, inv.Connection(key="/k", strict_host_keys=False), "pyinfra")
-    ns: dict = {}
-    exec(compile(text, "inventory.py", "exec"), ns)
-    assert [n for n, _ in ns["role_slurm_worker"]] == ["gpu1", "gpu2"]
-    assert [n for n, _ in ns["plane_kubernetes"]] == ["k8s1", "k8s2"]
-    assert [n for n, _ in ns["plane_shared"]] == ["nfs1"]
-    ctl = dict(ns["deploy_slurmdbd"])["ctl1"]
+    assert text.count("'estate_runtime'") == 1     # once, not per host
+    path = tmp_path / "inventory.py"
+    path.write_text(text)
+    # in a process of its own: importing pyinfra_cli monkey-patches the stdlib (gevent)
+    loaded = json.loads(subprocess.run([sys.executable, "-c", LOAD_WITH_PYINFRA_CLI, str(path)],
+                                       capture_output=True, text=True, check=True).stdout)
+    assert loaded["groups"]["role_slurm_worker"] == ["gpu1", "gpu2"]
+    assert loaded["groups"]["plane_kubernetes"] == ["k8s1", "k8s2"]
+    assert loaded["groups"]["plane_shared"] == ["nfs1"]
+    assert loaded["groups"]["deploy_slurmdbd"] == ["ctl1"]
+    ctl = loaded["data"]["ctl1"]
     assert ctl["ssh_hostname"] == "10.60.0.11" and ctl["ssh_key"] == "/k"
-    assert "estate_secrets_dir" not in ctl
+    assert ctl["estate_render_dir"] == str(out.resolve())
+    assert ctl["estate_runtime"] == inv.runtime_facts(result.estate)
+    assert ctl["estate_deploys"][-1] == "slurmrestd"
+    assert ctl["estate_secrets_dir"] == "/s"
+    plain = export(result.estate, out, inv.Connection(key="/k", strict_host_keys=False), "json")
+    assert "estate_secrets_dir" not in plain   # the keys' place is the user's to give
 
 
 def test_ansible_inventory_export(lab):
     result, out = lab
-    doc = yaml.safe_load(export(result.estate, out, inv.Connection(), "ansible"))
+    doc = yaml.safe_load(export(result.estate, out, inv.Connection(key="/k",
+                                                                   strict_host_keys=False),
+                                "ansible"))
     assert doc["all"]["hosts"]["gpu1"]["ansible_host"] == "10.60.0.13"
+    shared = doc["all"]["vars"]
+    assert shared["ansible_user"] == "root" and shared["ansible_ssh_private_key_file"] == "/k"
+    assert shared["ansible_ssh_common_args"] == ("-o StrictHostKeyChecking=no "
+                                                 "-o UserKnownHostsFile=/dev/null")
+    assert shared["estate_runtime"] == inv.runtime_facts(result.estate)
+    assert "estate_runtime" not in doc["all"]["hosts"]["gpu1"]
     assert set(doc["all"]["children"]["plane_slurm"]["hosts"]) == {"ctl1", "login1", "gpu1",
                                                                    "gpu2"}
     assert set(doc["all"]["children"]["role_slurmrestd"]["hosts"]) == {"ctl1"}
