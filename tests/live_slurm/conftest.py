@@ -16,6 +16,7 @@ from estate.lab.netns import Lab, down
 from estate.lab.netns import leftovers as netns_leftovers
 from estate.model.services import hooks
 from estate.spec.model import Spec
+from estate.verify import slurm_view
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ("slurmctld", "slurmd", "srun", "sinfo", "scontrol", "sshare", "munged", "nsenter",
@@ -84,3 +85,16 @@ def running_lab(spec: Path, controllers_only: bool = False):
         down()
         left = leftovers()
         assert not left, f"teardown left {left}"
+
+
+def assert_view_matches(lab, version_probe: list[str]) -> slurm_view.SlurmView:
+    """The lab runs the spec's Slurm release (the probe's `--version` on the client), every
+    worker is a node slurmctld reports, and Slurm's view equals the spec. Returns the view
+    for a module's own further checks."""
+    version = lab.run(lab.client(), version_probe).stdout
+    assert version.startswith(f"slurm-wlm {lab.slurm.version}."), version
+    view = lab.view()
+    assert set(view.nodes) == set(lab.workers())
+    assert slurm_view.compare(lab.estate, view) == []
+    return view
+

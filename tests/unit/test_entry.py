@@ -59,3 +59,17 @@ def test_usage_error_keeps_typers_status_2():
     run = _estate("check")
     assert run.returncode == 2
     assert "Missing argument" in run.stderr
+
+
+def test_check_into_a_pipe_never_imports_rich():
+    """Plain lines in a pipe need no rich (0.03 s of a start): its consoles are made on
+    first use (estate.output.LazyConsole)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.run([sys.executable, "-X", "importtime", "-m", "estate", "check",
+                          str(LAB)], capture_output=True, text=True, cwd=ROOT, env=env,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "estate.pipeline" in imported
+    assert not {m for m in imported if m.split(".")[0] == "rich"}
