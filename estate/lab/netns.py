@@ -6,7 +6,7 @@ private view of /run, /var/spool, /var/log, /etc/slurm, /etc/estate, /etc/hosts,
 /etc/group (the spec's users added), so that
 daemons that share this machine's filesystem still behave as on separate hosts.
 Each node receives exactly the rendered artifacts whose consumers name it, as the
-provisioning roles would install them (estate.provision.destinations, the roles' table); workers run configless
+provisioning roles would install them (estate.model.destinations, the roles' table); workers run configless
 (slurmd.env's --conf-server) and fetch slurm.conf from slurmctld.
 
     estate lab netns up stacks/lab.yaml          # start, wait, report
@@ -49,7 +49,7 @@ from estate.render import write_tree
 from estate.model.services import (GPU_DEVICES, IDENTITY, SLURM_USER, jwt_key_path,
                                    slurm_daemon_paths)
 from estate.model.slurm import node_lines, state_mount
-from estate.provision.destinations import ESTATE_ETC, destination
+from estate.model.destinations import ESTATE_ETC, destination
 from estate.spec.resolved import Estate
 from estate.verify import slurm_view
 

@@ -13,7 +13,7 @@ from pyinfra import host
 from pyinfra.api import OperationError, deploy
 from pyinfra.facts.server import Command
 
-from estate.provision.destinations import destination
+from estate.model.destinations import destination
 from roles._lib import probe, Unsupported, artifact_info, consumed, install, put_text, render_dir, \
     run_when_changed
 from roles._lib.kubernetes import first_control_plane, join_values, missing_tools
