@@ -46,8 +46,8 @@ from estate.lab import driver
 from estate.lab.driver import LabError
 from estate.pipeline import build
 from estate.render import write_tree
-from estate.model.services import (GPU_DEVICES, IDENTITY, SLURM_USER, jwt_key_path,
-                                   slurm_daemon_paths)
+from estate.model.services import (GPU_DEVICES, IDENTITY, SLURM_USER, SLURMDBD_DATABASE,
+                                   jwt_key_path, slurm_daemon_paths)
 from estate.model.slurm import node_lines, state_mount
 from estate.model.destinations import ESTATE_ETC, destination
 from estate.spec.resolved import Estate
@@ -481,7 +481,6 @@ class Lab:
 
     def accounting_up(self, host: str, deadline: float) -> None:
         """MariaDB (unix socket only) and slurmdbd on the accounting host."""
-        dbd = parse_conf(self.artifacts["slurm/slurmdbd.conf"].content.decode())
         d = self.node_dir(host)
         for sub in ("lib/mysql", "run/mysqld", "log/mysql"):
             (d / sub).mkdir(parents=True, exist_ok=True)
@@ -494,7 +493,7 @@ class Lab:
             "mariadbd", "--user=mysql", "--datadir=/var/lib/mysql", "--skip-networking",
             "--socket=/run/mysqld/mysqld.sock", "--pid-file=/run/mysqld/mysqld.pid",
             "--log-error=/var/log/mysql/error.log", "--innodb-buffer-pool-size=64M"])
-        db, user = dbd["StorageLoc"], dbd["StorageUser"]
+        db, user = SLURMDBD_DATABASE, SLURM_USER   # the model's, as slurmdbd.conf renders
         sql = (f"CREATE USER IF NOT EXISTS '{user}'@'localhost' IDENTIFIED VIA unix_socket; "
                f"CREATE DATABASE IF NOT EXISTS {db}; "
                f"GRANT ALL ON {db}.* TO '{user}'@'localhost';")
@@ -572,17 +571,6 @@ class Lab:
 
 
 # --- module-level pieces (also used by down, which needs no spec) ----------------------
-
-def parse_conf(text: str) -> dict[str, str]:
-    """slurm.conf/slurmdbd.conf single-valued keys (NodeName/PartitionName lines skipped)."""
-    out = {}
-    for line in text.splitlines():
-        line = line.split("#", 1)[0].strip()
-        key, sep, value = line.partition("=")
-        if sep and " " not in value.strip():
-            out[key.strip()] = value.strip()
-    return out
-
 
 def parse_env(text: str) -> dict[str, str]:
     out = {}
