@@ -47,7 +47,7 @@ from estate.lab.driver import LabError
 from estate.pipeline import build
 from estate.render import write_tree
 from estate.model.services import (GPU_DEVICES, IDENTITY, SLURM_USER, SLURMDBD_DATABASE,
-                                   jwt_key_path, slurm_daemon_paths)
+                                   SLURMDBD_PATHS, jwt_key_path, slurm_daemon_paths)
 from estate.model.slurm import node_lines, state_mount
 from estate.model.destinations import ESTATE_ETC, destination
 from estate.spec.resolved import Estate
@@ -500,9 +500,8 @@ class Lab:
         self.wait(deadline, "MariaDB to accept the slurm user",
                   lambda: self.run(host, ["mariadb", "-e", sql], check=False).returncode == 0,
                   host, "mariadbd")
-        for key in ("LogFile", "PidFile"):
-            parent = self.host_path(host, dbd[key]).parent
-            parent.mkdir(parents=True, exist_ok=True)
+        for p in SLURMDBD_PATHS:
+            self.host_path(host, p.path).parent.mkdir(parents=True, exist_ok=True)
         self.start(host, "slurmdbd", ["slurmdbd", "-D"])
         self.wait(deadline, "slurmdbd to answer", lambda: self.run(
             host, ["sacctmgr", "-n", "show", "cluster"], check=False).returncode == 0,
