@@ -6,10 +6,13 @@ prefix or a substring are not.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from estate.model.slurm import gres_type_id
 from estate.model.nvidia import MIG_PROFILES
+from estate.model.slurm import gres_type_id
+from estate.pipeline import build
 from tests.unit.checkutil import findings_for, spec_dict
 
 CLASH = "slurm.gres_type_clash"
@@ -82,3 +85,36 @@ def test_untyped_gres_has_no_type_to_clash():
             group.setdefault("slurm", {})["gres_typed"] = False
     assert _clashes(d) == []
     assert _clashes(_two_kinds("v100s", "s100v")) == ["node_classes[0].gpus[1].model"]
+
+
+# --- rendering despite a known finding (the controllers-only MIG lab) ---------------------
+
+MIG_LAB = Path(__file__).resolve().parents[1] / "live_slurm" / "mig.yaml"
+NO_NVML = ("slurm.plugin_not_in_release", "slurm.gres_autodetect")
+LAB_CLASH = ("slurm.gres_type_clash", "node_classes[3].gpus[1].model")
+
+
+def test_the_mig_lab_spec_fails_exactly_the_findings_its_lab_accepts():
+    refused = build(MIG_LAB)
+    assert not refused.ok and refused.artifacts is None
+    assert {(f.id, f.path) for f in refused.findings} == {NO_NVML, LAB_CLASH}
+    rendered = build(MIG_LAB, accept=frozenset({NO_NVML, LAB_CLASH}))
+    assert rendered.ok and len(rendered.findings) == 2
+    conf = rendered.artifacts["slurm/slurm.conf"].content.decode()
+    assert "Gres=gpu:3g.20gb:2,gpu:2g.10gb:2,gpu:1g.5gb:2,gpu:1g.5gb+me:2" in conf
+
+
+def test_accepting_one_finding_does_not_accept_another():
+    result = build(MIG_LAB, accept=frozenset({NO_NVML}))
+    assert not result.ok and result.artifacts is None
+    assert [(f.id, f.path) for f in result.blocking] == [LAB_CLASH]
+
+
+def test_the_lab_accepts_findings_only_where_no_slurmd_runs(tmp_path):
+    from estate.lab.driver import LabError
+    from estate.lab.netns import Lab
+    with pytest.raises(LabError, match="controllers_only"):
+        Lab(MIG_LAB, state=tmp_path, accept=frozenset({NO_NVML}))
+    lab = Lab(MIG_LAB, state=tmp_path, controllers_only=True, accept=frozenset({NO_NVML}))
+    with pytest.raises(LabError, match="gres_type_clash"):
+        lab.load()
