@@ -49,8 +49,7 @@ def _type_loc(spec, cls_name: str, gres_type: str) -> tuple:
         if cls.name != cls_name:
             continue
         for ki, gpu in enumerate(cls.gpu_kinds):
-            at = ("node_classes", ci, "gpus") + (() if len(cls.gpu_kinds) == 1
-                                                 and not isinstance(cls.gpus, list) else (ki,))
+            at = ("node_classes", ci, "gpus") + ((ki,) if isinstance(cls.gpus, list) else ())
             if gres_type in gpu.mig_profiles:
                 return at + ("mig_profiles", gres_type)
             if gpu.model == gres_type and not gpu.mig_profiles:

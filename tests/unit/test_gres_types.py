@@ -87,6 +87,18 @@ def test_untyped_gres_has_no_type_to_clash():
     assert _clashes(_two_kinds("v100s", "s100v")) == ["node_classes[0].gpus[1].model"]
 
 
+def test_a_clashing_mig_profile_is_found_at_its_profile():
+    # no real profile clashes (above), so the finding's path is checked on its own
+    from estate.check.slurm_gres import _type_loc
+    from estate.spec.model import Spec
+    d = spec_dict("prod")
+    d["node_classes"][0]["gpus"].update(mig=True, mig_profiles={"1g.10gb": 7})
+    spec = Spec.model_validate(d)
+    assert _type_loc(spec, "h100-8x", "1g.10gb") == ("node_classes", 0, "gpus",
+                                                     "mig_profiles", "1g.10gb")
+    assert _type_loc(spec, "l40s-8x", "l40s") == ("node_classes", 1, "gpus", "model")
+
+
 # --- rendering despite a known finding (the controllers-only MIG lab) ---------------------
 
 MIG_LAB = Path(__file__).resolve().parents[1] / "live_slurm" / "mig.yaml"
