@@ -66,9 +66,11 @@ def gres_type_clash(estate):
     counts of both are added up and a job asking for one may be given the other.
     Names where one is a prefix or substring of another (a100, a100_80gb; 1g.10gb,
     1g.10gb+me) have different sums and are distinct types to slurmctld; slurmd's
-    AutoDetect matches a device to the longest configured type its name contains
-    (_normalize_sys_gres_types in src/plugins/gres/gpu/gres_gpu.c), so those need
-    no check here."""
+    AutoDetect gives a device the longest configured type its NVML name contains
+    (_normalize_sys_gres_types in src/plugins/gres/gpu/gres_gpu.c), so such a pair
+    sorts itself out. Not checked: a type longer than a MIG profile that NVML's name of
+    the MIG device also contains (the device name is the GPU's, then _<profile>), which
+    would take that device; the NVML names are not in the spec."""
     seen: dict[int, str] = {}
     reported: set[str] = set()
     for g in model(estate).groups:
