@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 
 from estate.check.findings import Finding, has_errors
-from estate.output import (Output, echo_findings, help_markup, make_console, output_option,
+from estate.output import (LazyConsole, Output, echo_findings, help_markup, output_option,
                            print_rows)
 from estate.pipeline import build, debugging, internal_error
 
@@ -35,8 +35,8 @@ class _SafeTyper(typer.Typer):
 
 app = _SafeTyper(add_completion=False, no_args_is_help=True, rich_markup_mode=help_markup(),
                   help="Estate: one spec, two planes (Slurm and Kubernetes).")
-console = make_console()
-err_console = make_console(stderr=True)
+console = LazyConsole()
+err_console = LazyConsole(stderr=True)
 
 @app.callback()
 def _options(debug: bool = typer.Option(False, "--debug", help="Show the traceback of an "
@@ -109,7 +109,7 @@ def render(spec: Path = SpecArg,
         return
     if result.findings:
         print_findings(result.findings, output, spec)
-    console.print(f"rendered {len(result.artifacts)} files into {out}")
+    typer.echo(f"rendered {len(result.artifacts)} files into {out}")
 
 
 @app.command()

@@ -12,7 +12,7 @@ from estate.check._common import problem
 from estate.check.findings import Severity
 from estate.check.registry import validator
 from estate.model import model
-from estate.model.slurm import gres_kinds
+from estate.model.slurm import gres_kinds, gres_type_id
 
 E = Severity.ERROR
 
@@ -41,3 +41,46 @@ def shards_mixed_gpus(estate):
                           "MIG devices a job could not say which it shares",
                           "drop shards_per_gpu here, or give the shared GPUs a class of "
                           "one kind")
+
+
+def _type_loc(spec, cls_name: str, gres_type: str) -> tuple:
+    """The spec path that names a GRES type: a kind's model, or a MIG profile of it."""
+    for ci, cls in enumerate(spec.node_classes):
+        if cls.name != cls_name:
+            continue
+        for ki, gpu in enumerate(cls.gpu_kinds):
+            at = ("node_classes", ci, "gpus") + ((ki,) if isinstance(cls.gpus, list) else ())
+            if gres_type in gpu.mig_profiles:
+                return at + ("mig_profiles", gres_type)
+            if gpu.model == gres_type and not gpu.mig_profiles:
+                return at + ("model",)
+    return ("node_classes",)
+
+
+@validator("slurm.gres_type_clash", E, "slurm",
+           "two GRES type names slurmctld takes for one type")
+def gres_type_clash(estate):
+    """slurmctld compares GRES types by a 32-bit sum of their bytes, not by name
+    (gres_build_id in src/interfaces/gres.c, SchedMD/slurm 22.05 to 24.11: see
+    estate.model.slurm.gres_type_id). Two names with one sum are one type: a node's
+    counts of both are added up and a job asking for one may be given the other.
+    Names where one is a prefix or substring of another (a100, a100_80gb; 1g.10gb,
+    1g.10gb+me) have different sums and are distinct types to slurmctld; slurmd's
+    AutoDetect gives a device the longest configured type its NVML name contains
+    (_normalize_sys_gres_types in src/plugins/gres/gpu/gres_gpu.c), so such a pair
+    sorts itself out. Not checked: a type longer than a MIG profile that NVML's name of
+    the MIG device also contains (the device name is the GPU's, then _<profile>), which
+    would take that device; the NVML names are not in the spec."""
+    seen: dict[int, str] = {}
+    reported: set[str] = set()
+    for g in model(estate).groups:
+        for kind in gres_kinds(g) if g.slurm_compute else ():
+            if kind.type is None or kind.type in reported:
+                continue
+            first = seen.setdefault(gres_type_id(kind.type), kind.type)
+            if first != kind.type:
+                reported.add(kind.type)     # once per name, however many groups use it
+                yield problem(_type_loc(estate.spec, g.spec.node_class, kind.type),
+                              f"GRES types '{first}' and '{kind.type}' have the same "
+                              f"number ({gres_type_id(first)}) in slurmctld, which takes "
+                              "them for one type", f"rename '{kind.type}'")

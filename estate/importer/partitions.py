@@ -76,6 +76,10 @@ def partitions(lines: list[ConfLine], all_hosts: list[str], report: Report,
         written, nodes = params.pop("nodes", ("Nodes", ""))
         if nodes.upper() == "ALL":
             nodes = hostlist.compress(all_hosts)
+            report.change(file, line.number, f"{written}=ALL (PartitionName={line.name})",
+                          "written as the nodes slurm.conf names now: Nodes=ALL also takes "
+                          "in nodes added later (dynamic nodes; Slurm's dynamic_nodes.html), "
+                          "and 24.11's scontrol shows it as NodeSets=ALL")
         try:
             nodes, named = _split_nodes(nodes, sets)
         except hostlist.HostlistError as exc:

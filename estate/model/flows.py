@@ -295,9 +295,15 @@ def _source_ranges(estate: Estate, flow: Flow) -> list[tuple[int, int]]:
     """The flow's sources as merged address ranges (consecutive node addresses become one
     range: a 10,000-node group is one), plus its CIDRs. Nodes without an address on the
     flow's segment have none to allow (flows.required_cut reports a needed one)."""
-    first = {gi: b.first for (gi, seg), b in estate._block_index.items() if seg == flow.segment}
+    nodes = _node_spans(estate, flow.segment, flow.sources)
+    return _merge(list(nodes) + [_cidr_span(c) for c in flow.cidrs])
+
+
+@lru_cache(maxsize=256)   # flows share source sets (every Slurm node, the controllers)
+def _node_spans(estate: Estate, segment: str, sources: frozenset[str]) -> tuple:
+    first = {gi: b.first for (gi, seg), b in estate._block_index.items() if seg == segment}
     nodes = estate.nodes
-    addrs = sorted(first[n.group] + n.index for n in map(nodes.__getitem__, flow.sources)
+    addrs = sorted(first[n.group] + n.index for n in map(nodes.__getitem__, sources)
                    if n.group in first)
     spans = []   # consecutive addresses into ranges, in one pass (sorting ints is cheap)
     for a in addrs:
@@ -305,7 +311,7 @@ def _source_ranges(estate: Estate, flow: Flow) -> list[tuple[int, int]]:
             spans[-1][1] = a
         else:
             spans.append([a, a])
-    return _merge([(lo, hi) for lo, hi in spans] + [_cidr_span(c) for c in flow.cidrs])
+    return tuple((lo, hi) for lo, hi in spans)
 
 
 def _cidr_span(text: str) -> tuple[int, int]:

@@ -123,6 +123,11 @@ def slurm_daemon_paths(spec: Spec) -> tuple[DaemonPath, ...]:
             DaemonPath("SlurmdLogFile", "/var/log/slurm/slurmd.log", "root", False))
 
 
+# slurmdbd.conf's pid and log files (slurmdbd drops to SlurmUser before it writes its log).
+SLURMDBD_PATHS = (DaemonPath("PidFile", "/run/slurmdbd.pid", "root", False),
+                  DaemonPath("LogFile", "/var/log/slurm/slurmdbd.log", SLURM_USER, False))
+
+
 def jwt_key_path(spec: Spec) -> str | None:
     """Where slurmctld reads the JWT key (AuthAltParameters=jwt_key=...)."""
     return f"{spec.slurm.state_dir}/{JWT_KEY.file}" if uses_jwt(spec) else None

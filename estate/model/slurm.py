@@ -40,6 +40,20 @@ class GresKind:
     mig: bool = False
 
 
+def gres_type_id(name: str) -> int:
+    """The number slurmctld knows a GRES type by: gres_build_id() of src/interfaces/gres.c
+    (src/common/gres.c in 22.05; the same code in 22.05 and 24.11), each byte shifted into
+    byte lane i mod 4 of a 32-bit sum. Jobs find their type on nodes by this number
+    (gres_find_job_by_key, select/cons_tres) and gres_add_type() adds a node's counts of
+    types with one number together: names with the same number are one type. Bytes are C
+    chars (signed on x86_64)."""
+    out = 0
+    for i, byte in enumerate(name.encode()):
+        char = byte - 256 if byte > 127 else byte
+        out = (out + (char << (8 * (i % 4)))) & 0xFFFFFFFF
+    return out
+
+
 def gres_kinds(group) -> tuple[GresKind, ...]:
     """A Slurm worker group's Gres items, GPU kinds in spec order on consecutive device
     files. A Gres count override applies to a class of one whole-GPU kind (for others

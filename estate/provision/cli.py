@@ -10,13 +10,11 @@ from enum import Enum
 from pathlib import Path
 
 import typer
-from rich.text import Text
 
-from estate.output import (Output, annotation, make_console, output_option,
-                           print_rows)
+from estate.output import LazyConsole, Output, annotation, output_option, print_rows
 
-console = make_console()
-err = make_console(stderr=True)
+console = LazyConsole()
+err = LazyConsole(stderr=True)
 
 DEFAULT_SPEC = Path("stacks/lab.yaml")
 LAB_RENDER = Path("build/lab")  # the Makefile's OUT, so `make render` and the lab agree
@@ -53,6 +51,7 @@ def print_apply(result, title: str = "apply", output: Output = Output.auto) -> N
     if output is Output.json:
         typer.echo(json.dumps(result.as_dict(), indent=2))
         return
+    from rich.text import Text   # a coloured status on a terminal
     rows = []
     for name, r in result.hosts.items():
         detail = "; ".join(r.failed or r.unsupported or r.changed[:4] +

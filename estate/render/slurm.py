@@ -19,8 +19,8 @@ from estate.model.slurm_keys import conf_keys
 from estate.model.slurm_plugins import (job_acct_gather, plugin_settings,  # noqa: F401
                                         slurm_plugins, unset_by_release)
 from estate.model.services import (GPU_DEVICES, PORTS, SLURM_USER, SLURMDBD_DATABASE,
-                                   STATE_DROPIN, hooks, jwt_key_path, slurm_daemon_paths,
-                                   uses_jwt)
+                                   SLURMDBD_PATHS, STATE_DROPIN, hooks, jwt_key_path,
+                                   slurm_daemon_paths, uses_jwt)
 from estate.render.artifacts import Artifact
 from estate.render.templates import RenderError, render_template
 from estate.spec.hostlist import Hostlist, compress
@@ -149,6 +149,7 @@ def _context(estate: Estate, source: str) -> dict:
         "jwt": uses_jwt(spec),
         "jwt_key": jwt_key_path(spec),
         "daemon_paths": slurm_daemon_paths(spec),
+        "dbd_paths": SLURMDBD_PATHS,
         "slurmdbd_database": SLURMDBD_DATABASE,
         "plugins": plugin_settings(estate),
         "ports": PORTS,

@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 
 from estate.model.services import GPU_DEVICES
-from estate.provision.destinations import destination, installer
+from estate.model.destinations import destination, installer
 from estate.provision.inventory import Connection, Target, load_manifest, runtime_facts, \
     select, targets
 from estate.spec.resolved import Estate

@@ -36,7 +36,7 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import apt, files
 
 from estate.catalogue import ROLES, packages
-from estate.provision.destinations import destination
+from estate.model.destinations import destination
 from estate.spec.hostlist import Hostlist
 from roles._lib.facts import ContainerVirt, FileText, OsCodename, Probe, ServiceActive
 

@@ -29,7 +29,7 @@ from pyinfra.operations import server, systemd
 from estate.model import cni
 from estate.model import kubernetes as k8s
 from estate.model.services import MANIFESTS
-from estate.provision.destinations import destination
+from estate.model.destinations import destination
 from estate.spec.hostlist import Hostlist
 from roles._lib import probe, STAMPS, Unsupported, artifact_info, consumed, digest_of, install, \
     node, put_text, render_dir, run_when_changed, runtime

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pyinfra import host
 from pyinfra.api import OperationError, deploy
 
-from estate.provision.destinations import destination
+from estate.model.destinations import destination
 from roles._lib import probe, Unsupported, artifact_info, consumed, install, put_text, render_dir, \
     run_when_changed
 from roles._lib.kubernetes import first_control_plane, join_values, missing_tools

@@ -16,7 +16,7 @@ from pyinfra.operations import files, systemd
 from pyinfra.operations.util import any_changed
 
 from estate.model.services import CTLD_HOOKS, JWT_KEY
-from estate.provision.destinations import destination
+from estate.model.destinations import destination
 from estate.spec.types import system_directory_problem
 from roles._lib import consumed, digest_of, digest_text, install, install_packages, install_secret, \
     run_when_changed, runtime, secret_digest, service_current, slurm_configs, wait_until

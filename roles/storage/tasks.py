@@ -14,7 +14,7 @@ from pyinfra import host
 from pyinfra.api import OperationError, QuoteString, StringCommand, deploy, operation
 from pyinfra.operations import files, systemd
 
-from estate.provision.destinations import destination
+from estate.model.destinations import destination
 from roles._lib.facts import FileText, ServiceActive
 from roles._lib import probe, STAMPS, Unsupported, consumed, digest_of, install, install_packages, \
     render_dir

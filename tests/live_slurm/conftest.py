@@ -4,6 +4,7 @@ elsewhere it skips and says what is missing."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ from estate.lab.netns import Lab, down
 from estate.lab.netns import leftovers as netns_leftovers
 from estate.model.services import hooks
 from estate.spec.model import Spec
+from estate.verify import slurm_view
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ("slurmctld", "slurmd", "srun", "sinfo", "scontrol", "sshare", "munged", "nsenter",
@@ -59,21 +61,24 @@ def spec_on(spec: Path, version: str, tmp: Path) -> Path:
     return out
 
 
-def lab_on_each_release(spec: Path):
+def lab_on_each_release(spec: Path, controllers_only: bool = False,
+                        accept: frozenset = frozenset()):
     """A module-scoped `lab` fixture: the spec's cluster on every release of RELEASES (the
     host's 22.05, and 24.11 with every node's daemons from the Debian 13 root), one after
     another. A test module says `lab = lab_on_each_release(SPEC)`."""
     @pytest.fixture(scope="module", params=RELEASES)
     def lab(request, tmp_path_factory):
         yield from running_lab(spec_on(spec, request.param,
-                                       tmp_path_factory.mktemp(f"slurm-{request.param}")))
+                                       tmp_path_factory.mktemp(f"slurm-{request.param}")),
+                               controllers_only, accept)
     return lab
 
 
-def running_lab(spec: Path, controllers_only: bool = False):
+def running_lab(spec: Path, controllers_only: bool = False, accept: frozenset = frozenset()):
     """Bring the spec's cluster up, hand it to the tests, always tear it down
-    (controllers_only: slurmctld and slurmdbd, no slurmd; estate.lab.netns.Lab)."""
-    lab = Lab(spec, controllers_only=controllers_only)
+    (controllers_only: slurmctld and slurmdbd, no slurmd; accept: findings that do not
+    stop it; estate.lab.netns.Lab)."""
+    lab = Lab(spec, controllers_only=controllers_only, accept=accept)
     require_live_slurm(bool(lab.slurm.accounting), lab.slurm.version)
     t0 = time.monotonic()
     try:
@@ -84,3 +89,24 @@ def running_lab(spec: Path, controllers_only: bool = False):
         down()
         left = leftovers()
         assert not left, f"teardown left {left}"
+
+
+def assert_view_matches(lab, version_probe: list[str]) -> slurm_view.SlurmView:
+    """The lab runs the spec's Slurm release (the probe's `--version` on the client), every
+    worker is a node slurmctld reports, and Slurm's view equals the spec. Returns the view
+    for a module's own further checks."""
+    version = lab.run(lab.client(), version_probe).stdout
+    assert version.startswith(f"slurm-wlm {lab.slurm.version}."), version
+    view = lab.view()
+    assert set(view.nodes) == set(lab.workers())
+    assert slurm_view.compare(lab.estate, view) == []
+    return view
+
+
+def unregistered(m: slurm_view.Mismatch) -> bool:
+    """What only a registered slurmd changes (controllers-only labs have none): its state
+    (never UNKNOWN here), and the sockets it binds the GPUs to, which slurmd adds to Gres
+    when it registers."""
+    if m.field == "State":
+        return True
+    return m.field == "Gres" and re.sub(r"\(S:[^)]*\)", "", m.expected) == m.actual

@@ -8,14 +8,13 @@ topology` equal the spec (estate verify's comparison) for everything slurmctld k
 before a slurmd registers."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
 from estate.model import model
 from estate.verify import slurm_view
-from tests.live_slurm.conftest import running_lab
+from tests.live_slurm.conftest import running_lab, unregistered
 
 pytestmark = pytest.mark.live_slurm
 
@@ -25,14 +24,6 @@ SPEC = Path(__file__).resolve().parents[2] / "stacks" / "example-prod.yaml"
 @pytest.fixture(scope="module")
 def lab():
     yield from running_lab(SPEC, controllers_only=True)
-
-
-def unregistered(m: slurm_view.Mismatch) -> bool:
-    """What only a registered slurmd changes: its state (never UNKNOWN here), and the
-    sockets it binds the GPUs to, which slurmd adds to Gres when it registers."""
-    if m.field == "State":
-        return True
-    return m.field == "Gres" and re.sub(r"\(S:[^)]*\)", "", m.expected) == m.actual
 
 
 def test_slurmctld_24_11_loads_example_prod(lab):

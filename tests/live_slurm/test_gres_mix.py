@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from estate.verify import slurm_view
-from tests.live_slurm.conftest import lab_on_each_release
+from tests.live_slurm.conftest import assert_view_matches, lab_on_each_release
 
 pytestmark = pytest.mark.live_slurm
 
@@ -22,11 +22,7 @@ lab = lab_on_each_release(SPEC)
 
 
 def test_slurm_view_matches_the_spec(lab):
-    version = lab.run(lab.client(), ["srun", "--version"]).stdout
-    assert version.startswith(f"slurm-wlm {lab.slurm.version}."), version
-    view = lab.view()
-    assert set(view.nodes) == set(lab.workers())
-    assert slurm_view.compare(lab.estate, view) == []
+    assert_view_matches(lab, ["srun", "--version"])
 
 
 def test_partitions_list_their_node_sets_nodes(lab):

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from estate.model import model
-from estate.verify import slurm_view
-from tests.live_slurm.conftest import lab_on_each_release
+from tests.live_slurm.conftest import assert_view_matches, lab_on_each_release
 
 pytestmark = pytest.mark.live_slurm
 
@@ -28,10 +27,7 @@ def leaves(lab):
 
 
 def test_slurm_view_matches_the_spec(lab, leaves):
-    version = lab.run(lab.client(), ["srun", "--version"]).stdout
-    assert version.startswith(f"slurm-wlm {lab.slurm.version}."), version
-    view = lab.view()
-    assert slurm_view.compare(lab.estate, view) == []
+    view = assert_view_matches(lab, ["srun", "--version"])
     assert {n for n in view.switches if view.switches[n].get("Level") == "0"} == set(leaves)
 
 

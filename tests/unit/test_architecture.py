@@ -148,3 +148,16 @@ def test_no_role_imports_another_role(graph):
     offenders = {mod: sorted(d for d in deps if _role(d) and _role(d) != _role(mod))
                  for mod, deps in graph.items() if _role(mod) and ".tests" not in mod}
     assert {mod: deps for mod, deps in offenders.items() if deps} == {}
+
+
+def test_roles_import_no_stage(graph):
+    """The roles consume the rendered tree and the model's facts; the provisioner runs them,
+    so a role importing estate.provision (or any other stage) would tie the two packages
+    into a cycle (issue 9: roles/_lib imported estate.provision while it loaded the roles).
+    Their testinfra checks (roles/*/tests) belong to the verify stage."""
+    stages = ("estate.check", "estate.render", "estate.provision", "estate.verify",
+              "estate.pulumi", "estate.lab", "estate.pipeline", "estate.cli")
+    offenders = {mod: sorted(d for d in deps if d.startswith(stages))
+                 for mod, deps in graph.items()
+                 if mod.startswith("roles") and ".tests" not in mod}
+    assert {mod: deps for mod, deps in offenders.items() if deps} == {}

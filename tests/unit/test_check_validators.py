@@ -143,6 +143,11 @@ CASES = [
         {"model": "h100", "product": "NVIDIA-H100-80GB-HBM3", "count": 6, "memory_gb": 80},
         {"model": "l4", "product": "NVIDIA-L4", "count": 2, "memory_gb": 24}],
         "nodes[2].slurm.shards_per_gpu": 2}, "nodes[2].slurm.shards_per_gpu"),
+    # v100s and s100v differ only by bytes in the same lane of slurmctld's type number
+    ("slurm.gres_type_clash", E, "prod", {"node_classes[0].gpus": [
+        {"model": "v100s", "product": "Tesla-V100S-PCIE-32GB", "count": 4, "memory_gb": 32},
+        {"model": "s100v", "product": "Tesla-V100S-PCIE-32GB", "count": 4, "memory_gb": 32}]},
+     "node_classes[0].gpus[1].model"),
     # node sets (prod: h100-nodes = classes [h100-8x], named by batch)
     ("slurm.nodeset_selector", E, "prod", {"slurm.nodesets[0].feature": "hbm80"},
      "slurm.nodesets[0]"),

@@ -89,6 +89,15 @@ def test_no_addresses_no_racks_still_a_valid_spec():
     assert any("segment management" in d for d in report.defaults)
 
 
+def test_nodes_all_is_reported_as_changed():
+    """Nodes=ALL becomes today's node list, which dynamic nodes added later do not join
+    (24.11's scontrol shows the original as NodeSets=ALL: tests/live_slurm)."""
+    _, report = _import("ClusterName=tiny\nControlMachine=n1\nNodeName=n[1-3] CPUs=4\n"
+                        "PartitionName=all Nodes=ALL Default=YES\nPartitionName=p Nodes=n1\n")
+    assert [(d.kind, d.line, d.text) for d in report.dropped if "dynamic" in d.reason] == [
+        ("changed", 4, "Nodes=ALL (PartitionName=all)")]
+
+
 def test_rendered_differences_are_reported_per_source_line():
     doc, report = _import(BASIC)
     assert report_differences(BASIC, doc, report, "slurm.conf")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from estate.pipeline import build
-from estate.provision.destinations import destination, installer
+from estate.model.destinations import destination, installer
 from estate.catalogue import ORDER
 from estate.provision.inventory import deploys_for, targets
 from roles.k8s_node.tasks import kernel_problem, rendered_modules, rendered_sysctls

@@ -13,7 +13,7 @@ import yaml
 
 from estate.pipeline import build
 from estate.provision import inventory as inv
-from estate.provision.destinations import destination, installer
+from estate.model.destinations import destination, installer
 from estate.provision.envsecrets import secrets_from_env
 from estate.provision.export import export
 from estate.provision.secrets import SECRETS, ensure_secrets

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from estate.pipeline import build
-from estate.provision.destinations import destination, installer
+from estate.model.destinations import destination, installer
 from tests.unit.checkutil import spec_dict
 
 SCRIPT = b"#!/bin/sh\nlogger -t prolog \"job $SLURM_JOB_ID\"\n"

@@ -6,6 +6,7 @@ import shlex
 
 import pytest
 
+from estate.model.services import MANIFESTS
 from estate.verify.plugin import UNSUPPORTED
 from roles.k8s_packages.tests.test_k8s_packages import unsupported_here  # noqa: F401
 
@@ -27,7 +28,7 @@ def test_initialised_and_api_answers(host, node, plane):
 
 
 def test_manifests_applied(host, node, ctx, plane):
-    for p in sorted(x for x in ctx.nodes[node].consumes if x.startswith("kubernetes/manifests/")):
+    for p in sorted(x for x in ctx.nodes[node].consumes if x.startswith(MANIFESTS)):
         # server-side, as the role applies them (Kueue's CRDs are too large otherwise)
         out = host.run(f"kubectl --kubeconfig /etc/kubernetes/admin.conf diff --server-side "
                        f"--force-conflicts -f {shlex.quote('/etc/estate/' + p)}")

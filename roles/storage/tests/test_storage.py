@@ -8,7 +8,7 @@ import shlex
 
 import pytest
 
-from estate.provision.destinations import destination
+from estate.model.destinations import destination
 from estate.verify.plugin import on_nodes
 from roles.storage.tasks import exported_paths, nfs_problem
 
