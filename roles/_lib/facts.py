@@ -8,6 +8,7 @@ failing `kubeadm token create` fails the fact with kubeadm's own message.
 from __future__ import annotations
 
 import re
+import shlex
 from shlex import quote
 
 from pyinfra.api import FactBase
@@ -110,7 +111,7 @@ class JoinToken(FactBase[dict]):
             args += ["--ttl", ttl]
         if description:
             args += ["--description", description]
-        return " ".join(quote(a) for a in args)
+        return shlex.join(args)
 
     def process(self, output):
         text = " ".join(output)
