@@ -15,7 +15,6 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from estate.catalogue import PHASE_ARGS, phases as ordered_phases
