@@ -225,7 +225,6 @@ def _slurmctld(conf: str, topology: str | None, run: Path, sock: Path,
     return subprocess.run(["unshare", "--net", "--uts", "--mount", "--propagation",
                            "private", "sh", "-c", _SCRIPT], env=env, capture_output=True,
                           text=True, timeout=60)
-    return proc
 
 
 def _objects(lines: list[str]) -> dict[str, dict[str, str]]:
