@@ -33,8 +33,11 @@ def main() -> None:
         code = 0
     except SystemExit as exc:
         code = _exit_status(exc.code)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:   # the reader left (`| head`): the interpreter's own status
+        code = code or 120
     os._exit(code)
 
 

@@ -73,3 +73,29 @@ def test_check_into_a_pipe_never_imports_rich():
                 if line.startswith("import time:")}
     assert "estate.pipeline" in imported
     assert not {m for m in imported if m.split(".")[0] == "rich"}
+
+
+def test_a_reader_gone_at_the_last_flush_gives_status_120_not_a_traceback(monkeypatch):
+    """What the interpreter's own exit does when the pipe's reader has left (`| head`)."""
+    import io
+
+    import estate.__main__ as entry
+
+    class Gone(io.StringIO):
+        def flush(self):
+            raise BrokenPipeError
+
+    class Exited(Exception):
+        pass
+
+    def fake_exit(code):
+        raise Exited(code)
+
+    monkeypatch.setattr(sys, "argv", ["estate", "check", str(LAB)])
+    monkeypatch.setattr(sys, "stdout", Gone())
+    monkeypatch.setattr(entry.os, "_exit", fake_exit)
+    monkeypatch.setattr(entry.gc, "set_threshold", lambda *a: None)   # pytest's own stays
+    monkeypatch.setattr("estate.cli.app", lambda: None)   # the command itself succeeded
+    with pytest.raises(Exited) as gone:
+        entry.main()
+    assert gone.value.args == (120,)
