@@ -21,7 +21,6 @@ import re
 import shutil
 import subprocess
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
@@ -643,6 +642,7 @@ def doctor_nodes(estate, artifacts, connect: Callable[[Need], Runner], limit: st
                           f"({need.address or 'no address'}) cannot be reached: {exc}",
                           "check ssh to it (--ssh-user, --ssh-key) and that it is up",
                           need.name)]
+    from concurrent.futures import ThreadPoolExecutor   # 10 ms of imports: doctor only
     with ThreadPoolExecutor(max_workers=workers) as pool:
         per_node = list(pool.map(one, needs))
     return [c for cs in per_node for c in cs] + check_keys(estate, secrets, lab=False)

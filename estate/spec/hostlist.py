@@ -197,7 +197,7 @@ def _range_has(r: Range, name: str) -> bool:
 class Hostlist:
     """An ordered list of host ranges, with Slurm's string forms."""
 
-    __slots__ = ("_ranges",)
+    __slots__ = ("_ranges", "_names")
 
     def __init__(self, ranges: Iterable[Range] = ()):
         merged: list[Range] = []
@@ -208,6 +208,7 @@ class Hostlist:
             else:
                 merged.append(r)
         self._ranges = tuple(merged)
+        self._names: tuple[str, ...] | None = None
 
     @classmethod
     def parse(cls, expr: str) -> "Hostlist":
@@ -236,8 +237,14 @@ class Hostlist:
         return sum(len(r) for r in self._ranges)
 
     def __iter__(self) -> Iterator[str]:
-        for r in self._ranges:
-            yield from r
+        return iter(self.names())
+
+    def names(self) -> tuple[str, ...]:
+        """The names in order, expanded once: a rack's hostlist is walked by the resolved
+        nodes, the hosts file and every artifact that targets it."""
+        if self._names is None:
+            self._names = tuple(n for r in self._ranges for n in r)
+        return self._names
 
     def __bool__(self) -> bool:
         return bool(self._ranges)
@@ -256,7 +263,7 @@ class Hostlist:
         return isinstance(name, str) and any(_range_has(r, name) for r in self._ranges)
 
     def expand(self) -> list[str]:
-        return list(self)
+        return list(self.names())
 
     def sorted(self) -> "Hostlist":
         """Sorted and de-duplicated, like Slurm's hostlist_uniq."""
