@@ -9,13 +9,17 @@ import os
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, TypeVar
 
-from estate.check import check_artifacts, check_spec, has_errors
+from estate import fork
+from estate.check import check_artifacts, check_gate, check_spec, has_errors
 from estate.check.findings import Finding, Severity, sort_findings
 from estate.render import Artifacts, render_all
 from estate.render.templates import RenderError
 from estate.spec.load import Loaded, Source, load
 from estate.spec.resolved import Estate
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -72,10 +76,13 @@ def render_to(spec_path: str | Path, out: Path) -> Build:
 
 
 def build(spec_path: str | Path, render: bool = True,
-          accept: frozenset[tuple[str, str]] = frozenset()) -> Build:
+          accept: frozenset[tuple[str, str]] = frozenset(), parallel: bool = False) -> Build:
     """Check a spec and, if it is clean enough, render it. Never raises on bad input: an
     unexpected exception in any stage becomes an internal.error finding (--debug raises).
-    Findings in `accept` ((id, path)) stay in the result but do not stop rendering."""
+    Findings in `accept` ((id, path)) stay in the result but do not stop rendering.
+    parallel (the CLI's check and render): the spec validators run in a forked child while
+    this process renders, where estate.fork.usable(); the result is the same, and a render
+    of a spec the validators refuse is dropped."""
     result = Build(Loaded(None, Source(str(spec_path)), []), accepted=frozenset(accept))
     stage = "load"
     try:
@@ -84,15 +91,22 @@ def build(spec_path: str | Path, render: bool = True,
         if loaded.spec is None:
             return result
         stage = "check"
-        result.estate = Estate(loaded.spec, loaded.files)
+        estate = result.estate = Estate(loaded.spec, loaded.files)
         locate = loaded.source.locate
-        result.findings += check_spec(result.estate, locate)
+        gate = check_gate(estate, locate)   # without it, the validators and render are unbounded
+        if has_errors(gate):
+            result.findings = sort_findings(result.findings + gate)
+            return result
+        ahead = render and parallel and fork.usable() and not debugging()
+        spec_checks = _spec_checks(estate, locate, ahead)
+        rendered = _outcome(lambda: render_all(estate, str(spec_path))) if ahead else None
+        result.findings += gate + spec_checks()
         if has_errors(result.blocking) or not render:
             result.findings = sort_findings(result.findings)
             return result
         stage = "render"
         try:
-            artifacts = render_all(result.estate, str(spec_path))
+            artifacts = rendered() if rendered else render_all(estate, str(spec_path))
         except RenderError as exc:  # a value the spec types let through but a file cannot hold
             result.findings = sort_findings(result.findings + [Finding(
                 "render.unsafe_value", Severity.ERROR, "<root>", str(exc),
@@ -100,7 +114,7 @@ def build(spec_path: str | Path, render: bool = True,
                 "a rendered file); nothing was rendered")])
             return result
         stage = "artifact check"
-        result.findings += check_artifacts(_ArtifactContext(result.estate, artifacts), locate)
+        result.findings += check_artifacts(_ArtifactContext(estate, artifacts), locate)
         result.artifacts = artifacts
         result.findings = sort_findings(result.findings)
         return result
@@ -110,6 +124,33 @@ def build(spec_path: str | Path, render: bool = True,
         result.artifacts = None
         result.findings = sort_findings(result.findings + [internal_error(exc, stage)])
         return result
+
+
+def _spec_checks(estate: Estate, locate, forked: bool) -> Callable[[], list[Finding]]:
+    """The spec validators' findings: computed now, or in a child (see build); join by
+    calling the result. A child's own failure comes back as its internal.error finding."""
+    if not forked:
+        findings = check_spec(estate, locate, gate=False)
+        return lambda: findings
+
+    def guarded() -> list[Finding]:
+        try:
+            return check_spec(estate, locate, gate=False)
+        except Exception as exc:  # noqa: BLE001 - the traceback does not cross the pipe
+            return [internal_error(exc, "check")]
+
+    return fork.Forked(guarded).join
+
+
+def _outcome(fn: Callable[[], T]) -> Callable[[], T]:
+    """fn run now; calling the result gives its value, or raises its exception then."""
+    try:
+        value = fn()
+    except Exception as exc:  # noqa: BLE001 - raised again where the serial path would
+        def again() -> T:
+            raise exc
+        return again
+    return lambda: value
 
 
 @dataclass

@@ -10,8 +10,8 @@ import pkgutil
 from estate.check.findings import Finding, Severity, has_errors, sort_findings
 from estate.check.registry import REGISTRY, Problem, run, validator
 
-__all__ = ["Finding", "Severity", "Problem", "validator", "check_spec", "check_artifacts",
-           "has_errors", "REGISTRY", "load_domains"]
+__all__ = ["Finding", "Severity", "Problem", "validator", "check_gate", "check_spec",
+           "check_artifacts", "has_errors", "REGISTRY", "load_domains"]
 
 _DOMAINS_LOADED = False
 
@@ -28,12 +28,19 @@ def load_domains() -> None:
     _DOMAINS_LOADED = True
 
 
-def check_spec(estate, locate=lambda loc: "") -> list[Finding]:
+def check_gate(estate, locate=lambda loc: "") -> list[Finding]:
+    """The limits (hosts, expansion) without which the other checks, and rendering, are
+    unbounded: run first, and nothing else runs on an error here."""
     load_domains()
-    gate = run("gate", estate, locate)   # limits that make the other checks unbounded
-    if has_errors(gate):
-        return sort_findings(gate)
-    return sort_findings(gate + run("spec", estate, locate))
+    return sort_findings(run("gate", estate, locate))
+
+
+def check_spec(estate, locate=lambda loc: "", gate: bool = True) -> list[Finding]:
+    """Every spec validator; gate=False when the caller has run check_gate already."""
+    gated = check_gate(estate, locate) if gate else []
+    if has_errors(gated):
+        return gated
+    return sort_findings(gated + run("spec", estate, locate))
 
 
 def check_artifacts(ctx, locate=lambda loc: "") -> list[Finding]:

@@ -1,0 +1,101 @@
+"""The CLI's check and render run the spec validators in a forked child while the parent
+renders (estate/fork.py, pipeline.build(parallel=True)). The result must be the serial one:
+the same findings for every seeded mistake and every stack, the same rendered bytes, and a
+validator that crashes in the child is the same internal.error.
+
+Each comparison runs in a fresh interpreter: the test runner's own threads make forking
+here unsafe, which is exactly what fork.usable() refuses.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.unit.test_check_validators import CASES, put, spec_dict
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.skipif((os.cpu_count() or 1) < 2 or not hasattr(os, "fork"),
+                                reason="one core or no fork: the pipeline never forks here")
+
+COMPARE = textwrap.dedent("""
+    import hashlib, json, sys
+    from estate import fork
+    from estate.pipeline import build
+    assert fork.usable(), "one thread, two cores: the pipeline must fork here"
+
+    def outcome(spec, parallel):
+        b = build(spec, parallel=parallel)
+        files = None if b.artifacts is None else {
+            p: hashlib.sha256(a.content).hexdigest() for p, a in b.artifacts.items()}
+        return [f.as_dict() for f in b.findings], files
+
+    out = {}
+    for spec in sys.argv[1:]:
+        serial, forked = outcome(spec, False), outcome(spec, True)
+        out[spec] = {"same": serial == forked, "findings": len(serial[0]),
+                     "rendered": serial[1] is not None}
+    print(json.dumps(out))
+""")
+
+
+def _compare(specs: list[Path], *prelude: str) -> dict:
+    run = subprocess.run([sys.executable, "-c", "\n".join(prelude) + COMPARE,
+                          *map(str, specs)], capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout)
+
+
+def test_seeded_mistakes_and_stacks_give_the_serial_result(tmp_path):
+    """Every stack and every fourth seeded case (all of them: 30 s more of unit tier)."""
+    specs = sorted((ROOT / "stacks").glob("*.yaml"))
+    specs = [s for s in specs if not s.name.startswith("Pulumi.")]
+    for i, (_vid, _sev, base, edits, _path) in enumerate(CASES[::4]):
+        data = spec_dict(base)
+        for where, value in edits.items():
+            put(data, where, value)
+        specs.append(tmp_path / f"case{i:03d}.yaml")
+        specs[-1].write_text(yaml.safe_dump(data, sort_keys=False))
+    out = _compare(specs)
+    differ = [s for s, r in out.items() if not r["same"]]
+    assert not differ, f"forked build differs from serial on {differ}"
+    # both kinds were compared: specs refused (the speculative render dropped) and rendered
+    assert {r["rendered"] for r in out.values()} == {True, False}
+    assert sum(r["findings"] for r in out.values()) >= len(CASES[::4])
+
+
+def test_a_validator_that_crashes_in_the_child_is_the_serial_internal_error(tmp_path):
+    crash = textwrap.dedent("""
+        from estate.check import load_domains, validator
+        from estate.check.findings import Severity
+        load_domains()
+        @validator("test.crash", Severity.ERROR, "test", "raises")
+        def _crash(estate):
+            raise KeyError("boom")
+    """)
+    out = _compare([ROOT / "stacks" / "lab.yaml"], crash)
+    assert out[str(ROOT / "stacks" / "lab.yaml")] == {"same": True, "findings": 1,
+                                                       "rendered": False}
+
+
+def test_a_child_that_dies_is_reported_not_waited_for():
+    run = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import os
+        from estate import fork
+        assert fork.Forked(lambda: 41 + 1).join() == 42
+        try:
+            fork.Forked(lambda: os._exit(9)).join()
+        except fork.ChildLost as exc:
+            print("lost:", exc)
+    """)], capture_output=True, text=True, cwd=ROOT, timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("lost: the checking process ended without a result")
