@@ -1,12 +1,13 @@
 """The `estate` process entry (console script and `python -m estate`).
 
-Two process-level settings that the command functions cannot make themselves, both for
+Three process-level settings that the command functions cannot make themselves, both for
 what a user waits for (bench/bench_scale.py: a whole `estate check` of 10,000 nodes):
 
 - The collector's first-generation threshold goes from 700 to 10,000 allocations, set
   before any import: loading the libraries and deriving a large estate allocate hundreds
   of thousands of objects that live until exit, and the default collector walks them
   again and again (0.02 s of a 0.4 s check). Cycles are still collected, only less often.
+- A plain `check` or `render` command line runs without typer (estate/commands.py).
 - `check` and `render` end with os._exit once their output is flushed: tearing down the
   interpreter's object graph of a large estate costs 0.03-0.05 s and frees nothing the
   operating system would not. Both commands hold no resource that needs a finaliser
@@ -24,6 +25,10 @@ FAST_EXIT = frozenset({"check", "render"})
 
 def main() -> None:
     gc.set_threshold(10_000, 50, 50)
+    from estate.commands import plain
+    call = plain(sys.argv[1:])
+    if call is not None:
+        _fast_exit(call())
     from estate.cli import app
     if not FAST_EXIT & set(sys.argv[1:2]):
         app()
@@ -33,6 +38,10 @@ def main() -> None:
         code = 0
     except SystemExit as exc:
         code = _exit_status(exc.code)
+    _fast_exit(code)
+
+
+def _fast_exit(code: int) -> None:
     try:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import typer
 
-from estate.check.findings import Finding, has_errors
-from estate.output import (LazyConsole, Output, echo_findings, help_markup, output_option,
-                           print_rows)
-from estate.pipeline import build, debugging, internal_error
+from estate import commands
+from estate.commands import console, err_console, print_findings
+from estate.output import Output, help_markup, output_option, print_rows
+from estate.pipeline import build
 
 
 class _SafeTyper(typer.Typer):
@@ -26,17 +26,11 @@ class _SafeTyper(typer.Typer):
         try:
             return super().__call__(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001
-            if debugging():
-                raise
-            f = internal_error(exc, "estate")
-            print(f"error {f.id}: {f.message} ({f.hint})", file=sys.stderr)
-            sys.exit(1)
+            sys.exit(commands.crashed(exc))
 
 
 app = _SafeTyper(add_completion=False, no_args_is_help=True, rich_markup_mode=help_markup(),
                   help="Estate: one spec, two planes (Slurm and Kubernetes).")
-console = LazyConsole()
-err_console = LazyConsole(stderr=True)
 
 @app.callback()
 def _options(debug: bool = typer.Option(False, "--debug", help="Show the traceback of an "
@@ -50,27 +44,6 @@ SpecArg = typer.Argument(..., help="Path to the estate spec, e.g. stacks/lab.yam
 OutputOpt = output_option()
 
 
-def print_findings(findings: list[Finding], output: Output, spec: Path | None = None) -> None:
-    if output is Output.json:
-        typer.echo(json.dumps([f.as_dict() for f in findings], indent=2))
-        return
-    if output.lines:
-        echo_findings(findings, output, str(spec or ""))
-        return
-    if not findings:
-        console.print("[green]no findings[/green]")
-        return
-    from rich.table import Table   # a table only on a terminal: 40 ms of imports
-    table = Table(show_lines=False)
-    for col in ("severity", "id", "path", "message", "hint", "location"):
-        table.add_column(col, overflow="fold")
-    colour = {"error": "red", "warning": "yellow", "info": "blue"}
-    for f in findings:
-        sev = f.severity.value
-        table.add_row(f"[{colour[sev]}]{sev}[/]", f.id, f.path, f.message, f.hint, f.location)
-    console.print(table)
-
-
 @app.command()
 def schema() -> None:
     """Print the spec's JSON Schema (for editor completion and checking)."""
@@ -81,35 +54,15 @@ def schema() -> None:
 @app.command()
 def check(spec: Path = SpecArg, output: Output = OutputOpt) -> None:
     """Report every problem in a spec at once; exit 1 if any is an error."""
-    result = build(spec)
-    print_findings(result.findings, output, spec)
-    raise typer.Exit(1 if has_errors(result.findings) else 0)
+    raise typer.Exit(commands.check(spec, output))
 
 
 @app.command()
 def render(spec: Path = SpecArg,
-           out: Path = typer.Option(..., "-o", "--out", help="Directory to (re)write."),
+           out: Path = typer.Option(..., *commands.OUT_FLAGS, help="Directory to (re)write."),
            output: Output = OutputOpt) -> None:
     """Check and render a spec into DIR, atomically: on any error DIR is left as it was."""
-    from estate.render import write_tree
-    result = build(spec)
-    if not result.ok:
-        print_findings(result.findings, output, spec)
-        err_console.print(f"[red]not rendered[/red]: {out} left unchanged")
-        raise typer.Exit(1)
-    try:
-        write_tree(result.artifacts, out)
-    except OSError as exc:
-        err_console.print(f"[red]not rendered[/red]: cannot write {out}: "
-                          f"{exc.strerror or exc}; {out} left unchanged")
-        raise typer.Exit(1)
-    if output is Output.json:
-        typer.echo(json.dumps({"out": str(out), "artifacts": result.artifacts.manifest(),
-                               "findings": [f.as_dict() for f in result.findings]}, indent=2))
-        return
-    if result.findings:
-        print_findings(result.findings, output, spec)
-    typer.echo(f"rendered {len(result.artifacts)} files into {out}")
+    raise typer.Exit(commands.render(spec, out, output))
 
 
 @app.command()
@@ -120,7 +73,7 @@ def plan(spec: Path = SpecArg, output: Output = OutputOpt,
     """Show the GPU budget of both planes (per plane, pool, partition, tenant) and
     what each node would install, before anything is applied."""
     from estate.capacity import gpu_budget
-    result = build(spec)
+    result = build(spec, parallel=True)
     if not result.ok:
         print_findings(result.findings, output, spec)
         if svg:

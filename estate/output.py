@@ -15,8 +15,6 @@ from enum import Enum
 
 from typing import TYPE_CHECKING
 
-import typer
-
 from estate.findings import Finding, Severity
 
 if TYPE_CHECKING:
@@ -41,13 +39,21 @@ class Output(str, Enum):
         return self.resolve() in (Output.text, Output.github)
 
 
+OUTPUT_FLAG = "--output"
 OUTPUT_HELP = ("auto (table on a terminal, text otherwise), table, text (one line per "
                "row or finding, never wrapped), json, or github (workflow annotations).")
 
 
 def output_option():
     """The --output option, shared by every command that prints findings or rows."""
-    return typer.Option(Output.auto, "--output", help=OUTPUT_HELP)
+    import typer
+    return typer.Option(Output.auto, OUTPUT_FLAG, help=OUTPUT_HELP)
+
+
+def echo(text: str) -> None:
+    """A line on stdout, flushed as typer.echo flushes it (stdout and stderr keep their
+    order in a shared pipe), without importing typer for it."""
+    print(text, flush=True)
 
 
 def help_markup() -> str | None:
@@ -135,12 +141,12 @@ def summary(findings: list[Finding]) -> str:
 def echo_findings(findings: list[Finding], output: Output, default_file: str = "") -> None:
     """Findings one per line (text or github); never wrapped, whatever the width."""
     if not findings:
-        typer.echo("no findings")
+        echo("no findings")
         return
     fmt = finding_annotation if output.resolve() is Output.github else finding_line
     for f in findings:
-        typer.echo(fmt(f, default_file))
-    typer.echo(summary(findings))
+        echo(fmt(f, default_file))
+    echo(summary(findings))
 
 
 # --- tables as lines ----------------------------------------------------------
@@ -151,7 +157,7 @@ def echo_columns(header: list[str], rows: list[list[str]]) -> None:
     cells = [[c if c != "" else "-" for c in map(str, row)] for row in [header, *rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header) - 1)]
     for row in cells:
-        typer.echo("  ".join([c.ljust(w) for c, w in zip(row, widths)] + row[-1:]).rstrip())
+        echo("  ".join([c.ljust(w) for c, w in zip(row, widths)] + row[-1:]).rstrip())
 
 
 def print_rows(title: str | None, header: list[str], rows: list[list], output: Output,
@@ -160,7 +166,7 @@ def print_rows(title: str | None, header: list[str], rows: list[list], output: O
     Cells are plain strings (never read as markup) or styled rich Text."""
     if output.lines:
         if title:
-            typer.echo(title)
+            echo(title)
         echo_columns(header, [[str(c) for c in row] for row in rows])
         return
     from rich.table import Table   # a table only on a terminal: 40 ms of imports

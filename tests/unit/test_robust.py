@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 import estate.cli as cli
+import estate.commands as commands
 import estate.pipeline as pipeline
 from estate.check import check_artifacts, check_spec
 from estate.check import kubernetes_schema as kcheck
@@ -100,7 +101,7 @@ def test_pipeline_turns_an_unexpected_exception_into_internal_error(tmp_path, mo
 def test_cli_prints_internal_error_without_a_traceback(monkeypatch, capsys):
     def boom(*args, **kwargs):
         raise KeyError("oops")
-    monkeypatch.setattr(cli, "build", boom)
+    monkeypatch.setattr(commands, "build", boom)
     monkeypatch.delenv("ESTATE_DEBUG", raising=False)
     with pytest.raises(SystemExit) as exit_:
         cli.app(["check", str(SPECS["lab"])])
