@@ -9,17 +9,15 @@ import os
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, TypeVar
+from functools import partial
 
 from estate import fork
 from estate.check import check_artifacts, check_gate, check_spec, has_errors
 from estate.check.findings import Finding, Severity, sort_findings
-from estate.render import Artifacts, render_all
+from estate.render import BUILDERS, Artifacts, assemble, render_all, render_each
 from estate.render.templates import RenderError
 from estate.spec.load import Loaded, Source, load
 from estate.spec.resolved import Estate
-
-T = TypeVar("T")
 
 
 @dataclass
@@ -80,9 +78,10 @@ def build(spec_path: str | Path, render: bool = True,
     """Check a spec and, if it is clean enough, render it. Never raises on bad input: an
     unexpected exception in any stage becomes an internal.error finding (--debug raises).
     Findings in `accept` ((id, path)) stay in the result but do not stop rendering.
-    parallel (the CLI's check and render): the spec validators run in a forked child while
-    this process renders, where estate.fork.usable(); the result is the same, and a render
-    of a spec the validators refuse is dropped."""
+    parallel (the CLI's check and render), where estate.fork.usable(): a forked child runs
+    the spec validators and renders CHILD_BUILDERS while this process renders the rest;
+    the result is the serial one (tests/unit/test_fork.py), and a render of a spec the
+    validators refuse is dropped."""
     result = Build(Loaded(None, Source(str(spec_path)), []), accepted=frozenset(accept))
     stage = "load"
     try:
@@ -97,16 +96,18 @@ def build(spec_path: str | Path, render: bool = True,
         if has_errors(gate):
             result.findings = sort_findings(result.findings + gate)
             return result
-        ahead = render and parallel and fork.usable() and not debugging()
-        spec_checks = _spec_checks(estate, locate, ahead)
-        rendered = _outcome(lambda: render_all(estate, str(spec_path))) if ahead else None
-        result.findings += gate + spec_checks()
+        source = str(spec_path)
+        ahead = (render and parallel and fork.usable() and not debugging()
+                 and not has_errors(result.blocking))
+        found, rendered = (_ahead(estate, locate, source, result.accepted) if ahead
+                           else (check_spec(estate, locate, gate=False), None))
+        result.findings += gate + found
         if has_errors(result.blocking) or not render:
             result.findings = sort_findings(result.findings)
             return result
         stage = "render"
         try:
-            artifacts = rendered() if rendered else render_all(estate, str(spec_path))
+            artifacts = rendered or render_all(estate, source)
         except RenderError as exc:  # a value the spec types let through but a file cannot hold
             result.findings = sort_findings(result.findings + [Finding(
                 "render.unsafe_value", Severity.ERROR, "<root>", str(exc),
@@ -126,31 +127,42 @@ def build(spec_path: str | Path, render: bool = True,
         return result
 
 
-def _spec_checks(estate: Estate, locate, forked: bool) -> Callable[[], list[Finding]]:
-    """The spec validators' findings: computed now, or in a child (see build); join by
-    calling the result. A child's own failure comes back as its internal.error finding."""
-    if not forked:
-        findings = check_spec(estate, locate, gate=False)
-        return lambda: findings
-
-    def guarded() -> list[Finding]:
-        try:
-            return check_spec(estate, locate, gate=False)
-        except Exception as exc:  # noqa: BLE001 - the traceback does not cross the pipe
-            return [internal_error(exc, "check")]
-
-    return fork.Forked(guarded).join
+# What the child renders besides checking: the builder whose facts the validators derive
+# anyway (the flow matrix), and which takes the child's time up to the parent's other
+# builders (bench/bench_scale.py, 10,000 nodes: validators + network ~ slurm + kubernetes +
+# storage, before the parent checks the artifacts).
+CHILD_BUILDERS = frozenset({"estate.render.network"})
 
 
-def _outcome(fn: Callable[[], T]) -> Callable[[], T]:
-    """fn run now; calling the result gives its value, or raises its exception then."""
+def _ahead(estate: Estate, locate, source: str,
+           accept: frozenset) -> tuple[list[Finding], Artifacts | None]:
+    """The spec findings, and the whole tree when the parts of both processes rendered
+    (None: render again in line, for the serial path's own result or exception)."""
+    child = fork.Forked(partial(_child_half, estate, locate, source, accept))
     try:
-        value = fn()
-    except Exception as exc:  # noqa: BLE001 - raised again where the serial path would
-        def again() -> T:
-            raise exc
-        return again
-    return lambda: value
+        mine = render_each(estate, source, {m for m, _ in BUILDERS} - CHILD_BUILDERS)
+    except Exception:  # noqa: BLE001 - dropped: the spec may be refused, else rendered again
+        mine = None
+    found, theirs = child.join()
+    if mine is None or theirs is None:
+        return found, None
+    return found, assemble({**mine, **theirs})
+
+
+def _child_half(estate: Estate, locate, source: str,
+                accept: frozenset) -> tuple[list[Finding], dict | None]:
+    """In the child: the spec validators, then CHILD_BUILDERS' part of a spec they pass.
+    Its own failures come back as values: a traceback does not cross the pipe."""
+    try:
+        found = check_spec(estate, locate, gate=False)
+    except Exception as exc:  # noqa: BLE001
+        return [internal_error(exc, "check")], None
+    if has_errors([f for f in found if (f.id, f.path) not in accept]):
+        return found, None
+    try:
+        return found, render_each(estate, source, CHILD_BUILDERS)
+    except Exception:  # noqa: BLE001 - the parent renders it again and reports it
+        return found, None
 
 
 @dataclass

@@ -7,6 +7,7 @@ in ``artifacts.write_tree``.
 from __future__ import annotations
 
 import importlib
+from typing import Collection
 
 from estate.render.artifacts import Artifact, Artifacts, write_tree
 from estate.spec.resolved import Estate
@@ -22,23 +23,37 @@ BUILDERS = [
     ("estate.render.storage", "render_storage"),
 ]
 
-__all__ = ["Artifact", "Artifacts", "render_all", "write_tree"]
+__all__ = ["Artifact", "Artifacts", "assemble", "render_all", "render_each", "write_tree"]
 
 
-def _builders():
+def _builders(modules: Collection[str] | None = None):
     for module, func in BUILDERS:
+        if modules is not None and module not in modules:
+            continue
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:
             if exc.name != module:
                 raise
             continue
-        yield getattr(mod, func)
+        yield module, getattr(mod, func)
+
+
+def render_each(estate: Estate, source: str = "",
+                modules: Collection[str] | None = None) -> dict[str, list[Artifact]]:
+    """Each builder's artifacts by its module name, for `modules` (default: every builder):
+    the pipeline renders some builders in a child process and the rest in the parent."""
+    return {module: list(build(estate, source)) for module, build in _builders(modules)}
+
+
+def assemble(parts: dict[str, list[Artifact]]) -> Artifacts:
+    """One tree from render_each's parts, in BUILDERS' order, as render_all makes it."""
+    out = Artifacts()
+    for module, _ in BUILDERS:
+        for artifact in parts.get(module, ()):
+            out.add(artifact)
+    return out
 
 
 def render_all(estate: Estate, source: str = "") -> Artifacts:
-    out = Artifacts()
-    for build in _builders():
-        for artifact in build(estate, source):
-            out.add(artifact)
-    return out
+    return assemble(render_each(estate, source))

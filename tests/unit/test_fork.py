@@ -1,5 +1,5 @@
-"""The CLI's check and render run the spec validators in a forked child while the parent
-renders (estate/fork.py, pipeline.build(parallel=True)). The result must be the serial one:
+"""The CLI's check and render run the spec validators (and one builder) in a forked child
+while the parent renders the rest (estate/fork.py, pipeline.build(parallel=True)). The result must be the serial one:
 the same findings for every seeded mistake and every stack, the same rendered bytes, and a
 validator that crashes in the child is the same internal.error.
 
@@ -28,20 +28,27 @@ pytestmark = pytest.mark.skipif((os.cpu_count() or 1) < 2 or not hasattr(os, "fo
 COMPARE = textwrap.dedent("""
     import hashlib, json, sys
     from estate import fork
+    import estate.pipeline as pipeline
     from estate.pipeline import build
+    serial_renders = []
+    _render_all = pipeline.render_all
+    pipeline.render_all = lambda *a: serial_renders.append(a) or _render_all(*a)
     assert fork.usable(), "one thread, two cores: the pipeline must fork here"
 
     def outcome(spec, parallel):
         b = build(spec, parallel=parallel)
-        files = None if b.artifacts is None else {
-            p: hashlib.sha256(a.content).hexdigest() for p, a in b.artifacts.items()}
+        files = None if b.artifacts is None else [   # in order: the tree's own order
+            (p, hashlib.sha256(a.content).hexdigest(), a.mode, a.owner, str(a.consumers))
+            for p, a in b.artifacts.items()]
         return [f.as_dict() for f in b.findings], files
 
     out = {}
     for spec in sys.argv[1:]:
-        serial, forked = outcome(spec, False), outcome(spec, True)
+        serial = outcome(spec, False)
+        serial_renders.clear()
+        forked = outcome(spec, True)
         out[spec] = {"same": serial == forked, "findings": len(serial[0]),
-                     "rendered": serial[1] is not None}
+                     "rendered": serial[1] is not None, "in_parts": not serial_renders}
     print(json.dumps(out))
 """)
 
@@ -69,6 +76,8 @@ def test_seeded_mistakes_and_stacks_give_the_serial_result(tmp_path):
     assert not differ, f"forked build differs from serial on {differ}"
     # both kinds were compared: specs refused (the speculative render dropped) and rendered
     assert {r["rendered"] for r in out.values()} == {True, False}
+    # and a tree is assembled from both processes' parts, not rendered again in line
+    assert all(r["in_parts"] for r in out.values() if r["rendered"])
     assert sum(r["findings"] for r in out.values()) >= len(CASES[::4])
 
 
@@ -83,7 +92,7 @@ def test_a_validator_that_crashes_in_the_child_is_the_serial_internal_error(tmp_
     """)
     out = _compare([ROOT / "stacks" / "lab.yaml"], crash)
     assert out[str(ROOT / "stacks" / "lab.yaml")] == {"same": True, "findings": 1,
-                                                       "rendered": False}
+                                                       "rendered": False, "in_parts": True}
 
 
 def test_a_child_that_dies_is_reported_not_waited_for():
