@@ -107,7 +107,7 @@ def build(spec_path: str | Path, render: bool = True,
             return result
         stage = "render"
         try:
-            artifacts = rendered or render_all(estate, source)
+            artifacts = rendered if rendered is not None else render_all(estate, source)
         except RenderError as exc:  # a value the spec types let through but a file cannot hold
             result.findings = sort_findings(result.findings + [Finding(
                 "render.unsafe_value", Severity.ERROR, "<root>", str(exc),
