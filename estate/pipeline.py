@@ -99,8 +99,8 @@ def build(spec_path: str | Path, render: bool = True,
         source = str(spec_path)
         ahead = (render and parallel and fork.usable() and not debugging()
                  and not has_errors(result.blocking))
-        found, rendered = (_ahead(estate, locate, source, result.accepted) if ahead
-                           else (check_spec(estate, locate, gate=False), None))
+        found, rendered, checked = (_ahead(estate, locate, source, result.accepted) if ahead
+                                    else (check_spec(estate, locate, gate=False), None, None))
         result.findings += gate + found
         if has_errors(result.blocking) or not render:
             result.findings = sort_findings(result.findings)
@@ -115,7 +115,8 @@ def build(spec_path: str | Path, render: bool = True,
                 "a rendered file); nothing was rendered")])
             return result
         stage = "artifact check"
-        result.findings += check_artifacts(_ArtifactContext(estate, artifacts), locate)
+        result.findings += (checked if checked is not None else
+                            check_artifacts(_ArtifactContext(estate, artifacts), locate))
         result.artifacts = artifacts
         result.findings = sort_findings(result.findings)
         return result
@@ -128,25 +129,28 @@ def build(spec_path: str | Path, render: bool = True,
 
 
 # What the child renders besides checking: the builder whose facts the validators derive
-# anyway (the flow matrix), and which takes the child's time up to the parent's other
-# builders (bench/bench_scale.py, 10,000 nodes: validators + network ~ slurm + kubernetes +
-# storage, before the parent checks the artifacts).
+# anyway (the flow matrix), and which brings the child's time up to the parent's: the
+# other builders and then the artifact checks, which read none of the child's files
+# (tests/unit/test_fork.py), so the parent runs them before the child is done
+# (bench/bench_scale.py, 10,000 nodes).
 CHILD_BUILDERS = frozenset({"estate.render.network"})
 
 
-def _ahead(estate: Estate, locate, source: str,
-           accept: frozenset) -> tuple[list[Finding], Artifacts | None]:
-    """The spec findings, and the whole tree when the parts of both processes rendered
-    (None: render again in line, for the serial path's own result or exception)."""
+def _ahead(estate: Estate, locate, source: str, accept: frozenset
+           ) -> tuple[list[Finding], Artifacts | None, list[Finding] | None]:
+    """The spec findings, the whole tree when the parts of both processes rendered, and
+    the artifact findings; None for what must be done again in line (for the serial
+    path's own result or exception)."""
     child = fork.Forked(partial(_child_half, estate, locate, source, accept))
     try:
         mine = render_each(estate, source, {m for m, _ in BUILDERS} - CHILD_BUILDERS)
-    except Exception:  # noqa: BLE001 - dropped: the spec may be refused, else rendered again
-        mine = None
+        checked = check_artifacts(_ArtifactContext(estate, assemble(mine)), locate)
+    except Exception:  # noqa: BLE001 - dropped: the spec may be refused, else done again
+        mine = checked = None
     found, theirs = child.join()
     if mine is None or theirs is None:
-        return found, None
-    return found, assemble({**mine, **theirs})
+        return found, None, None
+    return found, assemble({**mine, **theirs}), checked
 
 
 def _child_half(estate: Estate, locate, source: str,

@@ -38,7 +38,7 @@ from estate.kubernetes_releases import (CONTAINERD_CONFIG_VERSION, CONTAINERD_MA
                                         CONTAINERD_SUITE, DEBIAN_KEYRING, DEBIAN_MIRROR,
                                         pause_image)
 from estate.model.services import MANIFESTS
-from estate.model.flows import matrix
+from estate.model.flows import flow as matrix_flow
 from estate.render.cni import installation_spec, operator_manifest
 from estate.render import gpu_addons
 from estate.model.storage import grants
@@ -435,7 +435,7 @@ def network_policy_peers(estate: Estate, tenant: Tenant) -> tuple[list[str], lis
 def bridge_egress(estate: Estate) -> dict | None:
     """Where a tenant granted the bridge may go: the slurmrestd flow of the flow matrix
     (its nodes' addresses and port), or None where the spec has no slurmrestd."""
-    flow = next((f for f in matrix(estate).flows if f.name == "slurmrestd"), None)
+    flow = matrix_flow(estate, "slurmrestd")
     if flow is None:
         return None
     addrs = sorted(str(a) for a in (estate.address(n, flow.segment) for n in flow.to) if a)

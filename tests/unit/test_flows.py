@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from estate.doctor import _flows
-from estate.model.flows import matrix, srun_ports
+from estate.model.flows import DEFAULT_NAMES, flow, matrix, srun_ports
 from estate.pipeline import build
 from estate.spec.load import load_text
 from estate.spec.resolved import Estate
@@ -73,6 +73,31 @@ def test_a_spec_flow_replaces_the_default_of_its_name():
     est = Estate(load_text(yaml.safe_dump(data), "t.yaml").spec)
     assert [f.cidrs for f in matrix(est).flows if f.name == "ssh"] == [("10.60.0.2/32",)]
     assert srun_ports(est) == (61000, 61100)
+
+
+@pytest.mark.parametrize("stack", ["lab", "example-prod"])
+def test_each_flow_derived_alone_is_the_matrix_flow(stack):
+    est = Estate(load_text((ROOT / "stacks" / f"{stack}.yaml").read_text(), "t.yaml").spec)
+    whole: dict = {}
+    for f in matrix(est).flows:   # the first of a name (nfs: one flow per export)
+        whole.setdefault(f.name, f)
+    assert {"srun", "slurmctld", "slurmd"} <= set(whole)
+    for name in sorted(DEFAULT_NAMES | set(whole)):
+        assert flow(est, name) == whole.get(name), name
+
+
+def test_srun_ports_is_the_range_of_the_matrix_srun_flow_a_spec_flow_included():
+    data = spec_dict("lab")
+    est = Estate(load_text(yaml.safe_dump(data), "t.yaml").spec)
+    [default] = [f.ports for f in matrix(est).flows if f.name == "srun"]
+    assert srun_ports(est) == default == tuple(data["firewall"].get("srun_ports",
+                                                                    (60001, 63000)))
+    data["firewall"]["flows"] = [{"name": "srun", "to": "gpu[1-2]", "segment": "management",
+                                  "port": 62000, "port_end": 62010, "from_hosts": "login1",
+                                  "reason": "srun only from the login node"}]
+    est = Estate(load_text(yaml.safe_dump(data), "t.yaml").spec)
+    [given] = [f.ports for f in matrix(est).flows if f.name == "srun"]
+    assert srun_ports(est) == given == (62000, 62010)
 
 
 def test_slurm_conf_sets_exactly_the_srun_range_the_firewall_opens(lab):

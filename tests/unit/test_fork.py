@@ -8,6 +8,7 @@ here unsafe, which is exactly what fork.usable() refuses.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.unit import test_kubernetes_check as k8s_cases
 from tests.unit.test_check_validators import CASES, put, spec_dict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,3 +110,33 @@ def test_a_child_that_dies_is_reported_not_waited_for():
         env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("lost: the checking process ended without a result")
+
+
+@functools.lru_cache(maxsize=1)
+def _lab():
+    return k8s_cases.lab.__wrapped__()
+
+
+def _without_child_files(arts):
+    from estate.pipeline import CHILD_BUILDERS
+    from estate.render import Artifacts
+    return Artifacts({p: a for p, a in arts.items() if not p.startswith("network/")
+                      and p != "common/hosts"}), CHILD_BUILDERS
+
+
+@pytest.mark.parametrize("case", range(len(k8s_cases.TAMPER)))
+def test_artifact_checks_read_none_of_the_childs_files(case):
+    """The parent checks its own part of the tree while the child renders the rest
+    (pipeline.CHILD_BUILDERS): every artifact validator must find the same without the
+    child's files, on a clean tree and on each tampered one."""
+    from estate.check import check_artifacts
+    from estate.pipeline import _ArtifactContext
+    from estate.render import render_each
+    estate, arts = _lab()
+    path, edit, *_ = k8s_cases.TAMPER[case]
+    arts = k8s_cases.tampered(arts, path, edit)
+    part, child = _without_child_files(arts)
+    assert set(arts) - set(part) == {a.path for m in render_each(estate, "", child).values()
+                                     for a in m}, "the child's files are network/ and hosts"
+    whole = check_artifacts(_ArtifactContext(estate, arts))
+    assert check_artifacts(_ArtifactContext(estate, part)) == whole
