@@ -100,3 +100,14 @@ def test_a_reader_gone_at_the_last_flush_gives_status_120_not_a_traceback(monkey
     with pytest.raises(Exited) as gone:
         entry.main()
     assert gone.value.args == (120,)
+
+
+def test_the_spec_models_annotations_are_objects_not_strings():
+    """Every estate command builds the spec's pydantic models at import; string annotations
+    (from __future__ import annotations) would make pydantic evaluate all of them again."""
+    import inspect
+
+    import estate.spec.model as model
+    lines = inspect.getsource(model).splitlines()
+    assert "from __future__ import annotations" not in lines
+    assert not isinstance(model.Spec.__annotations__["nodes"], str)
