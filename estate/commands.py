@@ -120,5 +120,8 @@ def _safely(fn: Callable[..., int], *args) -> int:
         return fn(*args)
     except BrokenPipeError:   # the reader left (`| head`): click's status, and no message
         return 1
+    except KeyboardInterrupt:   # Ctrl-C: what click prints and returns, not a traceback
+        print("Aborted!", file=sys.stderr)
+        return 1
     except Exception as exc:  # noqa: BLE001 - see crashed
         return crashed(exc)

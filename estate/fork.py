@@ -16,6 +16,7 @@ from __future__ import annotations
 import gc
 import os
 import pickle
+import signal
 import threading
 from typing import Callable, Generic, TypeVar
 
@@ -52,6 +53,16 @@ class Forked(Generic[T]):
             raise ChildLost(f"the checking process ended without a result "
                             f"(wait status {status})")
         return pickle.loads(data)
+
+
+    def cancel(self) -> None:
+        """Stop the child and reap it (the parent is leaving early: Ctrl-C)."""
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        os.close(self._read)
 
 
 def _child(fn: Callable, write: int) -> None:

@@ -147,6 +147,9 @@ def _ahead(estate: Estate, locate, source: str, accept: frozenset
         checked = check_artifacts(_ArtifactContext(estate, assemble(mine)), locate)
     except Exception:  # noqa: BLE001 - dropped: the spec may be refused, else done again
         mine = checked = None
+    except BaseException:   # Ctrl-C: no child left behind
+        child.cancel()
+        raise
     found, theirs = child.join()
     if mine is None or theirs is None:
         return found, None, None

@@ -86,3 +86,11 @@ def test_a_plain_command_that_crashes_is_one_internal_error_line(monkeypatch, ca
     err = capsys.readouterr().err
     assert err.startswith("error internal.error: estate failed unexpectedly: KeyError")
     assert "Traceback" not in err
+
+
+def test_ctrl_c_in_a_plain_command_is_clicks_aborted_not_a_traceback(monkeypatch, capsys):
+    def interrupted(*_, **__):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(commands, "build", interrupted)
+    assert commands.plain(["render", LAB, "-o", "d"])() == 1
+    assert capsys.readouterr().err == "Aborted!\n"

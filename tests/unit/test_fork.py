@@ -97,11 +97,21 @@ def test_a_validator_that_crashes_in_the_child_is_the_serial_internal_error(tmp_
                                                        "rendered": False, "in_parts": True}
 
 
-def test_a_child_that_dies_is_reported_not_waited_for():
+def test_a_child_that_dies_is_reported_and_a_cancelled_one_is_reaped():
     run = subprocess.run([sys.executable, "-c", textwrap.dedent("""
         import os
         from estate import fork
         assert fork.Forked(lambda: 41 + 1).join() == 42
+        import time
+        slow = fork.Forked(lambda: time.sleep(60))
+        t = time.monotonic()
+        slow.cancel()
+        assert time.monotonic() - t < 5
+        try:
+            os.waitpid(slow.pid, os.WNOHANG)
+            raise SystemExit("the cancelled child was not reaped")
+        except ChildProcessError:
+            pass
         try:
             fork.Forked(lambda: os._exit(9)).join()
         except fork.ChildLost as exc:
