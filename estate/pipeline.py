@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 import traceback
 from dataclasses import dataclass, field
-from pathlib import Path
 from functools import partial
+from pathlib import Path
 
 from estate import fork
 from estate.check import check_artifacts, check_gate, check_spec, has_errors
@@ -141,7 +141,10 @@ def _ahead(estate: Estate, locate, source: str, accept: frozenset
     """The spec findings, the whole tree when the parts of both processes rendered, and
     the artifact findings; None for what must be done again in line (for the serial
     path's own result or exception)."""
-    child = fork.Forked(partial(_child_half, estate, locate, source, accept))
+    try:
+        child = fork.Forked(partial(_child_half, estate, locate, source, accept))
+    except OSError:   # no second process to be had (EAGAIN, ENOMEM): all of it in line
+        return check_spec(estate, locate, gate=False), None, None
     try:
         mine = render_each(estate, source, {m for m, _ in BUILDERS} - CHILD_BUILDERS)
         checked = check_artifacts(_ArtifactContext(estate, assemble(mine)), locate)
