@@ -24,8 +24,8 @@ from tests.unit.test_check_validators import CASES, put, spec_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.skipif((os.cpu_count() or 1) < 2 or not hasattr(os, "fork"),
-                                reason="one core or no fork: the pipeline never forks here")
+forks = pytest.mark.skipif((os.cpu_count() or 1) < 2 or not hasattr(os, "fork"),
+                           reason="one core or no fork: the pipeline never forks here")
 
 COMPARE = textwrap.dedent("""
     import hashlib, json, sys
@@ -63,6 +63,7 @@ def _compare(specs: list[Path], *prelude: str) -> dict:
     return json.loads(run.stdout)
 
 
+@forks
 def test_seeded_mistakes_and_stacks_give_the_serial_result(tmp_path):
     """Every stack and every fourth seeded case (all of them: 30 s more of unit tier)."""
     specs = sorted((ROOT / "stacks").glob("*.yaml"))
@@ -83,6 +84,7 @@ def test_seeded_mistakes_and_stacks_give_the_serial_result(tmp_path):
     assert sum(r["findings"] for r in out.values()) >= len(CASES[::4])
 
 
+@forks
 def test_a_validator_that_crashes_in_the_child_is_the_serial_internal_error(tmp_path):
     crash = textwrap.dedent("""
         from estate.check import load_domains, validator
@@ -97,6 +99,7 @@ def test_a_validator_that_crashes_in_the_child_is_the_serial_internal_error(tmp_
                                                        "rendered": False, "in_parts": True}
 
 
+@forks
 def test_a_child_that_dies_is_reported_and_a_cancelled_one_is_reaped():
     run = subprocess.run([sys.executable, "-c", textwrap.dedent("""
         import os
