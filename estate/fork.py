@@ -54,7 +54,6 @@ class Forked(Generic[T]):
                             f"(wait status {status})")
         return pickle.loads(data)
 
-
     def cancel(self) -> None:
         """Stop the child and reap it (the parent is leaving early: Ctrl-C)."""
         try:

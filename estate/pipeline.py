@@ -33,11 +33,16 @@ class Build:
 
     @property
     def blocking(self) -> list[Finding]:
-        return [f for f in self.findings if (f.id, f.path) not in self.accepted]
+        return blocking(self.findings, self.accepted)
 
     @property
     def ok(self) -> bool:
         return self.artifacts is not None and not has_errors(self.blocking)
+
+
+def blocking(findings: list[Finding], accepted: frozenset) -> list[Finding]:
+    """The findings a caller did not accept ((id, path)): those that stop rendering."""
+    return [f for f in findings if (f.id, f.path) not in accepted]
 
 
 def debugging() -> bool:
@@ -167,7 +172,7 @@ def _child_half(estate: Estate, locate, source: str,
         found = check_spec(estate, locate, gate=False)
     except Exception as exc:  # noqa: BLE001
         return [internal_error(exc, "check")], None
-    if has_errors([f for f in found if (f.id, f.path) not in accept]):
+    if has_errors(blocking(found, accept)):
         return found, None
     try:
         return found, render_each(estate, source, CHILD_BUILDERS)

@@ -106,8 +106,8 @@ def matrix(estate: Estate) -> Matrix:
 
 
 def flow(estate: Estate, name: str) -> Flow | None:
-    """The matrix's (first) flow of that name, derived alone: a spec flow of the name replaces the
-    default (as in matrix), and a default is derived from its own family only. The Slurm
+    """The matrix's (first) flow of that name, derived alone: a spec flow of the name
+    replaces the default (as in matrix), and a default is derived from its own family only. The Slurm
     and Kubernetes renderers need one flow each (srun's range, the bridge to slurmrestd);
     the whole matrix of a 10,000-node estate is 0.03 s they leave to the network renderer
     and the validators (tests/unit/test_flows.py holds this to matrix())."""

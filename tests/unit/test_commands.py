@@ -57,7 +57,8 @@ def test_plain_forms_give_typers_result(form, spec, broken, tmp_path):
 
 @pytest.mark.parametrize("argv", [
     [], ["check"], ["--debug", "check", "s.yaml"], ["check", "--help"], ["check", "-h"],
-    ["check", "a.yaml", "b.yaml"], ["check", "s.yaml", "-o", "d"], ["check", "--output=json", "s.yaml"],
+    ["check", "a.yaml", "b.yaml"], ["check", "s.yaml", "-o", "d"],
+    ["check", "--output=json", "s.yaml"],
     ["check", "s.yaml", "--output", "JSON"], ["check", "s.yaml", "--output"],
     ["check", "s.yaml", "--output", "json", "--output", "text"], ["check", ""], ["check", "-"],
     ["check", "--", "s.yaml"], ["check", "-x.yaml"], ["render", "s.yaml"],

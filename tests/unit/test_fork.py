@@ -1,7 +1,8 @@
 """The CLI's check and render run the spec validators (and one builder) in a forked child
-while the parent renders the rest (estate/fork.py, pipeline.build(parallel=True)). The result must be the serial one:
-the same findings for every seeded mistake and every stack, the same rendered bytes, and a
-validator that crashes in the child is the same internal.error.
+while the parent renders the rest (estate/fork.py, pipeline.build(parallel=True)). The
+result must be the serial one: the same findings for every seeded mistake and every stack,
+the same rendered bytes, and a validator that crashes in the child is the same
+internal.error.
 
 Each comparison runs in a fresh interpreter: the test runner's own threads make forking
 here unsafe, which is exactly what fork.usable() refuses.
