@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import chain
 from typing import Iterable, Iterator
 
 from estate.spec.bounds import MAX_HOSTS_PER_EXPRESSION
@@ -33,12 +34,15 @@ class Range:
         return 1 if self.single else self.hi - self.lo + 1
 
     def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def names(self) -> list[str]:
         if self.single:
-            yield self.prefix
-            return
-        p, w = self.prefix, self.width
-        for n in range(self.lo, self.hi + 1):
-            yield f"{p}{n:0{w}d}"
+            return [self.prefix]
+        # %-formatting in a list comprehension: 2.5x a generator of f-strings, and a
+        # 10,000-node estate expands 70,000 names per process (bench/bench_scale.py)
+        pattern = f"{self.prefix.replace('%', '%%')}%0{self.width}d"
+        return [pattern % n for n in range(self.lo, self.hi + 1)]
 
     def numstr(self) -> str:
         if self.lo == self.hi:
@@ -243,7 +247,7 @@ class Hostlist:
         """The names in order, expanded once: a rack's hostlist is walked by the resolved
         nodes, the hosts file and every artifact that targets it."""
         if self._names is None:
-            self._names = tuple(n for r in self._ranges for n in r)
+            self._names = tuple(chain.from_iterable(r.names() for r in self._ranges))
         return self._names
 
     def __bool__(self) -> bool:
