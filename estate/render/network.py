@@ -20,20 +20,32 @@ def hosts_file(estate: Estate) -> bytes:
     blocks = {(b.group, b.segment): b for b in estate.address_blocks}
     lines, seen = [HOSTS_HEADER], set()
     for gi, (group, hosts) in enumerate(zip(estate.spec.nodes, estate.group_hosts)):
-        segs = [(seg, blocks[gi, seg]) for seg in group.addresses if (gi, seg) in blocks]
-        for i, name in enumerate(hosts):
+        names = hosts.names()
+        columns = [("" if seg == primary else f"-{seg}", _dotted_run(blocks[gi, seg].first,
+                                                                      len(names)))
+                   for seg in group.addresses if (gi, seg) in blocks]
+        for i, name in enumerate(names):
             if name in seen:
                 continue  # a duplicate name is a validator error, not two hosts lines
             seen.add(name)
-            for seg, block in segs:
-                alias = name if seg == primary else f"{name}-{seg}"
-                lines.append(f"{_dotted(block.first + i)}\t{alias}\n")
+            for suffix, dotted in columns:
+                lines.append(f"{dotted[i]}\t{name}{suffix}\n")
     return "".join(lines).encode()
 
 
-def _dotted(n: int) -> str:
-    # ipaddress formatting dominates a 10,000-node render; this is 10x cheaper
-    return f"{n >> 24}.{(n >> 16) & 255}.{(n >> 8) & 255}.{n & 255}"
+_OCTETS = [str(i) for i in range(256)]
+
+
+def _dotted_run(first: int, count: int) -> list[str]:
+    """The dotted forms of `count` consecutive addresses from `first`: one prefix per /24,
+    then the last octet's text (ipaddress formatting dominated a 10,000-node render)."""
+    out, a, end = [], first, first + count
+    while a < end:
+        stop = min(end, (a | 255) + 1)
+        prefix = f"{a >> 24}.{(a >> 16) & 255}.{(a >> 8) & 255}."
+        out += [prefix + o for o in _OCTETS[a & 255:(stop - 1 & 255) + 1]]
+        a = stop
+    return out
 
 
 def nftables(estate: Estate, gi: int) -> bytes:
