@@ -43,7 +43,7 @@ def export_clients(estate: Estate) -> dict[str, tuple[str, ...]]:
         except HostlistError:
             continue  # nodes.bad_hostlist reports it
         seen = out.setdefault(m.export, {})
-        seen.update((n, None) for n in names if n in estate.nodes)
+        seen.update(dict.fromkeys(filter(estate.nodes.__contains__, names)))
     return {name: tuple(hosts) for name, hosts in out.items()}
 
 
