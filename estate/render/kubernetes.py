@@ -562,7 +562,7 @@ def build_storage(estate: Estate, source: str) -> list[Artifact]:
 
 def kind_nodes(estate: Estate) -> list[dict]:
     mounts = [(v, set(v["clients"])) for v in nfs_volumes(estate)]
-    out = []
+    out, patches = [], {}   # a group's workers share one taint patch: dumped once
     for n in plane_nodes(estate):
         node = {"role": "control-plane" if n.control_plane else "worker",
                 "image": KIND_IMAGE.format(version=estate.spec.kubernetes.version)}
@@ -574,9 +574,11 @@ def kind_nodes(estate: Estate) -> list[dict]:
             node["extraMounts"] = extra
         # kind taints its control planes itself; workers get theirs through kubeadm.
         if n.taints and not n.control_plane:
-            node["kubeadmConfigPatches"] = [to_yaml({"kind": "JoinConfiguration",
-                                                     "nodeRegistration": {
-                                                         "taints": list(n.taints)}}) + "\n"]
+            key = tuple(tuple(t.items()) for t in n.taints)
+            if key not in patches:
+                patches[key] = to_yaml({"kind": "JoinConfiguration", "nodeRegistration": {
+                    "taints": list(n.taints)}}) + "\n"
+            node["kubeadmConfigPatches"] = [patches[key]]
         out.append(node)
     return out
 
