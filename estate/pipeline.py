@@ -137,9 +137,9 @@ def build(spec_path: str | Path, render: bool = True,
 # anyway (the flow matrix, the export clients, the Slurm node lines), which bring the
 # child's work up to the parent's: the other builders and then the artifact checks, which
 # read none of the child's files (tests/unit/test_fork.py), so the parent runs them before
-# the child is done. At 10,000 nodes (callgrind, instructions after the fork) the parent
-# then does 0.71 G and the child 0.66 G; with the network alone in the child the parent
-# did 1.16 G and the child 0.78 G.
+# the child is done. At 10,000 nodes (bench/instructions.sh: instructions after the fork)
+# the parent does 0.55 G and the child 0.57 G; with the network alone in the child, the
+# parent did 1.16 G and the child 0.78 G (BENCHMARKS.md, 2026-12-03).
 CHILD_BUILDERS = frozenset({"estate.render.network", "estate.render.storage",
                             "estate.render.slurm"})
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from itertools import chain
 from typing import Iterable, Iterator
 
@@ -46,15 +45,30 @@ class Range:
         return f"{self.lo:0{self.width}d}-{self.hi:0{self.width}d}"
 
 
-@lru_cache(maxsize=256)
+# Expanded ranges, shared by every hostlist that names them (a node group, its partitions,
+# mounts and flows name the same range: at 10,000 nodes 70,000 names were expanded, 20,000
+# of them distinct). Bounded by the names held, not by entries: a long-lived process (the
+# Pulumi host, a test run, the fuzz tier) checks many specs.
+_EXPANDED: dict[Range, tuple[str, ...]] = {}
+_EXPANDED_MAX_NAMES = MAX_HOSTS_PER_EXPRESSION
+_expanded_names = 0
+
+
 def _range_names(r: Range) -> tuple[str, ...]:
-    """Once per range: a node group, its partitions, mounts and flows name the same range
-    in different hostlists (10,000 nodes: 70,000 names expanded, 20,000 of them distinct).
-    %-formatting in a comprehension is 2.5x a generator of f-strings."""
-    if r.single:
-        return (r.prefix,)
-    pattern = f"{r.prefix.replace('%', '%%')}%0{r.width}d"
-    return tuple([pattern % n for n in range(r.lo, r.hi + 1)])
+    global _expanded_names
+    names = _EXPANDED.get(r)
+    if names is None:
+        if r.single:
+            return (r.prefix,)
+        # %-formatting in a comprehension: 2.5x a generator of f-strings
+        pattern = f"{r.prefix.replace('%', '%%')}%0{r.width}d"
+        names = tuple([pattern % n for n in range(r.lo, r.hi + 1)])
+        if _expanded_names + len(names) > _EXPANDED_MAX_NAMES:
+            _EXPANDED.clear()
+            _expanded_names = 0
+        _EXPANDED[r] = names
+        _expanded_names += len(names)
+    return names
 
 
 # Slurm's hostlist_create separates terms with commas, spaces and tabs.

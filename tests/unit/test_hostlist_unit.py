@@ -128,3 +128,16 @@ def test_measure_counts_prefix_brackets_and_refuses_oversized():
     assert measure("rack[1-2]-n[01-04,07]") == (10, 4)
     assert measure("n[1-65536]x[1-65536]") == (0, 0)   # over the limit: parse refuses it
     assert measure("gpu[") == (0, 0)
+
+
+def test_expanded_ranges_are_shared_and_the_names_held_stay_bounded():
+    """A range's names are expanded once and shared by every hostlist naming it; a
+    long-lived process checking many specs holds at most _EXPANDED_MAX_NAMES of them."""
+    from estate.spec import hostlist
+    a, b = Hostlist.parse("gpu[00001-10000]"), Hostlist.parse("gpu[00001-10000]")
+    assert a.names() is b.names()
+    for i in range(40):
+        names = Hostlist.parse(f"s{i}n[1-60000]").names()
+        assert names[0] == f"s{i}n1" and names[-1] == f"s{i}n60000" and len(names) == 60000
+        assert 0 < hostlist._expanded_names <= hostlist._EXPANDED_MAX_NAMES
+        assert hostlist._expanded_names == sum(map(len, hostlist._EXPANDED.values()))
