@@ -6,8 +6,9 @@ return None and the validators say what is wrong.
 """
 from __future__ import annotations
 
-from functools import cached_property
+from functools import cached_property, partial
 from ipaddress import IPv4Address
+from itertools import count, repeat
 from typing import NamedTuple
 
 from estate.spec import addressing
@@ -19,6 +20,9 @@ class Node(NamedTuple):   # 10,000 made per process: a NamedTuple is built 2.3x 
     name: str
     group: int      # index into spec.nodes
     index: int      # position within the group
+
+
+_new_node = partial(tuple.__new__, Node)
 
 
 class Estate:
@@ -42,8 +46,17 @@ class Estate:
     def nodes(self) -> dict[str, Node]:
         """First occurrence wins; duplicates are the validators' business."""
         table: dict[str, Node] = {}
+        made = 0
         for gi, hl in enumerate(self.group_hosts):
-            for i, name in enumerate(hl):
+            names = hl.names()
+            # C-level loops: 10,000 nodes built without a Python frame each
+            table.update(zip(names, map(_new_node, zip(names, repeat(gi), count()))))
+            made += len(names)
+        if made == len(table):
+            return table
+        table = {}   # a name twice (a validator's error): its first place wins
+        for gi, hl in enumerate(self.group_hosts):
+            for i, name in enumerate(hl.names()):
                 table.setdefault(name, Node(name, gi, i))
         return table
 

@@ -122,3 +122,17 @@ def test_mixed_mistakes_never_crash_a_validator(cases):
                 pass  # an earlier edit removed what this one changes
     found = keyed(findings_for(data))  # must not raise
     assert found, "a spec with seeded mistakes checks clean"
+
+
+@given(st.lists(hostlists, min_size=1, max_size=4))
+def test_resolved_nodes_keep_each_names_first_place_in_order(groups):
+    """Estate.nodes is built in C-level loops, and again one by one when a name is there
+    twice: either way each name's first group and index, in first-seen order."""
+    estate = Estate(_spec(24, 1, [(2, None)]))
+    estate.__dict__["group_hosts"] = groups
+    want: dict = {}
+    for gi, hl in enumerate(groups):
+        for i, name in enumerate(hl):
+            want.setdefault(name, (name, gi, i))
+    assert [tuple(n) for n in estate.nodes.values()] == list(want.values())
+    assert list(estate.nodes) == list(want)
