@@ -326,8 +326,8 @@ def _source_ranges(estate: Estate, flow: Flow) -> list[tuple[int, int]]:
 def _node_spans(estate: Estate, segment: str, sources: frozenset[str]) -> tuple:
     first = {gi: b.first for (gi, seg), b in estate._block_index.items() if seg == segment}
     nodes = estate.nodes
-    addrs = sorted(first[n.group] + n.index for n in map(nodes.__getitem__, sources)
-                   if n.group in first)
+    addrs = sorted([first[gi] + index for _, gi, index in map(nodes.__getitem__, sources)
+                    if gi in first])
     spans = []   # consecutive addresses into ranges, in one pass (sorting ints is cheap)
     for a in addrs:
         if spans and a <= spans[-1][1] + 1:
