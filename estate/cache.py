@@ -25,11 +25,12 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 T = TypeVar("T")
-# Below this size computing is cheaper than a lookup (8,000 small kubeadm files), and
-# the file is one of Estate's own, which changes with the spec. The vendored upstream
-# manifests are above it and the same bytes in every tree: Calico's operator (20 KB, 8 ms
-# to parse, 50 ms when it is a process's first YAML), node-feature-discovery (59 KB),
-# Kueue (1.7 MB).
+# Below this size computing is cheaper than a lookup (8,000 small kubeadm files). The
+# vendored upstream manifests are above it and the same bytes in every tree: Calico's
+# operator (20 KB, 8 ms to parse, 50 ms when it is a process's first YAML),
+# node-feature-discovery (59 KB), Kueue (1.7 MB). Estate's own files, which change with
+# the spec, are below it at example-prod's size; a large estate's big ones (the kind
+# config of 8,000 workers) are kept like any other, under their bytes' sha256.
 MIN_BYTES = 16 * 1024
 # Entries kept; beyond it a store drops the least recently used half (a fuzz run
 # checks thousands of distinct trees, each with its own validation results).
