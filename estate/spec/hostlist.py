@@ -36,9 +36,6 @@ class Range:
     def __iter__(self) -> Iterator[str]:
         return iter(_range_names(self))
 
-    def names(self) -> tuple[str, ...]:
-        return _range_names(self)
-
     def numstr(self) -> str:
         if self.lo == self.hi:
             return f"{self.lo:0{self.width}d}"
