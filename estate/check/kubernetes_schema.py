@@ -130,8 +130,25 @@ def _crd_validators() -> dict:
 @lru_cache(maxsize=None)
 def _config_validator(filename: str, kind: str):
     import jsonschema
-    doc = yaml.load((SCHEMA_DIR / filename).read_text(), Loader=_LOADER)
-    return jsonschema.Draft202012Validator({"$ref": f"#/$defs/{kind}", "$defs": doc["$defs"]})
+    defs = yaml.load((SCHEMA_DIR / filename).read_text(), Loader=_LOADER)["$defs"]
+    return jsonschema.Draft202012Validator({**_inlined({"$ref": f"#/$defs/{kind}"}, defs),
+                                            "$defs": defs})
+
+
+def _inlined(schema, defs: dict, within: tuple[str, ...] = ()):
+    """The schema with each plain {"$ref": "#/$defs/X"} replaced by X, except a recursive
+    one (left to "$defs"): jsonschema resolves a $ref again at every document it descends,
+    a third of the time of validating 8,000 kubeadm join configs."""
+    if isinstance(schema, list):
+        return [_inlined(v, defs, within) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    ref = schema.get("$ref")
+    if len(schema) == 1 and isinstance(ref, str) and ref.startswith("#/$defs/"):
+        name = ref.removeprefix("#/$defs/")
+        if name in defs and name not in within:
+            return _inlined(defs[name], defs, within + (name,))
+    return {k: _inlined(v, defs, within) for k, v in schema.items()}
 
 
 def _errors(v, doc) -> list[str]:
@@ -306,8 +323,6 @@ def rendered_nodes(artifacts) -> dict[str, dict]:
         for doc in _dicts(a):
             reg = doc.get("nodeRegistration")
             if not isinstance(reg, dict):
-                continue
-            if reg is None:
                 continue
             args = {x["name"]: x["value"] for x in reg.get("kubeletExtraArgs", [])}
             labels = dict(kv.split("=", 1) for kv in args.get("node-labels", "").split(",")
