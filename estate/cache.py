@@ -68,13 +68,47 @@ def remembered(name: str, parts: tuple, compute: Callable[[], T]) -> T:
     path = where / f"{name}-{key(name, *parts)}.marshal"
     try:
         value = marshal.loads(path.read_bytes())
-        os.utime(path)   # recently used: the last to be pruned
-        return value
     except (OSError, EOFError, ValueError, TypeError):
         pass
+    else:
+        _touch(path)
+        return value
     value = compute()
     _store(path, value)
     return value
+
+
+def remembered_each(name: str, parts: tuple, items: dict[str, Callable[[], T]]
+                    ) -> dict[str, T]:
+    """Each item's compute(), or what it returned for the same item key in an earlier
+    process. One entry per (name, parts) maps item keys to values, so a tree that changed
+    in a few files computes only those (one more worker among 8,000 kubeadm join files).
+    It is written again only when something was computed, with the items it held before
+    while they are not many more than this call's: two trees checked in turn both stay."""
+    where = directory()
+    if where is None:
+        return {k: compute() for k, compute in items.items()}
+    path = where / f"{name}-{key(name, *parts)}.marshal"
+    try:
+        known = marshal.loads(path.read_bytes())
+    except (OSError, EOFError, ValueError, TypeError):
+        known = {}
+    if not isinstance(known, dict):
+        known = {}
+    out = {k: known[k] if k in known else compute() for k, compute in items.items()}
+    if known.keys() >= out.keys():
+        _touch(path)
+        return out
+    merged = {**known, **out}
+    _store(path, merged if len(merged) <= 3 * len(out) + 64 else out)
+    return out
+
+
+def _touch(path: Path) -> None:
+    try:
+        os.utime(path)   # recently used: the last to be pruned
+    except OSError:
+        pass
 
 
 def _store(path: Path, value) -> None:

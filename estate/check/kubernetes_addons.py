@@ -79,7 +79,7 @@ def kueue_config_invalid(ctx):
         return
     files = [a for a in plane_artifacts(ctx.artifacts, MANIFESTS) if a.path == path]
     yield from (Problem(*p) for p in remembered_problems(
-        "kueue_config_invalid", "", files, lambda: _kueue_config_problems(path, config)))
+        "kueue_config_invalid", "", files, lambda _: _kueue_config_problems(path, config)))
 
 
 def _kueue_config_problems(path: str, config: dict):

@@ -6,7 +6,7 @@ nodes are GPU ownership: estate.check.ownership.
 from __future__ import annotations
 
 import tomllib
-from functools import lru_cache
+from functools import lru_cache, partial
 
 from estate import cache
 from estate.check.findings import Severity
@@ -32,19 +32,18 @@ def manifest_invalid(ctx):
         return
     files, version = plane_artifacts(ctx.artifacts, MANIFESTS), _version(ctx)
     yield from (Problem(*p) for p in remembered_problems(
-        "manifest_invalid", version, files, lambda: _manifest_problems(files, version)))
+        "manifest_invalid", version, files, partial(_manifest_problems, version=version)))
 
 
-def _manifest_problems(files, version: str):
-    for a in files:
-        if err := parse_error(a):
-            yield Problem(a.path, f"the rendered file is not valid YAML: {err}",
-                          "a spec value broke out of its place in the template: quote it, or "
-                          "remove newlines and quotes from it")
-        for i, doc in enumerate(documents(a)):
-            for err in validate_object(doc, version):
-                yield Problem(a.path, f"document {i} ({_kind(doc)}): {err}",
-                              "fix the renderer or template that wrote it")
+def _manifest_problems(a, version: str):
+    if err := parse_error(a):
+        yield Problem(a.path, f"the rendered file is not valid YAML: {err}",
+                      "a spec value broke out of its place in the template: quote it, or "
+                      "remove newlines and quotes from it")
+    for i, doc in enumerate(documents(a)):
+        for err in validate_object(doc, version):
+            yield Problem(a.path, f"document {i} ({_kind(doc)}): {err}",
+                          "fix the renderer or template that wrote it")
 
 
 def _kind(doc) -> str:
@@ -59,24 +58,23 @@ def _kind(doc) -> str:
 def config_invalid(ctx):
     files = plane_artifacts(ctx.artifacts)
     yield from (Problem(*p) for p in remembered_problems(
-        "config_invalid", "", files, lambda: _config_problems(files)))
+        "config_invalid", "", files, _config_problems))
 
 
-def _config_problems(files):
-    for a in files:
-        if a.path.startswith("kubernetes/kubeadm/") or a.path == "kubernetes/kind-config.yaml":
-            if err := parse_error(a):
-                yield Problem(a.path, f"the rendered file is not valid YAML: {err}",
-                              "a spec value broke out of its place in the template")
-            for i, doc in enumerate(documents(a)):
-                for err in validate_config(doc):
-                    yield Problem(a.path, f"document {i} ({_kind(doc)}): {err}")
-        elif a.path.startswith("kubernetes/containerd/") and a.path.endswith(".toml"):
-            for err in containerd_problems(a.content.decode(), gpu="gpu" in a.path):
-                yield Problem(a.path, err)
-        for name, config in device_plugin_configs(a).items():
-            for err in validate_device_plugin_config(config):
-                yield Problem(a.path, f"device plugin config '{name}': {err}")
+def _config_problems(a):
+    if a.path.startswith("kubernetes/kubeadm/") or a.path == "kubernetes/kind-config.yaml":
+        if err := parse_error(a):
+            yield Problem(a.path, f"the rendered file is not valid YAML: {err}",
+                          "a spec value broke out of its place in the template")
+        for i, doc in enumerate(documents(a)):
+            for err in validate_config(doc):
+                yield Problem(a.path, f"document {i} ({_kind(doc)}): {err}")
+    elif a.path.startswith("kubernetes/containerd/") and a.path.endswith(".toml"):
+        for err in containerd_problems(a.content.decode(), gpu="gpu" in a.path):
+            yield Problem(a.path, err)
+    for name, config in device_plugin_configs(a).items():
+        for err in validate_device_plugin_config(config):
+            yield Problem(a.path, f"device plugin config '{name}': {err}")
 
 
 @validator("kubernetes.secret_rendered", E, "kubernetes",

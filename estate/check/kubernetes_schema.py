@@ -17,7 +17,7 @@ import hashlib
 import importlib.util
 import re
 import tomllib
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 
 import yaml
@@ -273,14 +273,20 @@ def _installed(*modules: str) -> list[str]:
     return out
 
 
-def remembered_problems(name: str, version: str, artifacts, compute) -> list:
-    """A schema validator's problems with these rendered files at this Kubernetes version:
-    computed, or what the same validation of the same bytes found in an earlier process
-    (estate.cache; the key names every file's path and sha256, the version and
-    validation_fingerprint). Problems are (path, message, hint) tuples."""
-    parts = (version, *validation_fingerprint(),
-             *(f"{a.path}\0{content_digest(a.content)}" for a in artifacts))
-    return cache.remembered(name, parts, lambda: tuple(tuple(p[:3]) for p in compute()))
+def remembered_problems(name: str, version: str, artifacts, problems) -> list:
+    """A schema validator's problems with these rendered files at this Kubernetes version,
+    file by file: problems(artifact) (those of one file, from its bytes alone), or what the
+    same validation of the same bytes found in an earlier process (estate.cache; the key
+    names the version and validation_fingerprint, and each file's path and sha256).
+    Problems are (path, message, hint) tuples."""
+    items = {f"{a.path}\0{content_digest(a.content)}": partial(_kept, problems, a)
+             for a in artifacts}
+    found = cache.remembered_each(name, (version, *validation_fingerprint()), items)
+    return [p for one in found.values() for p in one]
+
+
+def _kept(problems, artifact) -> tuple:
+    return tuple(tuple(p[:3]) for p in problems(artifact))
 
 
 def _parse_now(content: bytes) -> tuple[tuple, str]:

@@ -2,6 +2,7 @@
 give the same findings from the cache as computed."""
 from __future__ import annotations
 
+import marshal
 import os
 
 import kubernetes_validate
@@ -71,6 +72,81 @@ def test_the_cache_stays_bounded(cache_dir, monkeypatch):
     for i in range(25):
         cache.remembered("t", (str(i),), lambda: i)
     assert len(list(cache_dir.glob("*.marshal"))) <= 10
+
+
+def test_items_are_computed_once_each_and_a_changed_tree_computes_what_changed(cache_dir):
+    calls = []
+
+    def items(*keys):
+        return {k: (lambda k=k: calls.append(k) or [k, len(k)]) for k in keys}
+
+    assert cache.remembered_each("t", ("v",), items("a", "b")) == {"a": ["a", 1],
+                                                                  "b": ["b", 1]}
+    assert cache.remembered_each("t", ("v",), items("a", "b", "cc")) == {
+        "a": ["a", 1], "b": ["b", 1], "cc": ["cc", 2]}
+    assert cache.remembered_each("t", ("v",), items("cc", "a")) == {"cc": ["cc", 2],
+                                                                   "a": ["a", 1]}
+    assert calls == ["a", "b", "cc"]
+    cache.remembered_each("t", ("w",), items("a"))   # other parts: another entry
+    assert calls == ["a", "b", "cc", "a"]
+    assert len(list(cache_dir.glob("t-*.marshal"))) == 2
+
+
+def test_two_trees_in_turn_both_stay_and_a_third_of_another_size_replaces_them(cache_dir):
+    calls = []
+
+    def items(keys):
+        return {k: (lambda k=k: calls.append(k) or k) for k in keys}
+
+    one, two = [f"one{i}" for i in range(100)], [f"two{i}" for i in range(100)]
+    for keys in (one, two, one, two):
+        cache.remembered_each("t", (), items(keys))
+    assert len(calls) == 200
+    [entry] = cache_dir.glob("t-*.marshal")
+    held = len(marshal.loads(entry.read_bytes()))
+    assert held == 200
+    cache.remembered_each("t", (), items(["three"]))
+    assert marshal.loads(entry.read_bytes()) == {"three": "three"}
+
+
+def test_a_damaged_map_or_no_cache_computes_every_item(cache_dir, monkeypatch):
+    cache.remembered_each("t", (), {"a": lambda: 1})
+    [entry] = cache_dir.glob("t-*.marshal")
+    entry.write_bytes(marshal.dumps([1, 2]))   # not a map
+    assert cache.remembered_each("t", (), {"a": lambda: 2}) == {"a": 2}
+    entry.write_bytes(b"\x00garbage")
+    assert cache.remembered_each("t", (), {"a": lambda: 3}) == {"a": 3}
+    monkeypatch.setenv("ESTATE_NO_CACHE", "1")
+    cache.directory.cache_clear()
+    assert cache.remembered_each("t", (), {"a": lambda: 4}) == {"a": 4}
+
+
+def test_a_tree_with_one_file_changed_validates_only_that_file(cache_dir, monkeypatch):
+    """One more worker among many: the kubeadm and kind configs of the others are not
+    validated again, and the findings equal those computed with the cache off."""
+    from estate.check import kubernetes_artifacts as ka
+    from estate.render.artifacts import Artifact
+    est = build("stacks/example-prod.yaml")
+    join = next(p for p in est.artifacts if p.startswith("kubernetes/kubeadm/join/"))
+    a = est.artifacts[join]
+    bad = {**est.artifacts, join: Artifact(a.path, a.content + b"bogus: 1\n", a.consumers,
+                                            a.plane)}
+    validated = []
+    real = ka.validate_config
+    monkeypatch.setattr(ka, "validate_config",
+                        lambda doc: validated.append(doc.get("kind")) or real(doc))
+
+    def ctx(arts):
+        return type("Ctx", (), {"estate": est.estate, "artifacts": arts})
+
+    assert list(ka.config_invalid(ctx(est.artifacts))) == []
+    assert validated == []   # build() above validated the whole tree
+    warm = list(ka.config_invalid(ctx(bad)))
+    assert validated == ["JoinConfiguration"]
+    monkeypatch.setenv("ESTATE_NO_CACHE", "1")
+    cache.directory.cache_clear()
+    assert warm == list(ka.config_invalid(ctx(bad)))
+    assert [p.path for p in warm] == [join] and "bogus" in warm[0].message
 
 
 def test_findings_from_the_cache_equal_the_computed_ones(cache_dir, monkeypatch):
