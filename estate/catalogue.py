@@ -166,6 +166,8 @@ HOST_TOOLS: dict[str, tuple[str, ...]] = {
     "network": ("iproute2", "iptables", "nftables", "procps", "psmisc", "util-linux"),
     # VM tier: real kernels for NFS (QEMU under TCG)
     "vm": ("qemu-system-x86", "qemu-utils"),
+    # .venv on Debian's own interpreter, built with PGO and LTO (scripts/venv.sh)
+    "python": ("python3", "python3-venv"),
 }
 # Slurm releases the namespace lab runs, by slurm.version: the Debian suite that ships each.
 # The host's own suite (bookworm, 22.05) runs from the host; another release runs from a
