@@ -66,11 +66,8 @@ def remembered(name: str, parts: tuple, compute: Callable[[], T]) -> T:
     if where is None:
         return compute()
     path = where / f"{name}-{key(name, *parts)}.marshal"
-    try:
-        value = marshal.loads(path.read_bytes())
-    except (OSError, EOFError, ValueError, TypeError):
-        pass
-    else:
+    value = _read(path)
+    if value is not _MISSING:
         _touch(path)
         return value
     value = compute()
@@ -89,10 +86,7 @@ def remembered_each(name: str, parts: tuple, items: dict[str, Callable[[], T]]
     if where is None:
         return {k: compute() for k, compute in items.items()}
     path = where / f"{name}-{key(name, *parts)}.marshal"
-    try:
-        known = marshal.loads(path.read_bytes())
-    except (OSError, EOFError, ValueError, TypeError):
-        known = {}
+    known = _read(path)
     if not isinstance(known, dict):
         known = {}
     out = {k: known[k] if k in known else compute() for k, compute in items.items()}
@@ -102,6 +96,17 @@ def remembered_each(name: str, parts: tuple, items: dict[str, Callable[[], T]]
     merged = {**known, **out}
     _store(path, merged if len(merged) <= 3 * len(out) + 64 else out)
     return out
+
+
+_MISSING = object()
+
+
+def _read(path: Path):
+    """The entry's value; _MISSING when there is none or it is damaged."""
+    try:
+        return marshal.loads(path.read_bytes())
+    except (OSError, EOFError, ValueError, TypeError):
+        return _MISSING
 
 
 def _touch(path: Path) -> None:

@@ -110,7 +110,7 @@ def _mutants(node):
             for m in _mutants(v):
                 yield node[:i] + [m] + node[i + 1:]
     else:
-        yield [node] if not isinstance(node, list) else {"x": node}
+        yield [node]
         yield 3.5 if isinstance(node, str) else "text"
 
 
