@@ -6,7 +6,6 @@ its own path from spec to files.
 from __future__ import annotations
 
 import os
-import traceback
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -52,6 +51,7 @@ def debugging() -> bool:
 
 def internal_error(exc: BaseException, stage: str) -> Finding:
     """An exception Estate did not expect, as a finding: a bug, never the user's fault alone."""
+    import traceback   # only for a bug: not on every command's start
     frame = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
     where = f" at {Path(frame[0].filename).name}:{frame[0].lineno}" if frame else ""
     return Finding("internal.error", Severity.ERROR, "<root>",

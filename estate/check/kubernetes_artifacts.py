@@ -5,7 +5,6 @@ nodes are GPU ownership: estate.check.ownership.
 """
 from __future__ import annotations
 
-import tomllib
 from functools import lru_cache, partial
 
 from estate import cache
@@ -245,6 +244,7 @@ def _plugin_containers(ctx):
 
 
 def _toml(content: bytes) -> dict:
+    import tomllib   # only for a Kubernetes plane: not on every command's start
     try:
         return tomllib.loads(content.decode(errors="replace"))
     except tomllib.TOMLDecodeError:

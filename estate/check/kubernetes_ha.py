@@ -4,8 +4,6 @@ schema, and every control plane has its etcd snapshot and certificate renewal ti
 renewal well within kubeadm's one-year certificates."""
 from __future__ import annotations
 
-import configparser
-
 from estate.check.findings import Severity
 from estate.check.kubernetes_schema import _dicts, parse_error, validate_object
 from estate.check.registry import Problem, validator
@@ -64,6 +62,7 @@ def api_vip_mismatch(ctx):
 
 
 def _unit(content: bytes) -> configparser.ConfigParser:
+    import configparser   # only for an HA Kubernetes plane: not on every command's start
     parser = configparser.ConfigParser(strict=False, interpolation=None)
     parser.optionxform = str
     parser.read_string(content.decode())
@@ -92,6 +91,7 @@ def control_plane_timers(ctx):
 
 
 def _schedule_problems(timer, name: str):
+    import configparser
     try:
         calendar = _unit(timer.content).get("Timer", "OnCalendar", fallback=None)
     except configparser.Error as err:

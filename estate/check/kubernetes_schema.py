@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import re
-import tomllib
 from functools import lru_cache, partial
 from pathlib import Path
 
@@ -205,6 +204,7 @@ def validate_device_plugin_config(doc) -> list[str]:
 
 def containerd_problems(text: str, gpu: bool) -> list[str]:
     """TOML syntax and the settings Estate relies on (containerd ignores unknown keys)."""
+    import tomllib   # only for a Kubernetes plane: not on every command's start
     try:
         cfg = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -6,7 +6,6 @@ source. ``slurm.extra`` may set any key listed there except those Estate writes 
 """
 from __future__ import annotations
 
-import difflib
 import json
 from functools import lru_cache
 from pathlib import Path
@@ -81,6 +80,7 @@ def source(version: str = DEFAULT_VERSION) -> dict[str, str]:
 
 def closest(word: str, known) -> str | None:
     """The known name nearest to word (case-insensitively), if any is near."""
+    import difflib   # only for a misspelt key: not on every command's start
     lower = {k.lower(): k for k in known}
     match = difflib.get_close_matches(word.lower(), list(lower), n=1, cutoff=0.6)
     return lower[match[0]] if match else None

@@ -6,7 +6,6 @@ bad user input.
 """
 from __future__ import annotations
 
-import difflib
 import re
 import types
 import typing
@@ -363,6 +362,7 @@ def _is_union_tag(part) -> bool:
 def _unknown_key(loc: Loc, source: Source) -> Finding:
     key = loc[-1]
     valid = valid_keys(loc[:-1])
+    import difflib   # only for a spec with an unknown key
     close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.5)
     hint = (f"did you mean '{close[0]}'?" if close else
             f"valid keys here: {', '.join(sorted(valid))}" if valid else "remove this key")

@@ -111,3 +111,21 @@ def test_the_spec_models_annotations_are_objects_not_strings():
     lines = inspect.getsource(model).splitlines()
     assert "from __future__ import annotations" not in lines
     assert not isinstance(model.Spec.__annotations__["nodes"], str)
+
+
+@pytest.mark.parametrize("setting, looked", [(None, False), ("", True)])
+def test_the_cli_does_not_look_for_pydantic_plugins_unless_the_user_says(setting, looked):
+    """Looking reads every installed distribution's metadata at the first model; a user's
+    own PYDANTIC_DISABLE_PLUGINS (here: empty, none disabled) is kept."""
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    env["PYTHONPATH"] = str(ROOT)
+    if setting is not None:
+        env["PYDANTIC_DISABLE_PLUGINS"] = setting
+    code = ("import sys, estate.__main__ as entry\n"
+            "sys.argv = ['estate', 'validators']\n"
+            "try:\n    entry.main()\nexcept SystemExit:\n    pass\n"
+            "import estate.spec.model, pydantic.plugin._loader as loader\n"
+            "print('looked' if loader._plugins is not None else 'not looked', file=sys.stderr)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, env=env, timeout=120)
+    assert run.stderr.strip().splitlines()[-1] == ("looked" if looked else "not looked")
