@@ -243,8 +243,22 @@ def slurmctld_times(rendered: dict[int, tuple[Path, int, Path]]) -> dict[int, di
         return dict(zip(rendered, json.loads(proc.stdout.strip().splitlines()[-1])))
     finally:
         if munged_pid:
-            os.kill(munged_pid, 15)
+            _stop(munged_pid)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _stop(pid: int) -> None:
+    """SIGTERM, then wait: munged writes its seed file on the way out, which would
+    otherwise land in the directory after it was removed (and leave it behind)."""
+    os.kill(pid, 15)
+    for _ in range(100):
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return
+        if state == "Z":   # exited; a parent that does not reap (a container's init)
+            return
+        time.sleep(0.05)
 
 
 # --- the run -----------------------------------------------------------------------------

@@ -325,16 +325,28 @@ def _source_ranges(estate: Estate, flow: Flow) -> list[tuple[int, int]]:
 @lru_cache(maxsize=256)   # flows share source sets (every Slurm node, the controllers)
 def _node_spans(estate: Estate, segment: str, sources: frozenset[str]) -> tuple:
     first = {gi: b.first for (gi, seg), b in estate._block_index.items() if seg == segment}
-    nodes = estate.nodes
-    addrs = sorted([first[gi] + index for _, gi, index in map(nodes.__getitem__, sources)
-                    if gi in first])
-    spans = []   # consecutive addresses into ranges, in one pass (sorting ints is cheap)
-    for a in addrs:
-        if spans and a <= spans[-1][1] + 1:
-            spans[-1][1] = a
+    if len(estate.nodes) != sum(map(len, estate.group_hosts)):
+        return _node_spans_by_name(estate, first, sources)   # a name twice: its first place
+    spans = []
+    for gi, start in first.items():
+        names = estate.group_hosts[gi].names()
+        # set operations at C speed: a group the flow takes whole is one range (9 calls of
+        # a name-by-name walk took 0.04 s of a 10,000-node render)
+        if sources.isdisjoint(names):
+            continue
+        if sources.issuperset(names):
+            spans.append((start, start + len(names) - 1))
         else:
-            spans.append([a, a])
-    return tuple((lo, hi) for lo, hi in spans)
+            spans += [(start + i, start + i) for i, name in enumerate(names) if name in sources]
+    return tuple(_merge(spans))
+
+
+def _node_spans_by_name(estate: Estate, first: dict[int, int], sources: frozenset[str]
+                        ) -> tuple:
+    nodes = estate.nodes
+    addrs = [first[gi] + index for _, gi, index in map(nodes.__getitem__, sources)
+             if gi in first]
+    return tuple(_merge([(a, a) for a in addrs]))
 
 
 def _cidr_span(text: str) -> tuple[int, int]:

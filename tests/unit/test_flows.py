@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from functools import lru_cache
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from estate.doctor import _flows
+from estate.model import flows
 from estate.model.flows import DEFAULT_NAMES, flow, matrix, srun_ports
 from estate.pipeline import build
 from estate.spec.load import load_text
@@ -84,6 +88,37 @@ def test_each_flow_derived_alone_is_the_matrix_flow(stack):
     assert {"srun", "slurmctld", "slurmd"} <= set(whole)
     for name in sorted(DEFAULT_NAMES | set(whole)):
         assert flow(est, name) == whole.get(name), name
+
+
+@pytest.mark.parametrize("stack", ["lab", "example-prod"])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_source_spans_by_group_are_the_spans_by_name(stack, data):
+    """Whole groups as one range each, partial groups node by node: the same ranges as
+    walking the sources name by name (what a spec with a duplicate name still does)."""
+    est = _estate(stack)
+    names = sorted(est.nodes)
+    sources = frozenset(data.draw(st.lists(st.sampled_from(names), unique=True)) +
+                        data.draw(st.sampled_from([[], names])))
+    segment = data.draw(st.sampled_from(sorted({seg for _, seg in est._block_index})))
+    first = {gi: b.first for (gi, seg), b in est._block_index.items() if seg == segment}
+    assert (flows._node_spans.__wrapped__(est, segment, sources)
+            == flows._node_spans_by_name(est, first, sources))
+
+
+def test_a_name_twice_takes_its_first_place_in_the_source_spans():
+    data = spec_dict("lab")
+    data["nodes"].append({**data["nodes"][-1], "hosts": "gpu1"})   # gpu1 again, elsewhere
+    est = Estate(load_text(yaml.safe_dump(data), "t.yaml").spec)
+    gi, index = est.nodes["gpu1"].group, est.nodes["gpu1"].index
+    block = est._block_index[gi, "management"]
+    assert flows._node_spans.__wrapped__(est, "management", frozenset({"gpu1"})) == (
+        (block.first + index, block.first + index),)
+
+
+@lru_cache(maxsize=None)
+def _estate(stack: str) -> Estate:
+    return Estate(load_text((ROOT / "stacks" / f"{stack}.yaml").read_text(), "t.yaml").spec)
 
 
 def test_srun_ports_is_the_range_of_the_matrix_srun_flow_a_spec_flow_included():
