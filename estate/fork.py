@@ -13,6 +13,7 @@ Only for a process with one thread: a child forked from a process with other thr
 """
 from __future__ import annotations
 
+import fcntl
 import gc
 import os
 import pickle
@@ -38,6 +39,7 @@ class Forked(Generic[T]):
 
     def __init__(self, fn: Callable[[], T]):
         read, write = os.pipe()
+        _widen(write)
         self.pid = os.fork()
         if self.pid == 0:
             os.close(read)
@@ -64,6 +66,23 @@ class Forked(Generic[T]):
         os.close(self._read)
 
 
+# A result the pipe holds whole is written at once and the child is gone before the parent
+# reads. Through the default 64 KiB the child writes a chunk each time the parent reads one:
+# a 10,000-node check's 1 MB came back in 19 ms of ping-pong instead of 3 (a child done
+# before the parent joined, median of 15). Root may go past /proc/sys/fs/pipe-max-size
+# (1 MiB, the limit for others); the pages are taken only as the child writes.
+PIPE_SIZES = (16 << 20, 1 << 20)
+
+
+def _widen(fd: int) -> None:
+    for size in PIPE_SIZES:
+        try:
+            fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size)
+            return
+        except (OSError, AttributeError):   # above the limit, or not Linux: as it is
+            continue
+
+
 def _child(fn: Callable, write: int) -> None:
     # the collector would otherwise walk (and so copy) every page the parent allocated
     gc.freeze()
@@ -73,6 +92,7 @@ def _child(fn: Callable, write: int) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(write, view):]
+        os.close(write)   # the parent's read ends here, not after this process is torn down
     except BaseException:   # noqa: BLE001 - the parent reports ChildLost
         code = 1
     finally:

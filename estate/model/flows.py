@@ -17,6 +17,7 @@ from ipaddress import IPv4Address, IPv4Network
 from estate.model import cni
 from estate.model.services import PORT_RANGES, PORTS, PROTOCOLS
 from estate.model.storage import export_clients
+from estate.spec.addressing import merge_ranges
 from estate.spec.hostlist import Hostlist, HostlistError
 from estate.spec.resolved import Estate
 
@@ -319,34 +320,14 @@ def _source_ranges(estate: Estate, flow: Flow) -> list[tuple[int, int]]:
     range: a 10,000-node group is one), plus its CIDRs. Nodes without an address on the
     flow's segment have none to allow (flows.required_cut reports a needed one)."""
     nodes = _node_spans(estate, flow.segment, flow.sources)
-    return _merge(list(nodes) + [_cidr_span(c) for c in flow.cidrs])
+    return merge_ranges(list(nodes) + [_cidr_span(c) for c in flow.cidrs])
 
 
 @lru_cache(maxsize=256)   # flows share source sets (every Slurm node, the controllers)
 def _node_spans(estate: Estate, segment: str, sources: frozenset[str]) -> tuple:
     first = {gi: b.first for (gi, seg), b in estate._block_index.items() if seg == segment}
-    if len(estate.nodes) != sum(map(len, estate.group_hosts)):
-        return _node_spans_by_name(estate, first, sources)   # a name twice: its first place
-    spans = []
-    for gi, start in first.items():
-        names = estate.group_hosts[gi].names()
-        # set operations at C speed: a group the flow takes whole is one range (9 calls of
-        # a name-by-name walk took 0.04 s of a 10,000-node render)
-        if sources.isdisjoint(names):
-            continue
-        if sources.issuperset(names):
-            spans.append((start, start + len(names) - 1))
-        else:
-            spans += [(start + i, start + i) for i, name in enumerate(names) if name in sources]
-    return tuple(_merge(spans))
-
-
-def _node_spans_by_name(estate: Estate, first: dict[int, int], sources: frozenset[str]
-                        ) -> tuple:
-    nodes = estate.nodes
-    addrs = [first[gi] + index for _, gi, index in map(nodes.__getitem__, sources)
-             if gi in first]
-    return tuple(_merge([(a, a) for a in addrs]))
+    ranges = estate.address_ranges(sources, first)
+    return tuple(merge_ranges(s for spans in ranges.values() for s in spans))
 
 
 def _cidr_span(text: str) -> tuple[int, int]:
@@ -355,16 +336,6 @@ def _cidr_span(text: str) -> tuple[int, int]:
         return int(IPv4Address(lo)), int(IPv4Address(hi))
     net = IPv4Network(text)
     return int(net.network_address), int(net.broadcast_address)
-
-
-def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[list[int]] = []
-    for lo, hi in sorted(spans):
-        if out and lo <= out[-1][1] + 1:
-            out[-1][1] = max(out[-1][1], hi)
-        else:
-            out.append([lo, hi])
-    return [(lo, hi) for lo, hi in out]
 
 
 def dotted(n: int) -> str:

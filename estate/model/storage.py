@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import itemgetter
 from ipaddress import IPv4Address, summarize_address_range
 
+from estate.spec.addressing import merge_ranges
 from estate.spec.hostlist import Hostlist, HostlistError
 from estate.spec.model import Export, StorageGrant, User
 from estate.spec.resolved import Estate
@@ -110,36 +112,21 @@ def plane_options(estate: Estate, export: Export, plane: str | None) -> str:
 
 def client_specs(estate: Estate, export: Export) -> list[ClientSpec]:
     """exports(5) clients of an export: each mounting node's address on the export's
-    segment, contiguous addresses with the same options merged into exact CIDRs."""
-    by_options: dict[str, list[int]] = {}
+    segment, contiguous addresses with the same options merged into exact CIDRs, the
+    options in the order of their first client."""
     options = {p: plane_options(estate, export, p) for p in (None, SLURM, KUBERNETES)}
-    # integer addresses straight from the groups' blocks: 10,000 clients, no objects each,
-    # and each group's facts looked up once, not per client
     first = {b.group: b.first for b in estate.address_blocks if b.segment == export.segment}
-    into: dict[int, list[int]] = {}   # group -> its options' list, in first-client order
-    nodes = estate.nodes
-    for _, gi, index in map(nodes.__getitem__, export_clients(estate).get(export.name, ())):
-        addrs = into.get(gi)
-        if addrs is None:
-            if gi not in first:
-                continue  # storage.client_unreachable reports it
-            addrs = into[gi] = by_options.setdefault(
-                options[estate.spec.nodes[gi].plane], [])
-        addrs.append(first[gi] + index)
-    out = []
-    for options, addrs in by_options.items():
-        out += [ClientSpec(c, options) for c in _cidrs(sorted(set(addrs)))]
-    return out
+    clients = export_clients(estate).get(export.name, ())
+    groups = dict.fromkeys(map(itemgetter(1), map(estate.nodes.__getitem__, clients)))
+    by_options: dict[str, list[tuple[int, int]]] = {}
+    # a group without an address on the segment has none: storage.client_unreachable says so
+    for gi, spans in estate.address_ranges(frozenset(clients), first, groups).items():
+        by_options.setdefault(options[estate.spec.nodes[gi].plane], []).extend(spans)
+    return [ClientSpec(c, opts) for opts, spans in by_options.items()
+            for lo, hi in merge_ranges(spans) for c in _cidrs(lo, hi)]
 
 
-def _cidrs(addrs: list[int]) -> list[str]:
-    """Sorted integer addresses as the fewest CIDRs covering exactly them."""
-    out, i = [], 0
-    while i < len(addrs):
-        j = i
-        while j + 1 < len(addrs) and addrs[j + 1] == addrs[j] + 1:
-            j += 1
-        for net in summarize_address_range(IPv4Address(addrs[i]), IPv4Address(addrs[j])):
-            out.append(str(net.network_address) if net.prefixlen == 32 else str(net))
-        i = j + 1
-    return out
+def _cidrs(lo: int, hi: int) -> list[str]:
+    """The fewest CIDRs covering exactly the addresses lo..hi."""
+    return [str(net.network_address) if net.prefixlen == 32 else str(net)
+            for net in summarize_address_range(IPv4Address(lo), IPv4Address(hi))]

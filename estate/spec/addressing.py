@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from ipaddress import IPv4Address
+from typing import Iterable
 
 from estate.spec.model import Segment, Spec
 
@@ -84,3 +85,14 @@ def _find_free(start: int, count: int, taken: list[tuple[int, int]]) -> int:
         if hi >= start:
             start = hi + 1
     return start
+
+
+def merge_ranges(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Integer address ranges, sorted, with touching or overlapping ones joined."""
+    out: list[list[int]] = []
+    for lo, hi in sorted(spans):
+        if out and lo <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return [(lo, hi) for lo, hi in out]

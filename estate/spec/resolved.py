@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import cached_property, partial
 from ipaddress import IPv4Address
 from itertools import count, repeat
-from typing import NamedTuple
+from typing import Iterable, NamedTuple
 
 from estate.spec import addressing
 from estate.spec.hostlist import Hostlist, HostlistError
@@ -109,6 +109,30 @@ class Estate:
             return None
         block = self._block_index.get((node.group, segment))
         return block.address(node.index) if block else None
+
+    def address_ranges(self, names: frozenset[str], first: dict[int, int],
+                       groups: Iterable[int] | None = None) -> dict[int, list[tuple[int, int]]]:
+        """Group -> the integer address ranges of those of `names` it holds, where
+        first[group] is its first address on some segment (groups not in first have none
+        there), in the order of `groups` (default: first's). A group that `names` hold
+        whole is one range, found with set operations at C speed (10,000 names looked up
+        one by one took 0.02-0.04 s); a name in two groups counts at its first place, as
+        in self.nodes."""
+        groups = [gi for gi in (first if groups is None else groups) if gi in first]
+        if len(self.nodes) != sum(map(len, self.group_hosts)):   # a name twice
+            by_group: dict[int, list[tuple[int, int]]] = {}
+            for _, gi, index in map(self.nodes.__getitem__, names):
+                if gi in first:
+                    by_group.setdefault(gi, []).append((first[gi] + index,) * 2)
+            return {gi: by_group[gi] for gi in groups if gi in by_group}
+        out = {}
+        for gi in groups:
+            start, hosts = first[gi], self.group_hosts[gi].names()
+            if names.isdisjoint(hosts):
+                continue
+            out[gi] = ([(start, start + len(hosts) - 1)] if names.issuperset(hosts) else
+                       [(start + i,) * 2 for i, n in enumerate(hosts) if n in names])
+        return out
 
     def segments_of(self, name: str) -> list[str]:
         group = self.group_of(name)

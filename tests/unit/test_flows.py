@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from estate.doctor import _flows
-from estate.model import flows
+from estate.spec.addressing import merge_ranges
 from estate.model.flows import DEFAULT_NAMES, flow, matrix, srun_ports
 from estate.pipeline import build
 from estate.spec.load import load_text
@@ -93,27 +93,33 @@ def test_each_flow_derived_alone_is_the_matrix_flow(stack):
 @pytest.mark.parametrize("stack", ["lab", "example-prod"])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_source_spans_by_group_are_the_spans_by_name(stack, data):
-    """Whole groups as one range each, partial groups node by node: the same ranges as
-    walking the sources name by name (what a spec with a duplicate name still does)."""
+def test_address_ranges_by_group_are_the_addresses_name_by_name(stack, data):
+    """Whole groups as one range each, partial groups node by node, at set speed: per group
+    the same addresses as looking each name up (Estate.address)."""
     est = _estate(stack)
     names = sorted(est.nodes)
-    sources = frozenset(data.draw(st.lists(st.sampled_from(names), unique=True)) +
-                        data.draw(st.sampled_from([[], names])))
+    wanted = frozenset(data.draw(st.lists(st.sampled_from(names), unique=True)) +
+                       data.draw(st.sampled_from([[], names])))
     segment = data.draw(st.sampled_from(sorted({seg for _, seg in est._block_index})))
     first = {gi: b.first for (gi, seg), b in est._block_index.items() if seg == segment}
-    assert (flows._node_spans.__wrapped__(est, segment, sources)
-            == flows._node_spans_by_name(est, first, sources))
+    by_name: dict[int, list] = {}
+    for n in wanted:
+        if est.address(n, segment) is not None:
+            by_name.setdefault(est.nodes[n].group, []).append((int(est.address(n, segment)),) * 2)
+    got = est.address_ranges(wanted, first)
+    assert {gi: merge_ranges(s) for gi, s in got.items()} == \
+        {gi: merge_ranges(s) for gi, s in by_name.items()}
+    assert list(got) == [gi for gi in first if gi in got]   # in first's order
 
 
-def test_a_name_twice_takes_its_first_place_in_the_source_spans():
+def test_a_name_twice_counts_at_its_first_place_in_the_address_ranges():
     data = spec_dict("lab")
     data["nodes"].append({**data["nodes"][-1], "hosts": "gpu1"})   # gpu1 again, elsewhere
     est = Estate(load_text(yaml.safe_dump(data), "t.yaml").spec)
     gi, index = est.nodes["gpu1"].group, est.nodes["gpu1"].index
-    block = est._block_index[gi, "management"]
-    assert flows._node_spans.__wrapped__(est, "management", frozenset({"gpu1"})) == (
-        (block.first + index, block.first + index),)
+    first = {g: b.first for (g, seg), b in est._block_index.items() if seg == "management"}
+    assert est.address_ranges(frozenset({"gpu1"}), first) == {
+        gi: [(first[gi] + index, first[gi] + index)]}
 
 
 @lru_cache(maxsize=None)

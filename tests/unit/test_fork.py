@@ -126,6 +126,26 @@ def test_a_child_that_dies_is_reported_and_a_cancelled_one_is_reaped():
     assert run.stdout.startswith("lost: the checking process ended without a result")
 
 
+@forks
+def test_a_result_larger_than_a_default_pipe_leaves_the_child_done_before_the_join():
+    """The child writes its whole result and ends without waiting for the parent's reads
+    (a 10,000-node check's result is about 1 MB; the default pipe holds 64 KiB)."""
+    run = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import time
+        from pathlib import Path
+        from estate import fork
+        child = fork.Forked(lambda: b"x" * 900_000)
+        stat = Path(f"/proc/{child.pid}/stat")
+        deadline = time.monotonic() + 10
+        while stat.read_text().rsplit(")", 1)[1].split()[0] != "Z":   # exited, not reaped
+            assert time.monotonic() < deadline, "the child still waits for the parent"
+            time.sleep(0.01)
+        assert child.join() == b"x" * 900_000
+    """)], capture_output=True, text=True, cwd=ROOT, timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 0, run.stderr
+
+
 @functools.lru_cache(maxsize=1)
 def _lab():
     return k8s_cases.lab.__wrapped__()

@@ -6,14 +6,15 @@ import time
 from ipaddress import IPv4Address, IPv4Network
 
 import yaml
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from estate.model.storage import _cidrs
+from estate.model.storage import _cidrs, plane_options
 from estate.render.storage import exports_file
+from estate.spec.addressing import merge_ranges
 from estate.spec.load import load_text
 from estate.spec.resolved import Estate
-from tests.unit.checkutil import spec_dict
+from tests.unit.checkutil import ROOT, spec_dict
 
 
 def estate_of(data: dict) -> Estate:
@@ -101,5 +102,25 @@ def test_ten_thousand_clients_render_in_a_handful_of_cidrs_quickly():
 def test_cidrs_cover_exactly_the_addresses(offsets):
     base = int(IPv4Address("10.1.0.250"))
     addrs = sorted(base + o for o in offsets)
-    covered = [int(a) for c in _cidrs(addrs) for a in IPv4Network(c)]
+    covered = [int(a) for lo, hi in merge_ranges((a, a) for a in addrs)
+               for c in _cidrs(lo, hi) for a in IPv4Network(c)]
     assert sorted(covered) == addrs
+
+
+LAB_NODES = sorted(Estate(load_text((ROOT / "stacks" / "lab.yaml").read_text()).spec).nodes)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(LAB_NODES), min_size=1, unique=True))
+def test_an_export_goes_to_each_client_with_its_planes_options(clients):
+    """Any clients, whole groups or parts of them, in any order: each client's address on
+    the export's segment, with the options of its plane, and no other address."""
+    data = spec_dict("lab")
+    [mount] = [m for m in data["storage"]["mounts"] if m["export"] == "models"]
+    mount["clients"] = ",".join(clients)
+    estate = estate_of(data)
+    [export] = [e for e in estate.spec.storage.exports if e.name == "models"]
+    want = {estate.address(c, export.segment): set(plane_options(
+                estate, export, estate.group_of(c).plane).split(","))
+            for c in clients if estate.address(c, export.segment) is not None}
+    assert exports(data).get("/export/models", {}) == want
