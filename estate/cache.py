@@ -35,6 +35,9 @@ MIN_BYTES = 16 * 1024
 # Entries kept; beyond it a store drops the least recently used half (a fuzz run
 # checks thousands of distinct trees, each with its own validation results).
 MAX_ENTRIES = 256
+# Bytes kept; beyond it a store drops the least recently used until under (the YAML of
+# 8,000 workers' documents is 8 MB, and a new Estate version keys everything anew).
+MAX_BYTES = 256 * 1024 * 1024
 
 
 @lru_cache(maxsize=1)
@@ -78,24 +81,50 @@ def remembered(name: str, parts: tuple, compute: Callable[[], T]) -> T:
 def remembered_each(name: str, parts: tuple, items: dict[str, Callable[[], T]]
                     ) -> dict[str, T]:
     """Each item's compute(), or what it returned for the same item key in an earlier
-    process. One entry per (name, parts) maps item keys to values, so a tree that changed
-    in a few files computes only those (one more worker among 8,000 kubeadm join files).
-    It is written again only when something was computed, with the items it held before
-    while they are not many more than this call's: two trees checked in turn both stay."""
-    where = directory()
-    if where is None:
-        return {k: compute() for k, compute in items.items()}
-    path = where / f"{name}-{key(name, *parts)}.marshal"
-    known = _read(path)
-    if not isinstance(known, dict):
-        known = {}
-    out = {k: known[k] if k in known else compute() for k, compute in items.items()}
-    if known.keys() >= out.keys():
-        _touch(path)
-        return out
-    merged = {**known, **out}
-    _store(path, merged if len(merged) <= 3 * len(out) + 64 else out)
+    process (one Memo: a tree that changed in a few files computes only those, one more
+    worker among 8,000 kubeadm join files)."""
+    memo = Memo(name, parts)
+    out = {k: memo.get(k, compute) for k, compute in items.items()}
+    memo.save()
     return out
+
+
+class Memo:
+    """Values of a pure function by item key, kept between processes in one entry per
+    (name, parts): read at the first lookup, and written again by save() only when
+    something was computed, with the items it held before while they are not many more
+    than this run's (two trees checked in turn both stay; a much smaller one replaces
+    them). Without a cache directory it only remembers within the process."""
+
+    def __init__(self, name: str, parts: tuple):
+        where = directory()
+        self._path = where / f"{name}-{key(name, *parts)}.marshal" if where else None
+        self._known: dict | None = None
+        self._used: dict = {}
+        self._computed = False
+
+    def get(self, item: str, compute: Callable[[], T]) -> T:
+        if item in self._used:
+            return self._used[item]
+        if self._known is None:
+            known = _read(self._path) if self._path else _MISSING
+            self._known = known if isinstance(known, dict) else {}
+        if item in self._known:
+            value = self._known[item]
+        else:
+            value = compute()
+            self._computed = True
+        self._used[item] = value
+        return value
+
+    def save(self) -> None:
+        if self._path is None or not self._used:
+            return
+        if not self._computed:
+            _touch(self._path)
+            return
+        merged = {**(self._known or {}), **self._used}
+        _store(self._path, merged if len(merged) <= 3 * len(self._used) + 64 else self._used)
 
 
 _MISSING = object()
@@ -134,12 +163,24 @@ def _store(path: Path, value) -> None:
 
 
 def _prune(where: Path) -> None:
-    try:
-        entries = list(where.glob("*.marshal"))
-        if len(entries) <= MAX_ENTRIES:
-            return
-        entries.sort(key=lambda p: p.stat().st_mtime)
-        for old in entries[:len(entries) // 2]:
-            old.unlink(missing_ok=True)
-    except OSError:  # another process pruned first
-        pass
+    """Drop the least recently used entries: half of them beyond MAX_ENTRIES, and then as
+    many as take the whole over MAX_BYTES (never the entry just written)."""
+    entries = []
+    for p in where.glob("*.marshal"):
+        try:
+            entries.append((p.stat().st_mtime, p.stat().st_size, p))
+        except OSError:  # another process pruned it first
+            continue
+    total = sum(size for _, size, _ in entries)
+    if len(entries) <= MAX_ENTRIES and total <= MAX_BYTES:
+        return
+    entries.sort()
+    half = len(entries) // 2 if len(entries) > MAX_ENTRIES else 0
+    for i, (_, size, p) in enumerate(entries[:-1]):
+        if i >= half and total <= MAX_BYTES:
+            break
+        try:
+            p.unlink(missing_ok=True)
+        except OSError:
+            pass
+        total -= size

@@ -74,6 +74,16 @@ def test_the_cache_stays_bounded(cache_dir, monkeypatch):
     assert len(list(cache_dir.glob("*.marshal"))) <= 10
 
 
+def test_the_cache_stays_within_its_bytes_and_keeps_the_newest(cache_dir, monkeypatch):
+    monkeypatch.setattr(cache, "MAX_BYTES", 5000)
+    for i in range(12):
+        cache.remembered("t", (str(i),), lambda: "x" * 1000)
+        os.utime(max(cache_dir.glob("*.marshal"), key=os.path.getmtime), (i, i))
+    sizes = [p.stat().st_size for p in cache_dir.glob("*.marshal")]
+    assert sum(sizes) <= 5000 and len(sizes) >= 4
+    assert cache.remembered("t", ("11",), lambda: "computed") == "x" * 1000   # kept
+
+
 def test_items_are_computed_once_each_and_a_changed_tree_computes_what_changed(cache_dir):
     calls = []
 
@@ -180,3 +190,33 @@ def test_shipped_versions_read_without_import_match_kubernetes_validate():
     """Its all_versions() names each minor twice (the -local and -local-strict sets)."""
     assert list(kubernetes_schema.shipped_versions()) == \
         list(dict.fromkeys(kubernetes_validate.utils.all_versions()))
+
+
+def test_a_memo_computes_each_item_once_and_the_next_process_reads_it(cache_dir):
+    calls = []
+
+    def compute(v):
+        return lambda: calls.append(v) or v * 2
+
+    memo = cache.Memo("m", ("v1",))
+    assert [memo.get(k, compute(n)) for k, n in [("a", 1), ("b", 2), ("a", 1)]] == [2, 4, 2]
+    assert calls == [1, 2]
+    memo.save()
+    again = cache.Memo("m", ("v1",))   # the next process
+    assert again.get("a", compute(99)) == 2 and again.get("c", compute(3)) == 6
+    assert calls == [1, 2, 3]
+    again.save()
+    assert cache.Memo("m", ("v2",)).get("a", compute(5)) == 10   # other parts: computed
+    assert calls == [1, 2, 3, 5]
+
+
+def test_a_memo_that_computed_nothing_is_not_written_again(cache_dir):
+    memo = cache.Memo("m", ())
+    memo.get("a", lambda: 1)
+    memo.save()
+    [entry] = cache_dir.glob("m-*.marshal")
+    entry.write_bytes(marshal.dumps({"a": 1, "kept": "as it was"}))
+    reader = cache.Memo("m", ())
+    assert reader.get("a", lambda: 2) == 1
+    reader.save()
+    assert marshal.loads(entry.read_bytes()) == {"a": 1, "kept": "as it was"}
