@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import re
 from functools import lru_cache, partial
 from pathlib import Path
@@ -255,11 +256,21 @@ def content_digest(content: bytes) -> str:
 def validation_fingerprint() -> tuple[str, ...]:
     """What a validator's result depends on besides the files' bytes and the Kubernetes
     version: the libraries, Estate's closed schemas and CRDs, and Estate's code (all of
-    it: 100 files hash in 4 ms, and no list of the modules a rule reads can go stale)."""
-    files = (sorted(SCHEMA_DIR.glob("*")) + sorted(CRD_DIR.glob("*"))
-             + sorted(Path(__file__).resolve().parents[1].rglob("*.py")))
+    it: 130 files, 1 MB, hash in 3 ms, and no list of the modules a rule reads can go
+    stale). Listed with os.scandir, not pathlib's glob (2.4 ms of the 8 it took)."""
+    files = (_files(SCHEMA_DIR, "") + _files(CRD_DIR, "")
+             + _files(Path(__file__).resolve().parents[1], ".py"))
     return (*_installed("kubernetes_validate", "jsonschema", "referencing", "yaml"),
-            *(hashlib.sha256(f.read_bytes()).hexdigest() for f in files))
+            *(hashlib.sha256(Path(f).read_bytes()).hexdigest() for f in files))
+
+
+def _files(top: Path, suffix: str) -> list[str]:
+    """Regular files under top whose names end in suffix, sorted (no __pycache__)."""
+    out = []
+    for root, dirs, names in os.walk(top):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        out += [os.path.join(root, n) for n in names if n.endswith(suffix)]
+    return sorted(out)
 
 
 def _installed(*modules: str) -> list[str]:
@@ -268,9 +279,14 @@ def _installed(*modules: str) -> list[str]:
     out = []
     for m in modules:
         site = Path(importlib.util.find_spec(m).origin).resolve().parents[1]
-        out += sorted(p.name for p in site.glob("*.dist-info")
-                      if m.lower() in p.name.lower().replace("-", "_"))
+        out += sorted(n for n in _dist_infos(site)
+                      if m.lower() in n.lower().replace("-", "_"))
     return out
+
+
+@lru_cache(maxsize=4)
+def _dist_infos(site: Path) -> tuple[str, ...]:
+    return tuple(n for n in os.listdir(site) if n.endswith(".dist-info"))
 
 
 def remembered_problems(name: str, version: str, artifacts, problems) -> list:

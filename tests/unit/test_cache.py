@@ -220,3 +220,16 @@ def test_a_memo_that_computed_nothing_is_not_written_again(cache_dir):
     assert reader.get("a", lambda: 2) == 1
     reader.save()
     assert marshal.loads(entry.read_bytes()) == {"a": 1, "kept": "as it was"}
+
+
+def test_the_validation_fingerprint_hashes_every_estate_module_and_schema_file():
+    import hashlib
+    from pathlib import Path
+    root = Path(kubernetes_schema.__file__).resolve().parents[2]
+    files = ([*(root / "k8s" / "schemas").iterdir(), *(root / "k8s" / "crds").iterdir(),
+              *(p for p in (root / "estate").rglob("*.py") if "__pycache__" not in p.parts)])
+    want = {hashlib.sha256(p.read_bytes()).hexdigest() for p in files if p.is_file()}
+    got = kubernetes_schema.validation_fingerprint()
+    hashes = [p for p in got if not p.endswith(".dist-info")]
+    assert set(hashes) == want and len(hashes) == len(files)
+    assert any(p.startswith("kubernetes_validate-") for p in got)
