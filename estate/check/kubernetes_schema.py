@@ -17,6 +17,7 @@ import hashlib
 import importlib.util
 import os
 import re
+from contextlib import contextmanager
 from functools import lru_cache, partial
 from pathlib import Path
 
@@ -242,9 +243,28 @@ def _parse(content: bytes) -> tuple[tuple, str]:
     and a large file once per machine (estate.cache: the Kueue release is the same bytes
     in every tree)."""
     if len(content) < cache.MIN_BYTES:
-        return _parse_now(content)
+        return _parse_now(content) if _SMALL is None else _SMALL.get(
+            content_digest(content), lambda: _parse_now(content))
     return cache.remembered("yaml", (content_digest(content), yaml.__version__,
                                      _LOADER.__name__), lambda: _parse_now(content))
+
+
+# Files under cache.MIN_BYTES, one lookup each, cost more than they save; all of a tree's
+# in one entry (estate.cache.Memo) cost one read: a 10,000-node check parsed 17 small
+# manifests in 0.015 s of its Kubernetes half, 8,000 workers parse 8,000 join files.
+_SMALL: cache.Memo | None = None
+
+
+@contextmanager
+def small_parses_kept():
+    """While the artifact checks run: the small files' parses kept between processes."""
+    global _SMALL
+    _SMALL = cache.Memo("yaml-small", (yaml.__version__, _LOADER.__name__))
+    try:
+        yield
+        _SMALL.save()
+    finally:
+        _SMALL = None
 
 
 @lru_cache(maxsize=65536)

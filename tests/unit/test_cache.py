@@ -233,3 +233,31 @@ def test_the_validation_fingerprint_hashes_every_estate_module_and_schema_file()
     hashes = [p for p in got if not p.endswith(".dist-info")]
     assert set(hashes) == want and len(hashes) == len(files)
     assert any(p.startswith("kubernetes_validate-") for p in got)
+
+
+def test_small_files_parsed_in_one_check_are_read_back_by_the_next(cache_dir, monkeypatch):
+    """The artifact checks keep the parses of the small rendered files in one entry: the
+    check after build()'s own parses none of them, and finds what a check without the
+    cache finds."""
+    from estate.check import check_artifacts
+    est = build("stacks/example-prod.yaml")   # its artifact checks keep the parses
+
+    class Ctx:
+        estate = est.estate
+        artifacts = est.artifacts
+
+    def fresh_check():
+        kubernetes_schema._parse.cache_clear()   # as in a new process
+        parsed.clear()
+        return check_artifacts(Ctx)
+
+    parsed = []
+    real = kubernetes_schema._parse_now
+    monkeypatch.setattr(kubernetes_schema, "_parse_now",
+                        lambda content: parsed.append(len(content)) or real(content))
+    warm = fresh_check()
+    assert [n for n in parsed if n < cache.MIN_BYTES] == []
+    monkeypatch.setenv("ESTATE_NO_CACHE", "1")
+    cache.directory.cache_clear()
+    assert fresh_check() == warm
+    assert [n for n in parsed if n < cache.MIN_BYTES], "without the cache they are parsed"
