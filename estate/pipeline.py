@@ -121,7 +121,7 @@ def build(spec_path: str | Path, render: bool = True,
             return result
         stage = "artifact check"
         result.findings += (checked if checked is not None else
-                            check_artifacts(_ArtifactContext(estate, artifacts), locate))
+                            check_artifacts(_ArtifactContext(estate, artifacts, source), locate))
         result.artifacts = artifacts
         result.findings = sort_findings(result.findings)
         return result
@@ -155,7 +155,7 @@ def _ahead(estate: Estate, locate, source: str, accept: frozenset
         return check_spec(estate, locate, gate=False), None, None
     try:
         mine = render_each(estate, source, {m for m, _ in BUILDERS} - CHILD_BUILDERS)
-        checked = check_artifacts(_ArtifactContext(estate, assemble(mine)), locate)
+        checked = check_artifacts(_ArtifactContext(estate, assemble(mine), source), locate)
     except Exception:  # noqa: BLE001 - dropped: the spec may be refused, else done again
         mine = checked = None
     except BaseException:   # Ctrl-C: no child left behind
@@ -187,3 +187,4 @@ def _child_half(estate: Estate, locate, source: str,
 class _ArtifactContext:
     estate: Estate
     artifacts: Artifacts
+    source: str = ""   # the spec's path: what the checks keep between processes is its own

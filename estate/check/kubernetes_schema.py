@@ -251,15 +251,19 @@ def _parse(content: bytes) -> tuple[tuple, str]:
 
 # Files under cache.MIN_BYTES, one lookup each, cost more than they save; all of a tree's
 # in one entry (estate.cache.Memo) cost one read: a 10,000-node check parsed 17 small
-# manifests in 0.015 s of its Kubernetes half, 8,000 workers parse 8,000 join files.
+# manifests in 0.015 s of its Kubernetes half, 8,000 workers parse 8,000 join files. One
+# entry per spec file: a small spec does not read a large one's 8,000 parses, and
+# checking two in turn does not make each drop the other's.
 _SMALL: cache.Memo | None = None
 
 
 @contextmanager
-def small_parses_kept():
-    """While the artifact checks run: the small files' parses kept between processes."""
+def small_parses_kept(source: str = ""):
+    """While the artifact checks of the spec at source run: the small files' parses kept
+    between processes."""
     global _SMALL
-    _SMALL = cache.Memo("yaml-small", (yaml.__version__, _LOADER.__name__))
+    _SMALL = cache.Memo("yaml-small", (yaml.__version__, _LOADER.__name__,
+                                       os.path.abspath(source) if source else ""))
     try:
         yield
         _SMALL.save()

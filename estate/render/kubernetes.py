@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 from contextlib import contextmanager
 from functools import lru_cache
@@ -90,15 +91,17 @@ def _dump(data) -> str:
 # documents: 0.014 s of every 10,000-node check). A document's YAML is a function of its
 # data's repr (keys in order, every value with its type; no anchors, see _Dumper), of
 # this module (the representers) and of PyYAML, libyaml and Python: it is kept by
-# estate.cache for the next process while render_kubernetes runs.
+# estate.cache for the next process while render_kubernetes runs, one entry per spec file
+# (a small spec does not read the YAML of a large one's 8,000 workers).
 _DUMPS: cache.Memo | None = None
 
 
 @contextmanager
-def _dumps_kept():
+def _dumps_kept(source: str = ""):
     global _DUMPS
     _DUMPS = cache.Memo("yaml-dump", (yaml.__version__, _libyaml(), sys.version,
-                                      Path(__file__).read_bytes()))
+                                      Path(__file__).read_bytes(),
+                                      os.path.abspath(source) if source else ""))
     try:
         yield
         _DUMPS.save()
@@ -696,5 +699,5 @@ def render_kubernetes(estate: Estate, source: str = "") -> list[Artifact]:
     """Every Kubernetes-plane artifact; nothing when the spec has no Kubernetes plane."""
     if estate.spec.kubernetes is None or not control_planes(estate):
         return []
-    with _dumps_kept():
+    with _dumps_kept(source):
         return [a for build in BUILDERS for a in build(estate, source)]

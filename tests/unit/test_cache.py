@@ -246,6 +246,7 @@ def test_small_files_parsed_in_one_check_are_read_back_by_the_next(cache_dir, mo
     class Ctx:
         estate = est.estate
         artifacts = est.artifacts
+        source = "stacks/example-prod.yaml"   # the entry is the spec file's
 
     def fresh_check():
         kubernetes_schema._parse.cache_clear()   # as in a new process
@@ -262,3 +263,16 @@ def test_small_files_parsed_in_one_check_are_read_back_by_the_next(cache_dir, mo
     cache.directory.cache_clear()
     assert fresh_check() == warm
     assert [n for n in parsed if n < cache.MIN_BYTES], "without the cache they are parsed"
+
+
+def test_each_spec_file_keeps_its_own_parses_and_yaml(cache_dir):
+    """A small spec does not read a large one's entry, nor make it drop its items."""
+    from estate.render import kubernetes as kr
+    for kept, memo in ((kubernetes_schema.small_parses_kept, lambda: kubernetes_schema._SMALL),
+                       (kr._dumps_kept, lambda: kr._DUMPS)):
+        with kept("a.yaml"):
+            assert memo().get("k", lambda: "a's") == "a's"
+        with kept("b.yaml"):
+            assert memo().get("k", lambda: "b's") == "b's"
+        with kept("a.yaml"):
+            assert memo().get("k", lambda: "computed again") == "a's"
