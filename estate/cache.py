@@ -168,9 +168,10 @@ def _prune(where: Path) -> None:
     entries = []
     for p in where.glob("*.marshal"):
         try:
-            entries.append((p.stat().st_mtime, p.stat().st_size, p))
+            st = p.stat()
         except OSError:  # another process pruned it first
             continue
+        entries.append((st.st_mtime, st.st_size, p))
     total = sum(size for _, size, _ in entries)
     if len(entries) <= MAX_ENTRIES and total <= MAX_BYTES:
         return

@@ -23,7 +23,6 @@ from pathlib import Path
 import yaml
 
 from estate import cache
-
 from estate.model.kubernetes import (  # the facts this renderer lays out
     API_PORT, CA_HASH_PLACEHOLDER, CERT_KEY_PLACEHOLDER, CONTAINERD_APT_LIST,
     CONTAINERD_APT_PREF, CRI_SOCKET, DEFAULT_LOCAL_QUEUE,
