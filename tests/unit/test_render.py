@@ -51,6 +51,22 @@ def test_failed_write_leaves_directory_as_it_was(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out")], "temp dirs left behind"
 
 
+def test_each_file_gets_its_mode_whatever_the_umask(tmp_path):
+    arts = Artifacts()
+    for path, mode in (("etc/a.conf", 0o644), ("etc/b.conf", 0o640), ("bin/run.sh", 0o755),
+                       ("keys/secret", 0o600)):
+        arts.add(Artifact(path, path.encode() * 1000, Hostlist.parse("n1"), mode=mode))
+    old = os.umask(0o077)
+    try:
+        write_tree(arts, tmp_path / "t")
+    finally:
+        os.umask(old)
+    for path, art in arts.items():
+        written = tmp_path / "t" / path
+        assert written.read_bytes() == art.content
+        assert written.stat().st_mode & 0o7777 == art.mode, path
+
+
 def test_cli_render_refuses_bad_spec_and_leaves_dir(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(LAB.read_text().replace("cluster_name: lab", "cluster_nam: lab"))
