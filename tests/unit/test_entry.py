@@ -115,17 +115,44 @@ def test_the_spec_models_annotations_are_objects_not_strings():
 
 @pytest.mark.parametrize("setting, looked", [(None, False), ("", True)])
 def test_the_cli_does_not_look_for_pydantic_plugins_unless_the_user_says(setting, looked):
-    """Looking reads every installed distribution's metadata at the first model; a user's
-    own PYDANTIC_DISABLE_PLUGINS (here: empty, none disabled) is kept."""
+    """Looking reads every installed distribution's metadata at the first model, and
+    importing pydantic's loader imports importlib.metadata: a plain check does neither, and
+    finds what it finds with them. A user's own PYDANTIC_DISABLE_PLUGINS (here: empty,
+    none disabled) is kept: the real loader runs, and looks."""
     env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
     env["PYTHONPATH"] = str(ROOT)
     if setting is not None:
         env["PYDANTIC_DISABLE_PLUGINS"] = setting
     code = ("import sys, estate.__main__ as entry\n"
-            "sys.argv = ['estate', 'validators']\n"
-            "try:\n    entry.main()\nexcept SystemExit:\n    pass\n"
-            "import estate.spec.model, pydantic.plugin._loader as loader\n"
-            "print('looked' if loader._plugins is not None else 'not looked', file=sys.stderr)")
+            "sys.argv = ['estate', 'check', 'stacks/example-prod.yaml']\n"
+            "entry._fast_exit = lambda code: print('status', code, file=sys.stderr)\n"
+            "entry.main()\n"
+            "import pydantic.plugin._loader as loader\n"
+            "print('looked' if getattr(loader, '_plugins', None) is not None else 'not looked',"
+            " 'metadata' if 'importlib.metadata' in sys.modules else 'no metadata',"
+            " file=sys.stderr)")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, env=env, timeout=120)
-    assert run.stderr.strip().splitlines()[-1] == ("looked" if looked else "not looked")
+    assert run.stderr.strip().splitlines()[-2:] == [
+        "status 0", "looked metadata" if looked else "not looked no metadata"]
+    assert "no findings" in run.stdout
+
+
+def test_the_plugin_loader_stand_in_hands_over_when_the_setting_changes(monkeypatch):
+    """The stand-in answers as pydantic's own get_plugins() does while every plugin is
+    off, and the real loader answers once the setting says otherwise."""
+    import estate.__main__ as entry
+    monkeypatch.delitem(sys.modules, entry.LOADER, raising=False)
+    monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", "true")
+    entry._plugins_off()
+    stub = sys.modules[entry.LOADER]
+    assert stub.get_plugins() == ()
+    monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", "")
+    assert list(stub.get_plugins()) == []   # this venv has no pydantic plugin installed
+    assert sys.modules[entry.LOADER] is not stub
+    assert sys.modules[entry.LOADER].__file__.endswith("pydantic/plugin/_loader.py")
+    # pydantic's schema validators still take their plugins from that module, by that name
+    import inspect
+
+    import pydantic.plugin._schema_validator as validator
+    assert "from ._loader import get_plugins" in inspect.getsource(validator)
