@@ -134,14 +134,15 @@ def build(spec_path: str | Path, render: bool = True,
 
 
 # What the child renders besides checking: the builders whose facts the validators derive
-# anyway (the flow matrix, the export clients, the Slurm node lines), which bring the
-# child's work up to the parent's: the other builders and then the artifact checks, which
-# read none of the child's files (tests/unit/test_fork.py), so the parent runs them before
-# the child is done. At 10,000 nodes (bench/instructions.sh: instructions after the fork)
-# the parent does 0.55 G and the child 0.57 G; with the network alone in the child, the
-# parent did 1.16 G and the child 0.78 G (BENCHMARKS.md, 2026-12-03).
-CHILD_BUILDERS = frozenset({"estate.render.network", "estate.render.storage",
-                            "estate.render.slurm"})
+# anyway (the flow matrix, the Slurm node lines), which bring the child's work up to the
+# parent's: the other builders and then the artifact checks, which read none of the
+# child's files (tests/unit/test_fork.py), so the parent runs them before the child is
+# done. The child also imports the spec stage's domain modules (estate.check.STAGE_DOMAINS)
+# and is slower per instruction (its writes copy the parent's pages). At 10,000 nodes
+# (bench/instructions.sh: instructions after the fork) the parent does 0.44 G and the child
+# 0.37 G, and they end within 0.01 s of each other; with the storage builder in the child
+# too, the child ended 0.02 s after the parent.
+CHILD_BUILDERS = frozenset({"estate.render.network", "estate.render.slurm"})
 
 
 def _ahead(estate: Estate, locate, source: str, accept: frozenset
