@@ -122,3 +122,68 @@ def test_apply_only_names_real_deploys(tmp_path):
                                       "--only", "common,storge"])
     assert result.exit_code == 1
     assert "no deploy named storge" in result.output
+
+
+def _tree(tmp_path, files: dict[str, tuple[bytes, int]]) -> Artifacts:
+    arts = Artifacts()
+    for path, (content, mode) in files.items():
+        arts.add(Artifact(path, content, Hostlist.parse("n1"), mode=mode))
+    return arts
+
+
+FILES = {"slurm/slurm.conf": (b"ClusterName=a\n", 0o644), "keys/munge.key": (b"k" * 1024, 0o400),
+         "network/n1.nft": (b"table inet estate {}\n", 0o640)}
+
+
+def test_a_rewritten_tree_links_the_files_it_already_holds(tmp_path):
+    """Unchanged files keep their inode (no data written, none freed with the old tree);
+    the old tree is gone and each file has its one name again."""
+    out = tmp_path / "out"
+    write_tree(_tree(tmp_path, FILES), out)
+    before = {p: (out / p).stat().st_ino for p in FILES}
+    changed = dict(FILES, **{"slurm/slurm.conf": (b"ClusterName=b\n", 0o644)})
+    write_tree(_tree(tmp_path, changed), out)
+    for path, (content, mode) in changed.items():
+        st = (out / path).stat()
+        assert (out / path).read_bytes() == content and st.st_mode & 0o7777 == mode
+        assert st.st_nlink == 1
+        assert (st.st_ino == before[path]) is (path != "slurm/slurm.conf"), path
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+@pytest.mark.parametrize("spoil", ["edited", "mode", "second name", "symlinked dir",
+                                   "symlinked file", "link fails"])
+def test_a_file_not_exactly_as_rendered_is_written_again(tmp_path, monkeypatch, spoil):
+    """A hand-edited file, another mode, a file with another name elsewhere, one reached
+    through a symlink, or a link the filesystem refuses: the new tree gets a new file with
+    the rendered bytes and mode, and whatever the old one was is left alone."""
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    write_tree(_tree(tmp_path, FILES), out)
+    target = out / "slurm" / "slurm.conf"
+    elsewhere.mkdir()
+    if spoil == "edited":
+        target.write_bytes(b"ClusterName=x\n")
+    elif spoil == "mode":
+        target.chmod(0o666)
+    elif spoil == "second name":
+        os.link(target, elsewhere / "copy")
+    elif spoil == "symlinked dir":
+        os.rename(out / "slurm", elsewhere / "slurm")
+        (out / "slurm").symlink_to(elsewhere / "slurm")
+    elif spoil == "symlinked file":
+        os.rename(target, elsewhere / "slurm.conf")
+        target.symlink_to(elsewhere / "slurm.conf")
+    else:
+        def refuse(*args, **kwargs):
+            raise OSError(18, "Invalid cross-device link")
+        monkeypatch.setattr(os, "link", refuse)
+    outside = {p: p.stat().st_ino for p in elsewhere.rglob("*") if p.is_file()}
+    write_tree(_tree(tmp_path, FILES), out)
+    written = out / "slurm" / "slurm.conf"
+    assert not written.is_symlink() and not written.parent.is_symlink()
+    assert written.read_bytes() == b"ClusterName=a\n"
+    assert written.stat().st_mode & 0o7777 == 0o644 and written.stat().st_nlink == 1
+    assert written.stat().st_ino not in outside.values()
+    for p, ino in outside.items():   # what lay outside the tree is as it was
+        assert p.stat().st_ino == ino
+    assert (out / "keys" / "munge.key").stat().st_mode & 0o7777 == 0o400
