@@ -105,7 +105,13 @@ def test_a_child_that_dies_is_reported_and_a_cancelled_one_is_reaped():
     run = subprocess.run([sys.executable, "-c", textwrap.dedent("""
         import os
         from estate import fork
-        assert fork.Forked(lambda: 41 + 1).join() == 42
+        done = fork.Forked(lambda: 41 + 1)
+        assert done.join() == 42
+        try:   # read back, then reaped: no zombie left behind
+            os.waitpid(done.pid, os.WNOHANG)
+            raise SystemExit("the joined child was not reaped")
+        except ChildProcessError:
+            pass
         import time
         slow = fork.Forked(lambda: time.sleep(60))
         t = time.monotonic()
@@ -152,7 +158,7 @@ def _lab():
 
 
 def _without_child_files(estate, arts):
-    """The tree less the files CHILD_BUILDERS render (network/, common/hosts, storage/)."""
+    """The tree less the files CHILD_BUILDERS render (network/, common/hosts, slurm/)."""
     from estate.pipeline import CHILD_BUILDERS
     from estate.render import Artifacts, render_each
     child = {a.path for m in render_each(estate, "", CHILD_BUILDERS).values() for a in m}

@@ -141,3 +141,16 @@ def test_expanded_ranges_are_shared_and_the_names_held_stay_bounded():
         assert names[0] == f"s{i}n1" and names[-1] == f"s{i}n60000" and len(names) == 60000
         assert 0 < hostlist._expanded_names <= hostlist._EXPANDED_MAX_NAMES
         assert hostlist._expanded_names == sum(map(len, hostlist._EXPANDED.values()))
+
+
+def test_a_hostlist_pickles_as_its_ranges_and_comes_back_whole():
+    """The names are a cache: a pickle of 10,000 nodes' hostlist carries the ranges alone
+    (the fork's result), and the copy is equal, iterates and answers membership alike."""
+    import pickle
+    hl = Hostlist.parse("gpu[00001-10000],login1")
+    assert len(hl.names()) == 10001            # the cache filled
+    data = pickle.dumps(hl, protocol=pickle.HIGHEST_PROTOCOL)
+    assert len(data) < 400 and b"gpu05000" not in data
+    back = pickle.loads(data)
+    assert back == hl and hash(back) == hash(hl) and str(back) == str(hl)
+    assert back.names() == hl.names() and "gpu09999" in back and "gpu10001" not in back
