@@ -152,11 +152,11 @@ def test_a_rewritten_tree_links_the_files_it_already_holds(tmp_path):
 
 
 @pytest.mark.parametrize("spoil", ["edited", "mode", "second name", "symlinked dir",
-                                   "symlinked file", "link fails"])
+                                   "symlinked file", "fifo", "link fails"])
 def test_a_file_not_exactly_as_rendered_is_written_again(tmp_path, monkeypatch, spoil):
     """A hand-edited file, another mode, a file with another name elsewhere, one reached
-    through a symlink, or a link the filesystem refuses: the new tree gets a new file with
-    the rendered bytes and mode, and whatever the old one was is left alone."""
+    through a symlink, a FIFO, or a link the filesystem refuses: the new tree gets a new
+    file with the rendered bytes and mode, and whatever the old one was is left alone."""
     out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
     write_tree(_tree(tmp_path, FILES), out)
     target = out / "slurm" / "slurm.conf"
@@ -173,6 +173,9 @@ def test_a_file_not_exactly_as_rendered_is_written_again(tmp_path, monkeypatch, 
     elif spoil == "symlinked file":
         os.rename(target, elsewhere / "slurm.conf")
         target.symlink_to(elsewhere / "slurm.conf")
+    elif spoil == "fifo":   # opened without blocking, and not a regular file
+        target.unlink()
+        os.mkfifo(target, 0o644)
     else:
         def refuse(*args, **kwargs):
             raise OSError(18, "Invalid cross-device link")
