@@ -117,13 +117,16 @@ class Memo:
         self._used[item] = value
         return value
 
-    def save(self) -> None:
+    def save(self, reread: bool = False) -> None:
+        """reread: merge with the entry as it is now, not as this process first read it
+        (a forked child that saved its own items since: estate.dataclass_code)."""
         if self._path is None or not self._used:
             return
         if not self._computed:
             _touch(self._path)
             return
-        merged = {**(self._known or {}), **self._used}
+        known = _read(self._path) if reread else self._known
+        merged = {**(known if isinstance(known, dict) else {}), **self._used}
         _store(self._path, merged if len(merged) <= 3 * len(self._used) + 64 else self._used)
 
 

@@ -24,6 +24,12 @@ from typing import Callable, Generic, TypeVar
 T = TypeVar("T")
 
 
+# What a child does after its result is sent, before os._exit (which runs no atexit):
+# keeping work that later processes reuse (estate/__main__.py). Each must not raise; the
+# parent's join waits for it.
+AT_CHILD_EXIT: list[Callable[[], None]] = []
+
+
 def usable() -> bool:
     return (hasattr(os, "fork") and threading.active_count() == 1
             and (os.cpu_count() or 1) > 1)
@@ -98,6 +104,8 @@ def _child(fn: Callable, write: int) -> None:
         while view:
             view = view[os.write(write, view):]
         os.close(write)   # the parent's read ends here, not after this process is torn down
+        for hook in AT_CHILD_EXIT:
+            hook()
     except BaseException:   # noqa: BLE001 - the parent reports ChildLost
         code = 1
     finally:

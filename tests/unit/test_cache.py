@@ -210,6 +210,23 @@ def test_a_memo_computes_each_item_once_and_the_next_process_reads_it(cache_dir)
     assert calls == [1, 2, 3, 5]
 
 
+def test_a_memo_saved_with_reread_keeps_what_another_process_saved_since(cache_dir):
+    first = cache.Memo("m", ("v1",))
+    first.get("shared", lambda: 1)
+    first.save()
+    parent, child = cache.Memo("m", ("v1",)), cache.Memo("m", ("v1",))   # read at the fork
+    for memo in (parent, child):
+        memo.get("shared", lambda: 0)
+    child.get("child's", lambda: 2)
+    child.save()
+    parent.get("parent's", lambda: 3)
+    parent.save(reread=True)
+    kept = cache.Memo("m", ("v1",))
+    assert [kept.get(k, lambda: None) for k in ("shared", "child's", "parent's")] == [1, 2, 3]
+    parent.save()   # as the process first read it: the child's item is lost
+    assert cache.Memo("m", ("v1",)).get("child's", lambda: None) is None
+
+
 def test_a_memo_that_computed_nothing_is_not_written_again(cache_dir):
     memo = cache.Memo("m", ())
     memo.get("a", lambda: 1)
