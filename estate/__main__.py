@@ -13,9 +13,10 @@ user waits for (bench/bench_scale.py: a whole `estate check` of 10,000 nodes):
   pydantic's plugin loader is not imported either: it imports importlib.metadata (and
   the email package) at its top for a function that setting never calls, 0.015 s of a
   0.45 s check (_plugins_off).
-- The methods dataclasses generate are compiled once and kept between processes
-  (estate/dataclass_code.py): compiling them at every start cost 0.05 s of a 0.45 s check.
-  What this process and a forked child compiled is kept at their exit.
+- The methods dataclasses generate and the regular expressions re compiles are compiled
+  once and kept between processes (estate/compiled.py): compiling them at every start
+  cost 0.075 s of a 0.45 s check. What this process and a forked child compiled is kept
+  at their exit.
 - A plain `check` or `render` command line runs without typer (estate/commands.py).
 - `check` and `render` end with os._exit once their output is flushed: tearing down the
   interpreter's object graph of a large estate costs 0.03-0.05 s and frees nothing the
@@ -36,7 +37,7 @@ def main() -> None:
     gc.set_threshold(10_000, 50, 50)
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     _plugins_off()
-    _dataclass_code()
+    _keep_compiled()
     from estate.commands import plain
     call = plain(sys.argv[1:])
     if call is not None:
@@ -80,17 +81,17 @@ def _plugins_off() -> None:
     sys.modules[LOADER] = stub
 
 
-def _dataclass_code() -> None:
+def _keep_compiled() -> None:
     import atexit
-    from estate import dataclass_code, fork
-    dataclass_code.install()
-    atexit.register(dataclass_code.save)   # a command that exits the normal way
-    fork.AT_CHILD_EXIT.append(dataclass_code.save)
+    from estate import compiled, fork
+    compiled.install()
+    atexit.register(compiled.save)   # a command that exits the normal way
+    fork.AT_CHILD_EXIT.append(compiled.save)
 
 
 def _fast_exit(code: int) -> None:
-    from estate import dataclass_code
-    dataclass_code.save()   # os._exit runs no atexit
+    from estate import compiled
+    compiled.save()   # os._exit runs no atexit
     try:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -119,7 +119,7 @@ class Memo:
 
     def save(self, reread: bool = False) -> None:
         """reread: merge with the entry as it is now, not as this process first read it
-        (a forked child that saved its own items since: estate.dataclass_code)."""
+        (a forked child that saved its own items since: estate.compiled)."""
         if self._path is None or not self._used:
             return
         if not self._computed:

@@ -1,0 +1,102 @@
+"""Code Python generates at every start, compiled once and kept between processes.
+
+Two things are compiled from source in every process, and the same source gives the same
+result each time:
+
+- **Dataclass methods.** A dataclass's __init__, __repr__, __eq__ (and a frozen one's
+  __setattr__, __delattr__, __hash__) are written out as Python source and compiled when
+  its class statement runs. On Python 3.11 that is 1-1.5 ms per class: the 79 on a plain
+  `estate check`'s path (Estate's and its libraries': annotated_types alone defines 25)
+  cost 0.05 s of a 0.45 s check.
+- **Regular expressions.** re parses each pattern and computes the engine's code in
+  Python: the 82 a check compiles (PyYAML's, jinja2's, pydantic's, Estate's) cost 0.025 s,
+  6 ms of it PyYAML's printable-character class.
+
+Both happen mostly before a check can fork, so on the path of everything after.
+
+install() puts a Memo (estate.cache) in front of each: the dataclass module's exec keyed
+by the source text, and re's compiler keyed by the pattern and its flags (the engine's
+code is kept only if a pattern built from it equals the one re builds itself). Entries
+are per interpreter (bytecode magic number, cache tag, -O level, re's engine version),
+like a __pycache__ file. They hold code this process runs, so they live only in
+estate.cache's directory, the user's own and closed to others; without it
+(ESTATE_NO_CACHE=1) each process compiles as before.
+
+Only the `estate` entry installs it (estate/__main__.py); importing estate as a library
+changes nothing in the importing process.
+"""
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import re
+import sys
+from importlib.util import MAGIC_NUMBER
+from re import _compiler, _constants, _parser   # the same interpreter's, keyed below
+from types import CodeType
+
+import _sre
+
+from estate import cache
+
+_INTERPRETER = (MAGIC_NUMBER.hex(), sys.implementation.cache_tag, str(sys.flags.optimize))
+_memos: dict[str, cache.Memo] = {}
+_REAL_RE_COMPILE = _compiler.compile
+
+
+def install() -> None:
+    """From now on, dataclasses and re in this process compile through the memos."""
+    if not _memos:
+        _memos["dataclass"] = cache.Memo("dataclass-code", _INTERPRETER)
+        _memos["re"] = cache.Memo("re-code", (*_INTERPRETER, str(_constants.MAGIC)))
+    dataclasses.exec = _exec   # the module's global name shadows the builtin
+    _compiler.compile = _re_compile   # what re._compile calls for a pattern it lacks
+
+
+def save() -> None:
+    """Keep what this process compiled for the next ones (a no-op when nothing was)."""
+    for memo in _memos.values():
+        memo.save(reread=True)   # with what a forked child kept before this process exits
+
+
+# --- dataclasses -------------------------------------------------------------------------
+
+def _exec(source, globals=None, locals=None, /, **kwargs):   # noqa: A002 - exec's own names
+    if type(source) is str and _memos:
+        code = _memos["dataclass"].get(source, lambda: _compile(source))
+        source = code if type(code) is CodeType else _compile(source)
+    return builtins.exec(source, globals, locals, **kwargs)
+
+
+def _compile(source: str) -> CodeType:
+    # as exec(str) inside dataclasses.py compiles it: that module has no __future__ flags
+    return compile(source, "<string>", "exec", dont_inherit=True)
+
+
+# --- regular expressions -----------------------------------------------------------------
+
+def _re_compile(pattern, flags=0):
+    if type(pattern) not in (str, bytes) or flags & re.DEBUG or not _memos:
+        return _REAL_RE_COMPILE(pattern, flags)
+    args = _memos["re"].get(f"{flags} {pattern!r}", lambda: _engine_args(pattern, flags))
+    return _sre.compile(*args) if type(args) is tuple else _REAL_RE_COMPILE(pattern, flags)
+
+
+def _engine_args(pattern, flags: int) -> tuple | None:
+    """What re._compiler.compile passes to the engine for this pattern; None where a
+    pattern built from it is not the one re builds (another Python's internals)."""
+    parsed = _parser.parse(pattern, flags)
+    groupindex = dict(parsed.state.groupdict)
+    indexgroup = [None] * parsed.state.groups
+    for name, i in groupindex.items():
+        indexgroup[i] = name
+    code = [int(op) for op in _compiler._code(parsed, flags)]   # marshal keeps no int subclass
+    args = (pattern, flags | parsed.state.flags, code,
+            parsed.state.groups - 1, groupindex, tuple(indexgroup))
+    try:
+        ours, real = _sre.compile(*args), _REAL_RE_COMPILE(pattern, flags)
+    except Exception:   # noqa: BLE001 - not this interpreter's shape: compile as re does
+        return None
+    # a Pattern's == compares its flags, text and engine code, not its group names
+    same = ours == real and (ours.groups, ours.groupindex) == (real.groups, real.groupindex)
+    return args if same else None
