@@ -210,3 +210,11 @@ def test_a_plain_check_keeps_the_code_of_both_its_processes(tmp_path):
         "the parent and the forked child each compile some dataclasses"
     assert {kind for _, kind in first} == {"dataclass", "re"}
     assert not logs[1].exists()
+
+
+def test_importing_estate_as_a_library_installs_nothing():
+    code = ("import dataclasses, re._compiler, estate.pipeline, estate.commands, estate.compiled\n"
+            "print(hasattr(dataclasses, 'exec'), re._compiler.compile.__module__)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True, timeout=60)
+    assert run.stdout.split() == ["False", "re._compiler"]

@@ -96,6 +96,7 @@ def test_a_reader_gone_at_the_last_flush_gives_status_120_not_a_traceback(monkey
     monkeypatch.setattr(sys, "stdout", Gone())
     monkeypatch.setattr(entry.os, "_exit", fake_exit)
     monkeypatch.setattr(entry.gc, "set_threshold", lambda *a: None)   # pytest's own stays
+    monkeypatch.setattr(entry, "_keep_compiled", lambda: None)   # and its own compiling
     monkeypatch.setattr("estate.commands.check", lambda *a: 0)   # the command succeeded
     with pytest.raises(Exited) as gone:
         entry.main()
