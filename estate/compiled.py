@@ -1,6 +1,6 @@
 """Code Python generates at every start, compiled once and kept between processes.
 
-Two things are compiled from source in every process, and the same source gives the same
+Three things are compiled from source in every process, and the same source gives the same
 result each time:
 
 - **Dataclass methods.** A dataclass's __init__, __repr__, __eq__ (and a frozen one's
@@ -8,19 +8,21 @@ result each time:
   its class statement runs. On Python 3.11 that is 1-1.5 ms per class: the 79 on a plain
   `estate check`'s path (Estate's and its libraries': annotated_types alone defines 25)
   cost 0.05 s of a 0.45 s check.
+- **Forward references.** typing compiles each string annotation it meets into a
+  ForwardRef: pydantic_core's schema TypedDicts alone hold about 800, 7 ms.
 - **Regular expressions.** re parses each pattern and computes the engine's code in
   Python: the 82 a check compiles (PyYAML's, jinja2's, pydantic's, Estate's) cost 0.025 s,
   6 ms of it PyYAML's printable-character class.
 
-Both happen mostly before a check can fork, so on the path of everything after.
+All of it happens mostly before a check can fork, so on the path of everything after.
 
-install() puts a Memo (estate.cache) in front of each: the dataclass module's exec keyed
-by the source text, and re's compiler keyed by the pattern and its flags (the engine's
-code is kept only if a pattern built from it equals the one re builds itself). Entries
-are per interpreter (bytecode magic number, cache tag, -O level, re's engine version),
-like a __pycache__ file. They hold code this process runs, so they live only in
-estate.cache's directory, the user's own and closed to others; without it
-(ESTATE_NO_CACHE=1) each process compiles as before.
+install() puts a Memo (estate.cache) in front of each: the dataclass module's exec and
+typing's compile keyed by the mode and source text, and re's compiler keyed by the
+pattern and its flags (the engine's code is kept only if a pattern built from it equals
+the one re builds itself). Entries are per interpreter (bytecode magic number, cache tag,
+-O level, re's engine version), like a __pycache__ file. They hold code this process runs,
+so they live only in estate.cache's directory, the user's own and closed to others;
+without it (ESTATE_NO_CACHE=1) each process compiles as before.
 
 Only the `estate` entry installs it (estate/__main__.py); importing estate as a library
 changes nothing in the importing process.
@@ -31,6 +33,7 @@ import builtins
 import dataclasses
 import re
 import sys
+import typing
 from importlib.util import MAGIC_NUMBER
 from re import _compiler, _constants, _parser   # the same interpreter's, keyed below
 from types import CodeType
@@ -47,9 +50,11 @@ _REAL_RE_COMPILE = _compiler.compile
 def install() -> None:
     """From now on, dataclasses and re in this process compile through the memos."""
     if not _memos:
-        _memos["dataclass"] = cache.Memo("dataclass-code", _INTERPRETER)
+        _memos["code"] = cache.Memo("python-code", _INTERPRETER)
         _memos["re"] = cache.Memo("re-code", (*_INTERPRETER, str(_constants.MAGIC)))
-    dataclasses.exec = _exec   # the module's global name shadows the builtin
+    # each module's global name shadows the builtin
+    dataclasses.exec = _exec
+    typing.compile = _typing_compile
     _compiler.compile = _re_compile   # what re._compile calls for a pattern it lacks
 
 
@@ -59,18 +64,31 @@ def save() -> None:
         memo.save(reread=True)   # with what a forked child kept before this process exits
 
 
-# --- dataclasses -------------------------------------------------------------------------
+# --- dataclasses and typing ----------------------------------------------------------
 
 def _exec(source, globals=None, locals=None, /, **kwargs):   # noqa: A002 - exec's own names
     if type(source) is str and _memos:
-        code = _memos["dataclass"].get(source, lambda: _compile(source))
-        source = code if type(code) is CodeType else _compile(source)
+        source = _code(source, "exec")
     return builtins.exec(source, globals, locals, **kwargs)
 
 
-def _compile(source: str) -> CodeType:
-    # as exec(str) inside dataclasses.py compiles it: that module has no __future__ flags
-    return compile(source, "<string>", "exec", dont_inherit=True)
+def _typing_compile(source, filename, mode, *args, **kwargs):
+    """typing's one compile: a ForwardRef's string, "<string>", "eval"."""
+    if type(source) is str and (filename, mode, args, kwargs) == ("<string>", "eval", (), {}):
+        return _code(source, "eval")
+    return builtins.compile(source, filename, mode, *args, **kwargs)
+
+
+def _code(source: str, mode: str) -> CodeType:
+    if not _memos:
+        return _compile(source, mode)
+    code = _memos["code"].get(f"{mode} {source}", lambda: _compile(source, mode))
+    return code if type(code) is CodeType else _compile(source, mode)
+
+
+def _compile(source: str, mode: str) -> CodeType:
+    # as dataclasses.py and typing.py compile it: neither module has __future__ flags
+    return compile(source, "<string>", mode, dont_inherit=True)
 
 
 # --- regular expressions -----------------------------------------------------------------

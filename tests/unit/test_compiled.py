@@ -1,5 +1,6 @@
-"""estate.compiled: dataclass methods and regular expressions are compiled once and read
-back by later processes, and what is built from kept code behaves as compiled code does."""
+"""estate.compiled: dataclass methods, forward references and regular expressions are
+compiled once and read back by later processes, and what is built from kept code behaves
+as compiled code does."""
 from __future__ import annotations
 
 import glob
@@ -21,16 +22,16 @@ ROOT = Path(__file__).resolve().parents[2]
 # A fresh process: the dataclasses and patterns below with the memos installed (or not),
 # what each does, and how many dataclass sources and patterns it compiled itself.
 PROBE = r"""
-import dataclasses, json, re, sys
+import dataclasses, json, re, sys, typing
 from dataclasses import dataclass, field
 from estate import compiled
-made = {"dataclass": 0, "re": 0}
+made = {"exec": 0, "eval": 0, "re": 0}
 if sys.argv[1] == "install":
     compiled.install()
     real_compile, real_args = compiled._compile, compiled._engine_args
-    def counted_compile(source):
-        made["dataclass"] += 1
-        return real_compile(source)
+    def counted_compile(source, mode):
+        made[mode] += 1
+        return real_compile(source, mode)
     def counted_args(pattern, flags):
         made["re"] += 1
         return real_args(pattern, flags)
@@ -56,6 +57,14 @@ try:
     out["frozen"] = False
 except dataclasses.FrozenInstanceError:
     out["frozen"] = True
+class Rack(typing.TypedDict):
+    name: "str"
+    nodes: "list[Point]"
+out["hints"] = repr(typing.get_type_hints(Rack, localns={"Point": Point}))
+try:
+    typing.ForwardRef("not an expression (")
+except SyntaxError as exc:
+    out["forward_error"] = str(exc)
 host = re.compile(r"(?P<prefix>[a-z]+)(?P<number>\d+)", re.I)
 m = host.fullmatch("GPU042")
 out["groups"] = [m["prefix"], m["number"], sorted(host.groupindex.items()), host.flags]
@@ -86,27 +95,30 @@ def test_the_next_process_compiles_nothing_and_what_it_builds_behaves_the_same(t
     plain = _probe(tmp_path, "plain")
     first = _probe(tmp_path)
     second = _probe(tmp_path)
-    assert first["made"]["dataclass"] > 0 and first["made"]["re"] > 0
-    # only the pattern re refuses: an error is raised again, never kept
-    assert second["made"] == {"dataclass": 0, "re": 1}
+    assert all(first["made"].values())
+    # only what Python refuses (a pattern, a forward reference): compiled again, never kept
+    assert second["made"] == {"exec": 0, "eval": 1, "re": 1}
     assert first["behaviour"] == second["behaviour"] == plain["behaviour"]
     seen = plain["behaviour"]
     assert seen["repr"] == "Point(x=1, y=2, tags=())" and seen["frozen"] and seen["order"]
     assert seen["groups"] == ["GPU", "042", [["number", 2], ["prefix", 1]], re.I | re.U]
     assert seen["bytes"] and seen["unicode"] == ["\x07", "\x1b"] and seen["verbose"]
     assert "missing ), unterminated subpattern" in seen["error"]
+    assert seen["hints"] == "{'name': <class 'str'>, 'nodes': list[__main__.Point]}"
+    assert seen["forward_error"].startswith("Forward reference must be an expression")
 
 
 def test_the_entries_hold_code_by_source_and_pattern_and_are_closed_to_others(tmp_path):
     _probe(tmp_path)
-    [dataclass_entry] = _entry(tmp_path, "dataclass")
+    [code_entry] = _entry(tmp_path, "python")
     [re_entry] = _entry(tmp_path, "re")
-    for entry in (dataclass_entry, re_entry):
+    for entry in (code_entry, re_entry):
         assert os.stat(entry).st_mode & 0o077 == 0
-    kept = marshal.loads(Path(dataclass_entry).read_bytes())
+    kept = marshal.loads(Path(code_entry).read_bytes())
     assert kept and all(type(code).__name__ == "code" for code in kept.values())
-    assert any("def __init__(self,x:_type_x,y:_type_y=_dflt_y,tags:" in source
-               for source in kept)
+    assert any(item.startswith("exec ") and "def __init__(self,x:_type_x,y:_type_y=_dflt_y,tags:"
+               in item for item in kept)
+    assert "eval list[Point]" in kept
     patterns = marshal.loads(Path(re_entry).read_bytes())
     assert f"{int(re.I)} '(?P<prefix>[a-z]+)(?P<number>\\\\d+)'" in patterns
     assert "0 b'\\\\x00[\\\\x01-\\\\x7f]+$'" in patterns   # bytes and str apart
@@ -114,18 +126,18 @@ def test_the_entries_hold_code_by_source_and_pattern_and_are_closed_to_others(tm
 
 def test_a_damaged_entry_or_one_that_holds_no_code_is_compiled_again(tmp_path):
     _probe(tmp_path)
-    for name in ("dataclass", "re"):
+    for name in ("python", "re"):
         [entry] = _entry(tmp_path, name)
         Path(entry).write_bytes(b"\x00not marshal")
     assert all(_probe(tmp_path)["made"].values())
     plain = _probe(tmp_path, "plain")["behaviour"]
-    for name in ("dataclass", "re"):
+    for name in ("python", "re"):
         [entry] = _entry(tmp_path, name)
         kept = marshal.loads(Path(entry).read_bytes())
         Path(entry).write_bytes(marshal.dumps({item: "print('no')" for item in kept}))
     again = _probe(tmp_path)
     assert again["behaviour"] == plain
-    assert again["made"]["dataclass"] > 0
+    assert again["made"]["exec"] > 0
 
 
 def test_without_a_cache_directory_every_process_compiles(tmp_path):
@@ -146,6 +158,7 @@ def installed(tmp_path, monkeypatch):
     monkeypatch.setattr(compiled, "_memos", {})
     monkeypatch.setattr(_compiler, "compile", _compiler.compile)
     monkeypatch.setattr(compiled.dataclasses, "exec", exec, raising=False)
+    monkeypatch.setattr(compiled.typing, "compile", compile, raising=False)
     monkeypatch.setattr(re, "_cache", {})
     compiled.install()
     yield compiled._memos
@@ -183,9 +196,9 @@ real_compile, real_args, path = compiled._compile, compiled._engine_args, sys.ar
 def log(kind):
     with open(path, "a") as out:
         out.write(f"{os.getpid()} {kind}\n")
-def logged_compile(source):
-    log("dataclass")
-    return real_compile(source)
+def logged_compile(source, mode):
+    log(mode)
+    return real_compile(source, mode)
 def logged_args(pattern, flags):
     log("re")
     return real_args(pattern, flags)
@@ -206,15 +219,17 @@ def test_a_plain_check_keeps_the_code_of_both_its_processes(tmp_path):
         subprocess.run([sys.executable, "-c", CHECK, str(log), str(ROOT / "stacks" / "lab.yaml")],
                        env=env, check=True, capture_output=True, timeout=120)
     first = [line.split() for line in logs[0].read_text().splitlines()]
-    assert len({pid for pid, kind in first if kind == "dataclass"}) == 2, \
+    assert len({pid for pid, kind in first if kind == "exec"}) == 2, \
         "the parent and the forked child each compile some dataclasses"
-    assert {kind for _, kind in first} == {"dataclass", "re"}
+    assert {kind for _, kind in first} == {"exec", "eval", "re"}
     assert not logs[1].exists()
 
 
 def test_importing_estate_as_a_library_installs_nothing():
-    code = ("import dataclasses, re._compiler, estate.pipeline, estate.commands, estate.compiled\n"
-            "print(hasattr(dataclasses, 'exec'), re._compiler.compile.__module__)")
+    code = ("import dataclasses, typing, re._compiler, estate.pipeline, estate.commands\n"
+            "import estate.compiled\n"
+            "print(hasattr(dataclasses, 'exec'), hasattr(typing, 'compile'),"
+            " re._compiler.compile.__module__)")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True, timeout=60)
-    assert run.stdout.split() == ["False", "re._compiler"]
+    assert run.stdout.split() == ["False", "False", "re._compiler"]
