@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # A fresh process: the dataclasses and patterns below with the memos installed (or not),
 # what each does, and how many dataclass sources and patterns it compiled itself.
 PROBE = r"""
-import dataclasses, json, re, sys, typing
+import collections, dataclasses, json, re, sys, typing
 from dataclasses import dataclass, field
 from estate import compiled
 made = {"exec": 0, "eval": 0, "re": 0}
@@ -57,6 +57,8 @@ try:
     out["frozen"] = False
 except dataclasses.FrozenInstanceError:
     out["frozen"] = True
+Slot = collections.namedtuple("Slot", "rack unit")
+out["namedtuple"] = [repr(Slot(3, unit=7)), Slot(1, 2) == (1, 2), Slot._fields]
 class Rack(typing.TypedDict):
     name: "str"
     nodes: "list[Point]"
@@ -106,6 +108,7 @@ def test_the_next_process_compiles_nothing_and_what_it_builds_behaves_the_same(t
     assert "missing ), unterminated subpattern" in seen["error"]
     assert seen["hints"] == "{'name': <class 'str'>, 'nodes': list[__main__.Point]}"
     assert seen["forward_error"].startswith("Forward reference must be an expression")
+    assert seen["namedtuple"] == ["Slot(rack=3, unit=7)", True, ["rack", "unit"]]
 
 
 def test_the_entries_hold_code_by_source_and_pattern_and_are_closed_to_others(tmp_path):
@@ -119,6 +122,7 @@ def test_the_entries_hold_code_by_source_and_pattern_and_are_closed_to_others(tm
     assert any(item.startswith("exec ") and "def __init__(self,x:_type_x,y:_type_y=_dflt_y,tags:"
                in item for item in kept)
     assert "eval list[Point]" in kept
+    assert "eval lambda _cls, rack, unit: _tuple_new(_cls, (rack, unit))" in kept
     patterns = marshal.loads(Path(re_entry).read_bytes())
     assert f"{int(re.I)} '(?P<prefix>[a-z]+)(?P<number>\\\\d+)'" in patterns
     assert "0 b'\\\\x00[\\\\x01-\\\\x7f]+$'" in patterns   # bytes and str apart
@@ -159,6 +163,7 @@ def installed(tmp_path, monkeypatch):
     monkeypatch.setattr(_compiler, "compile", _compiler.compile)
     monkeypatch.setattr(compiled.dataclasses, "exec", exec, raising=False)
     monkeypatch.setattr(compiled.typing, "compile", compile, raising=False)
+    monkeypatch.setattr(compiled.collections, "eval", eval, raising=False)
     monkeypatch.setattr(re, "_cache", {})
     compiled.install()
     yield compiled._memos
@@ -226,10 +231,10 @@ def test_a_plain_check_keeps_the_code_of_both_its_processes(tmp_path):
 
 
 def test_importing_estate_as_a_library_installs_nothing():
-    code = ("import dataclasses, typing, re._compiler, estate.pipeline, estate.commands\n"
-            "import estate.compiled\n"
+    code = ("import collections, dataclasses, typing, re._compiler, estate.pipeline\n"
+            "import estate.commands, estate.compiled\n"
             "print(hasattr(dataclasses, 'exec'), hasattr(typing, 'compile'),"
-            " re._compiler.compile.__module__)")
+            " hasattr(collections, 'eval'), re._compiler.compile.__module__)")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True, timeout=60)
-    assert run.stdout.split() == ["False", "False", "re._compiler"]
+    assert run.stdout.split() == ["False", "False", "False", "re._compiler"]
