@@ -84,7 +84,7 @@ def _plugins_off() -> None:
 def _keep_compiled() -> None:
     import atexit
     from estate import compiled, fork
-    compiled.install()
+    compiled.install("check-render" if FAST_EXIT & set(sys.argv[1:2]) else "other")
     atexit.register(compiled.save)   # a command that exits the normal way
     fork.AT_CHILD_EXIT.append(compiled.save)
 

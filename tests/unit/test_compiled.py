@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from estate import compiled
 made = {"exec": 0, "eval": 0, "re": 0}
 if sys.argv[1] == "install":
-    compiled.install()
+    compiled.install(sys.argv[2])
     real_compile, real_args = compiled._compile, compiled._engine_args
     def counted_compile(source, mode):
         made[mode] += 1
@@ -82,8 +82,9 @@ print(json.dumps({"behaviour": out, "made": made}))
 """
 
 
-def _probe(tmp: Path, mode: str = "install", **env) -> dict:
-    run = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True,
+def _probe(tmp: Path, mode: str = "install", workload: str = "", **env) -> dict:
+    run = subprocess.run([sys.executable, "-c", PROBE, mode, workload], capture_output=True,
+                         text=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp),
                               **env}, check=True, timeout=60)
     return json.loads(run.stdout)
@@ -142,6 +143,13 @@ def test_a_damaged_entry_or_one_that_holds_no_code_is_compiled_again(tmp_path):
     again = _probe(tmp_path)
     assert again["behaviour"] == plain
     assert again["made"]["exec"] > 0
+
+
+def test_each_workload_keeps_its_own_entries(tmp_path):
+    first = _probe(tmp_path, workload="check-render")
+    assert _probe(tmp_path, workload="other")["made"] == first["made"]
+    assert _probe(tmp_path, workload="check-render")["made"] == {"exec": 0, "eval": 1, "re": 1}
+    assert len(_entry(tmp_path, "python")) == len(_entry(tmp_path, "re")) == 2
 
 
 def test_without_a_cache_directory_every_process_compiles(tmp_path):
