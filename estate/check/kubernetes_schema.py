@@ -355,7 +355,26 @@ def _first(text: str):
 
 
 def _dicts(artifact) -> list[dict]:
-    return [d for d in documents(artifact) if isinstance(d, dict)]
+    """The file's mapping documents, each CustomResourceDefinition without its spec: the
+    readers of this list look for other kinds, and a CRD's spec is its OpenAPI schema
+    (805 of the 862 KB Kueue's release parses to, 8 ms of every check's Kubernetes half
+    to read back from estate.cache). documents() gives them whole."""
+    return list(_light(artifact.content))
+
+
+@lru_cache(maxsize=32768)
+def _light(content: bytes) -> tuple[dict, ...]:
+    if len(content) < cache.MIN_BYTES:
+        return _without_crd_specs(_parse(content)[0])
+    return cache.remembered("yaml-light", (content_digest(content), yaml.__version__,
+                                           _LOADER.__name__),
+                            lambda: _without_crd_specs(_parse(content)[0]))
+
+
+def _without_crd_specs(docs: tuple) -> tuple[dict, ...]:
+    return tuple({k: v for k, v in d.items() if k != "spec"}
+                 if d.get("kind") == "CustomResourceDefinition" else d
+                 for d in docs if isinstance(d, dict))
 
 
 def plane_artifacts(artifacts, prefix: str = "kubernetes/"):

@@ -7,6 +7,7 @@ import os
 
 import kubernetes_validate
 import pytest
+import yaml
 
 from estate import cache
 from estate.check import kubernetes_schema
@@ -293,3 +294,31 @@ def test_each_spec_file_keeps_its_own_parses_and_yaml(cache_dir):
             assert memo().get("k", lambda: "b's") == "b's"
         with kept("a.yaml"):
             assert memo().get("k", lambda: "computed again") == "a's"
+
+
+def test_readers_get_crds_without_their_spec_and_a_large_files_light_parse_is_kept(
+        cache_dir, monkeypatch):
+    """_dicts leaves a CustomResourceDefinition's spec (its schemas) out, documents() keeps
+    it; a large file's light parse is its own entry, read back without the whole parse."""
+    import types
+
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "clusterqueues.kueue.x-k8s.io"},
+           "spec": {"versions": [{"name": f"v{i}", "schema": {"x": "y" * 100}}
+                                 for i in range(200)]}}
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+              "spec": "kept", "data": {"k": "v"}}
+    content = yaml.safe_dump_all([crd, config]).encode()
+    assert len(content) >= cache.MIN_BYTES
+    art = types.SimpleNamespace(path="kubernetes/manifests/x.yaml", content=content)
+    light = kubernetes_schema._dicts(art)
+    assert light == [{k: v for k, v in crd.items() if k != "spec"}, config]
+    assert kubernetes_schema.documents(art)[0]["spec"] == crd["spec"]
+    kubernetes_schema._light.cache_clear()
+    kubernetes_schema._parse.cache_clear()   # the next process
+    read = []
+    real_read = cache._read
+    monkeypatch.setattr(cache, "_read", lambda path: read.append(path.name) or real_read(path))
+    monkeypatch.setattr(kubernetes_schema, "_parse_now", lambda content: pytest.fail("parsed"))
+    assert kubernetes_schema._dicts(art) == light
+    assert [name.split("-")[:2] for name in read] == [["yaml", "light"]]
