@@ -157,3 +157,22 @@ def test_the_plugin_loader_stand_in_hands_over_when_the_setting_changes(monkeypa
 
     import pydantic.plugin._schema_validator as validator
     assert "from ._loader import get_plugins" in inspect.getsource(validator)
+
+
+@pytest.mark.parametrize("argv, enabled", [(["check", str(LAB)], False),
+                                           (["render", str(LAB), "-o", "OUT"], False),
+                                           (["schema"], True)])
+def test_check_and_render_run_without_the_collector_and_other_commands_keep_it(
+        argv, enabled, tmp_path):
+    """check and render end in os._exit with what they allocated still live; a command
+    that may run long keeps collecting cycles."""
+    argv = [str(tmp_path / "tree") if a == "OUT" else a for a in argv]
+    code = ("import atexit, gc, sys, estate.__main__ as entry\n"
+            "report = lambda *a: print('collector', gc.isenabled(), file=sys.stderr)\n"
+            "atexit.register(report)\n"
+            "entry._fast_exit = lambda code: (report(), sys.stderr.flush(), entry.os._exit(code))\n"
+            f"sys.argv = ['estate', *{argv!r}]\n"
+            "entry.main()\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert f"collector {enabled}" in run.stderr.splitlines(), run.stderr[-2000:]
