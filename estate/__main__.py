@@ -18,10 +18,10 @@ user waits for (bench/bench_scale.py: a whole `estate check` of 10,000 nodes):
   pydantic's plugin loader is not imported either: it imports importlib.metadata (and
   the email package) at its top for a function that setting never calls, 0.015 s of a
   0.45 s check (_plugins_off).
-- The methods dataclasses generate, typing's forward references and the regular
-  expressions re compiles are compiled once and kept between processes
-  (estate/compiled.py): compiling them at every start cost 0.08 s of a 0.45 s check. What this process and a forked child compiled is kept
-  at their exit.
+- What Python compiles at every start (the methods dataclasses generate, typing's
+  forward references, namedtuple constructors, regular expressions) is compiled once and
+  kept between processes (estate/compiled.py): 0.08 s of a 0.45 s check. What this
+  process and a forked child compiled is kept at their exit.
 - A plain `check` or `render` command line runs without typer (estate/commands.py).
 - `check` and `render` end with os._exit once their output is flushed: tearing down the
   interpreter's object graph of a large estate costs 0.03-0.05 s and frees nothing the
