@@ -5,7 +5,7 @@ one to three per mutant:
 
 - structural: drop a key, duplicate a list item, change a value's type, swap two
   values, nudge one to a plausible value of its type (to get past the schema), duplicate a line (a duplicate key), add a YAML alias bomb, tag or second
-  document;
+  document, tag a value as what it is not (`!!int lab`), write a date that is none;
 - value-level: huge and negative numbers, zero, empty strings, unicode, control
   characters, hostlist bracket expressions, edge addresses and CIDRs, long strings,
   paths with quotes and newlines;
@@ -150,6 +150,8 @@ def yaml_trick(rng, data: bytes) -> bytes:
         bomb + data, data + b"\n---\nname: second\n", b"loop: &l [*l]\n" + data,
         data.replace(b"name:", b"name: !!python/object:os.system", 1),
         data.replace(b"name:", b"<<: {x: 1}\nname:", 1), b"[" * 5000 + data,
+        data.replace(b"name:", b"name: !!int", 1), data.replace(b"name:", b"name: !!bool", 1),
+        data.replace(b"name:", b"name: 2024-13-45 #", 1),   # a date of month 13
     ])
 
 
