@@ -23,6 +23,7 @@ from estate.model.slurm_keys import at_least, versions
 E, W = Severity.ERROR, Severity.WARNING
 
 
+@lru_cache(maxsize=8)   # four validators read it
 def _members(estate) -> dict[str, HostSet] | None:
     """Leaf switch -> the nodes topology.conf lists under it; None if a hostlist is broken
     (nodes.bad_hostlist reports that)."""

@@ -6,7 +6,9 @@ slurm.conf is written from these, and verify compares what slurmctld reports wit
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from ipaddress import IPv4Address
 
 from estate.model import model
@@ -132,7 +134,8 @@ def address_ranges(first: int, count: int) -> list[Range]:
     return out
 
 
-def node_lines(estate: Estate) -> list[NodeLine]:
+@lru_cache(maxsize=8)   # the validators, slurm.conf and the plugin settings all read it
+def node_lines(estate: Estate) -> tuple[NodeLine, ...]:
     seg = estate.spec.slurm.address_segment
     blocks = {(b.group, b.segment): b for b in estate.address_blocks}
     lines: dict[tuple, NodeLine] = {}
@@ -159,7 +162,7 @@ def node_lines(estate: Estate) -> list[NodeLine]:
         line.names.extend(g.hosts.ranges)
         if block:
             line.addrs.extend(address_ranges(block.first, block.count))
-    return list(lines.values())
+    return tuple(lines.values())
 
 
 def gres_text(kinds: tuple[GresKind, ...], shards: int) -> str | None:
@@ -199,7 +202,7 @@ def gpu_affinity(line: NodeLine) -> list[GresFile]:
             for f in kind_affinity(k, line.sockets, line.cores_per_socket)]
 
 
-def def_mem_per_cpu(estate: Estate, lines: list[NodeLine]) -> dict[str, int]:
+def def_mem_per_cpu(estate: Estate, lines: Sequence[NodeLine]) -> dict[str, int]:
     """Partition -> DefMemPerCPU: the smallest memory per CPU jobs may get among its nodes.
 
     With CR_Core_Memory and no default, a job is given all of a node's memory, so
@@ -215,14 +218,14 @@ def def_mem_per_cpu(estate: Estate, lines: list[NodeLine]) -> dict[str, int]:
     return out
 
 
-def partition_lines(estate: Estate, lines: list[NodeLine]) -> dict[str, list[NodeLine]]:
+def partition_lines(estate: Estate, lines: Sequence[NodeLine]) -> dict[str, list[NodeLine]]:
     """Partition -> the NodeName lines with a node in it."""
     sets = [(HostSet.of(line.names), line) for line in lines]
     return {p.name: [line for hosts, line in sets if hosts & p.members]
             for p in model(estate).partitions}
 
 
-def def_per_gpu(estate: Estate, lines: list[NodeLine]) -> dict[str, tuple[int, int]]:
+def def_per_gpu(estate: Estate, lines: Sequence[NodeLine]) -> dict[str, tuple[int, int]]:
     """Partition -> (DefCpuPerGPU, DefMemPerGPU): the CPUs and RealMemory of its nodes
     divided by their GPUs, where every node of the partition has the same shape.
 
@@ -316,7 +319,7 @@ def state_mount(estate: Estate):
     return None
 
 
-def suspend_excluded(lines: list[NodeLine]) -> Hostlist:
+def suspend_excluded(lines: Sequence[NodeLine]) -> Hostlist:
     """SuspendExcNodes: every node but the cloud ones, which power saving alone may touch
     (SuspendTime would otherwise power down any idle node)."""
     return Hostlist([r for ln in lines if ln.state != "CLOUD" for r in ln.names])
