@@ -49,10 +49,11 @@ def _blocks(nodes: int) -> list[tuple[int, int]]:
     return [(lo, lo + BLOCK - 1) for lo in starts[:-1]] + [(starts[-1], nodes)]
 
 
-def big_spec(racks: int = RACKS, k8s_workers: int = 0) -> dict:
-    """prod's shape at scale: racks of PER_RACK Slurm nodes (the default: 10,000) and, when
+def big_spec(racks: int = RACKS, k8s_workers: int = 0, per_rack: int = PER_RACK) -> dict:
+    """prod's shape at scale: racks of per_rack Slurm nodes (the default: 10,000 in racks
+    of 250; prod's own racks hold 32), one node group and leaf switch each, and, when
     k8s_workers is set, that many L40S Kubernetes workers instead of prod's four."""
-    gpu_nodes = racks * PER_RACK
+    gpu_nodes = racks * per_rack
     all_gpus = f"gpu[00001-{gpu_nodes:05d}]"
     prod = yaml.safe_load((ROOT / "stacks" / "example-prod.yaml").read_text())
     prod["name"] = "bench"
@@ -83,7 +84,7 @@ def big_spec(racks: int = RACKS, k8s_workers: int = 0) -> dict:
         for mount in prod["storage"]["mounts"]:
             mount["clients"] = mount["clients"].replace("inf[01-04]", inf)
     rack_groups = [{
-        "hosts": f"gpu[{r * PER_RACK + 1:05d}-{(r + 1) * PER_RACK:05d}]", "class": "h100-8x",
+        "hosts": f"gpu[{r * per_rack + 1:05d}-{(r + 1) * per_rack:05d}]", "class": "h100-8x",
         "plane": "slurm", "roles": ["slurm_worker"], "rack": f"r{r + 1:02d}",
         "switch": f"leaf{r + 1:02d}",
         "addresses": {"management": "auto", "fabric": "auto", "storage": "auto"},

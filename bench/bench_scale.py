@@ -4,7 +4,8 @@ Times the WHOLE ``estate check SPEC`` and ``estate render SPEC -o DIR`` processe
 subprocess of the venv's ``estate``: interpreter start, imports and schema loading
 included) on specs of stacks/example-prod.yaml's shape from bench_check_render.big_spec:
 
-- 1,000, 10,000 and 50,000 Slurm nodes (racks of 250; prod's four Kubernetes workers);
+- 1,000, 10,000 and 50,000 Slurm nodes (racks of 250; prod's four Kubernetes workers),
+  and 10,016 in prod's own racks of 32 (313 node groups and leaf switches);
 - 1,000 and 8,000 Kubernetes workers (``inf[...]``, L40S; 1,000 Slurm nodes).
 
 In the same run, as the reference, a real slurmctld (``/usr/sbin/slurmctld -D -f``) on the
@@ -59,7 +60,10 @@ ESTATE = ROOT / ".venv" / "bin" / "estate"
 PYTHON = ROOT / ".venv" / "bin" / "python"
 SLURMCTLD, SCONTROL = "/usr/sbin/slurmctld", shutil.which("scontrol") or "/usr/bin/scontrol"
 LOCK = "/tmp/estate-lab.lock"
-SLURM_SCALES = (1_000, 10_000, 50_000)
+# (nodes, nodes per rack): one node group and leaf switch per rack. 10,000 nodes come twice:
+# in racks of 250 and in example-prod's own racks of 32 (313 groups; the validators' and
+# the network files' work grows with the groups), each against slurmctld on its own tree.
+SLURM_SCALES = ((1_000, PER_RACK), (10_000, PER_RACK), (10_016, 32), (50_000, PER_RACK))
 K8S_SCALES = (1_000, 8_000)
 K8S_SLURM_NODES = 1_000
 
@@ -226,8 +230,8 @@ def can_run_slurmctld() -> bool:
                                                         SLURMCTLD)))
 
 
-def slurmctld_times(rendered: dict[int, tuple[Path, int, Path]]) -> dict[int, dict]:
-    """{nodes: (render dir, runs, spec)} -> {nodes: {check, render, slurmctld: times}}:
+def slurmctld_times(rendered: dict[str, tuple[Path, int, Path]]) -> dict[str, dict]:
+    """{scale: (render dir, runs, spec)} -> {scale: {check, render, slurmctld: times}}:
     one namespace, one munged and one hold of the lab lock for every series (about 1 min
     in all at 1,000-50,000 nodes)."""
     if not can_run_slurmctld():
@@ -238,8 +242,8 @@ def slurmctld_times(rendered: dict[int, tuple[Path, int, Path]]) -> dict[int, di
     try:
         sock, munged_pid = munged_up(tmp)
         series, addrs, host = [], [], None
-        for n, (out, runs, spec) in rendered.items():
-            d = tmp / str(n)
+        for i, (out, runs, spec) in enumerate(rendered.values()):
+            d = tmp / f"series{i}"   # slurm.conf's paths: no spaces
             d.mkdir(mode=0o755)
             conf, host_n, addrs_n = ctld_conf(out, d, sock)
             assert host in (None, host_n), (host, host_n)
@@ -276,6 +280,10 @@ def _stop(pid: int) -> None:
 
 # --- the run -----------------------------------------------------------------------------
 
+def _label(nodes: int, per_rack: int) -> str:
+    return f"{nodes:,}" + ("" if per_rack == PER_RACK else f" (racks of {per_rack})")
+
+
 def med(times: list[float] | None) -> float | None:
     return round(statistics.median(times), 3) if times else None
 
@@ -294,7 +302,7 @@ def case(work: Path, name: str, spec: dict, runs: int) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--quick", action="store_true", help="1,000 and 10,000 nodes only")
+    ap.add_argument("--quick", action="store_true", help="1,000 and 10,000 nodes only (both shapes)")
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--inner", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -311,26 +319,27 @@ def main() -> int:
     res["import_estate_cli_s"] = med(whole([str(PYTHON), "-c", "import estate.cli"], args.runs))
     res["import_estate_commands_s"] = med(whole([str(PYTHON), "-c", ENTRY_IMPORTS], args.runs))
     res["estate_help_s"] = med(whole([str(ESTATE), "--help"], args.runs))
-    slurm = SLURM_SCALES[:2] if args.quick else SLURM_SCALES
+    slurm = SLURM_SCALES[:3] if args.quick else SLURM_SCALES
     k8s = K8S_SCALES[:1] if args.quick else K8S_SCALES
     with tempfile.TemporaryDirectory(prefix="estate-bench-scale-") as work:
         res["slurm"], res["kubernetes"] = {}, {}
         ctld = can_run_slurmctld()
-        for n in slurm:
+        for n, per in slurm:
             # with slurmctld, one warm-up here (the tree slurmctld reads, the caches a
             # user's second run finds); the measured runs are the interleaved rounds below
             runs = 1 if ctld else 3 if n >= 50_000 else args.runs
-            res["slurm"][n] = case(Path(work), f"slurm{n}", big_spec(racks=n // PER_RACK),
-                                   runs)
-            print(f"slurm {n}: {res['slurm'][n]}", file=sys.stderr, flush=True)
+            res["slurm"][_label(n, per)] = case(
+                Path(work), f"slurm{n}-{per}", big_spec(racks=n // per, per_rack=per), runs)
+            print(f"slurm {_label(n, per)}: {res['slurm'][_label(n, per)]}", file=sys.stderr,
+                  flush=True)
         for n in k8s:
             spec = big_spec(racks=K8S_SLURM_NODES // PER_RACK, k8s_workers=n)
             res["kubernetes"][n] = case(Path(work), f"k8s{n}", spec, args.runs)
             print(f"kubernetes {n}: {res['kubernetes'][n]}", file=sys.stderr, flush=True)
         # the Slurm scales' rounds last, under one short hold of the lab lock
-        rounds = slurmctld_times({n: (Path(work) / f"slurm{n}-out", 3 if n >= 50_000 else
-                                      args.runs, Path(work) / f"slurm{n}.yaml")
-                                  for n in slurm})
+        rounds = slurmctld_times({_label(n, per): (
+            Path(work) / f"slurm{n}-{per}-out", 3 if n >= 50_000 else args.runs,
+            Path(work) / f"slurm{n}-{per}.yaml") for n, per in slurm})
         for n, times in rounds.items():
             row = res["slurm"][n]
             row["first_check_s"], row["first_render_s"] = row["check_s"], row["render_s"]
@@ -350,7 +359,7 @@ def main() -> int:
           "| ratio check/slurmctld | ratio render/slurmctld |")
     print("|---:|---:|---:|---:|---:|---:|")
     for n, r in res["slurm"].items():
-        print(f"| {n:,} | {r['check_s']} s | {r['render_s']} s | {r.get('slurmctld_s')} s "
+        print(f"| {n} | {r['check_s']} s | {r['render_s']} s | {r.get('slurmctld_s')} s "
               f"| {r.get('ratio_check')} | {r.get('ratio_render')} |")
     print("| Kubernetes workers | estate check | estate render |\n|---:|---:|---:|")
     for n, r in res["kubernetes"].items():
