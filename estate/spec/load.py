@@ -395,7 +395,7 @@ def parse_yaml(text: str, filename: str) -> tuple[object, Source, list[Finding]]
         if built.done:
             source.marks = built.marks
             return built.root, source, []
-        # Compose once (libyaml when present), keep the marks, then construct from the node.
+        # What the one pass left to PyYAML: compose (libyaml when present), construct, walk.
         loader = _Loader(text)
         node = None
         try:
