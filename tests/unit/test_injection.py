@@ -14,9 +14,11 @@ a quote and a newline followed by a YAML key, YAML's null and boolean words, '..
 """
 from __future__ import annotations
 
+import atexit
 import copy
 import json
 import re
+import shutil
 import tempfile
 import types
 import typing
@@ -230,6 +232,7 @@ def spec_data() -> dict:
 @lru_cache(maxsize=1)
 def companions() -> Path:
     base = Path(tempfile.mkdtemp(prefix="estate-injection-"))
+    atexit.register(shutil.rmtree, base, True)   # one per test process, gone when it ends
     for name in ("hooks/prolog.sh", "hooks/epilog.sh", "hooks/nhc", *PLANTED_POWER.values()):
         (base / name).parent.mkdir(exist_ok=True)
         (base / name).write_bytes(b"#!/bin/sh\nexit 0\n")
