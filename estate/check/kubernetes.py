@@ -4,7 +4,6 @@ that cannot do them). The rendered files are checked by estate.check.kubernetes_
 """
 from __future__ import annotations
 
-import json
 import re
 from itertools import islice
 
@@ -455,9 +454,10 @@ def _slurm_only(loc: tuple) -> bool:
 def yaml_word(estate):
     if not _plane(estate):
         return
-    data = estate.spec.model_dump(by_alias=True, mode="json", exclude_defaults=True)
-    if not _QUOTED_YAML_WORD.search(json.dumps(data)):
+    if not _QUOTED_YAML_WORD.search(estate.spec.model_dump_json(by_alias=True,
+                                                                exclude_defaults=True)):
         return
+    data = estate.spec.model_dump(by_alias=True, mode="json", exclude_defaults=True)
     for loc, text in _strings(data):
         if YAML_WORD.fullmatch(text) and not _slurm_only(loc):
             yield problem(loc, f"'{text}' reads as a boolean or null in the Kubernetes "

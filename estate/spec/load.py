@@ -45,19 +45,26 @@ def spec_path(loc: Loc) -> str:
     return out or "<root>"
 
 
-def _walk(node: yaml.Node, loc: Loc, marks: dict, seen: set) -> None:
+def _walk(node: yaml.Node, loc: Loc, marks: dict, seen: set, visit=None) -> None:
+    """The marks of every spec path under node; visit(node, loc), if given, sees every
+    distinct node once, mapping keys included."""
     marks.setdefault(loc, (node.start_mark.line + 1, node.start_mark.column + 1))
     if id(node) in seen:    # an alias: its marks are those of the anchored node, once
         return
     seen.add(id(node))
+    if visit is not None:
+        visit(node, loc)
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
-            child = loc + (key.value,)
+            if visit is not None:
+                visit(key, loc)
+            # a collection as a key: "?" in the path, as _scan_events writes it
+            child = loc + (key.value if isinstance(key, yaml.ScalarNode) else "?",)
             marks[child] = (key.start_mark.line + 1, key.start_mark.column + 1)
-            _walk(value, child, marks, seen)
+            _walk(value, child, marks, seen, visit)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            _walk(item, loc + (i,), marks, seen)
+            _walk(item, loc + (i,), marks, seen, visit)
 
 
 @dataclass
@@ -315,8 +322,8 @@ class _Builder:
         except yaml.YAMLError:
             raise
         except Exception as exc:  # noqa: BLE001 - each constructor fails its own way
-            self.findings.append(scalar_finding(event.value, tag, exc, path,
-                                                f"{self.filename}:{mark[0]}:{mark[1]}"))
+            self.findings.append(_scalar_finding(event.value, tag, exc, path,
+                                                 f"{self.filename}:{mark[0]}:{mark[1]}"))
             return None
 
     def _attach(self, value) -> None:
@@ -330,7 +337,7 @@ class _Builder:
             container[key] = value
 
 
-def scalar_finding(value: str, tag: str, exc: Exception, path: Loc, where: str) -> Finding:
+def _scalar_finding(value: str, tag: str, exc: Exception, path: Loc, where: str) -> Finding:
     kind = tag.rsplit(":", 1)[-1]
     why = f" ({exc})" if isinstance(exc, (ValueError, OverflowError)) else ""
     return _error("spec.yaml_value", f"YAML reads {value!r} as type {kind} (by its form "
@@ -345,29 +352,19 @@ def _bad_scalars(node: yaml.Node, filename: str) -> list[Finding]:
     exception."""
     probe = _Loader("")
     found: list[Finding] = []
-    seen: set[int] = set()
 
     def visit(n: yaml.Node, loc: Loc) -> None:
-        if id(n) in seen:
+        if not isinstance(n, yaml.ScalarNode):
             return
-        seen.add(id(n))
-        if isinstance(n, yaml.ScalarNode):
-            try:
-                probe.construct_object(n)
-            except yaml.YAMLError:
-                pass
-            except Exception as exc:  # noqa: BLE001
-                found.append(scalar_finding(n.value, n.tag, exc, loc, f"{filename}:"
-                                            f"{n.start_mark.line + 1}:{n.start_mark.column + 1}"))
-        elif isinstance(n, yaml.MappingNode):
-            for key, value in n.value:
-                visit(key, loc)
-                visit(value, loc + (key.value,) if isinstance(key, yaml.ScalarNode) else loc)
-        elif isinstance(n, yaml.SequenceNode):
-            for i, item in enumerate(n.value):
-                visit(item, loc + (i,))
+        try:
+            probe.construct_object(n)
+        except yaml.YAMLError:
+            pass
+        except Exception as exc:  # noqa: BLE001
+            found.append(_scalar_finding(n.value, n.tag, exc, loc, f"{filename}:"
+                                         f"{n.start_mark.line + 1}:{n.start_mark.column + 1}"))
 
-    visit(node, ())
+    _walk(node, (), {}, set(), visit)
     probe.dispose()
     return found
 

@@ -135,6 +135,7 @@ BAD_SCALARS = [
     ("a: !!float x\n", "a", "t.yaml:1:4", "float"),
     ("!!int k: v\n", "k", "t.yaml:1:1", "int"),
     ("&k a: 1\n*k : !!int x\n", "a", "t.yaml:2:6", "int"),   # through PyYAML's path
+    ("a: !!int x\n? [b]\n: 1\n", "a", "t.yaml:1:4", "int"),  # there, beside a list as a key
 ]
 
 
