@@ -85,7 +85,7 @@ slurm-roots: deps
 	@for v in $$(python3 -m estate.catalogue releases); do scripts/slurm-root.sh $$v >/dev/null || exit 1; done
 
 golden: venv
-	$(VENV)/bin/python -m tests.golden.update
+	$(VENV)/bin/python scripts/golden.py
 
 bench: venv
 	$(VENV)/bin/python bench/bench_check_render.py

@@ -4,7 +4,7 @@ byte for byte.
 The tree is written by the real writer (estate.render.write_tree) into a temporary
 directory, so the snapshot also shows each file's consumers, mode and owner. A change to
 any output shows up in review as a diff under tests/golden/. Regenerate deliberately with
-`make golden` (python -m tests.golden.update), then review the diff; the test itself
+`make golden` (scripts/golden.py), then review the diff; the test itself
 never writes.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.golden.update import GOLDEN, PICTURE, STACKS, draw_picture, render_stack
+from scripts.golden import GOLDEN, PICTURE, STACKS, draw_picture, render_stack
 
 
 def tree(root: Path) -> dict[str, bytes]:

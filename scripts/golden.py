@@ -1,8 +1,10 @@
-"""Rewrite the golden snapshots from the current renderer: `make golden`, then review the diff.
+"""Rewrite the golden snapshots (tests/golden/<stack>/) from the current renderer: `make
+golden`, then review the diff. Plumbing of the project, not a test: the Makefile runs it,
+and tests/golden/test_golden.py reads the same functions to compare.
 
 It also redraws the README's picture of example-prod (docs/estate-example-prod.svg).
 
-    python -m tests.golden.update
+    .venv/bin/python scripts/golden.py
 """
 from __future__ import annotations
 
@@ -10,12 +12,14 @@ import shutil
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # run as a script
+
 from estate.pipeline import build
 from estate.render import write_tree
 from estate.render.picture import render_svg
 
-ROOT = Path(__file__).resolve().parents[2]
-GOLDEN = Path(__file__).parent
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = ROOT / "tests" / "golden"
 PICTURE = ROOT / "docs" / "estate-example-prod.svg"
 STACKS = sorted(p for p in (ROOT / "stacks").glob("*.yaml") if not p.name.startswith("Pulumi."))
 
