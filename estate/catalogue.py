@@ -87,8 +87,10 @@ ROLES: dict[str, Role] = {r.name: r for r in (
          loads=("slurmdbd.conf",)),
     Role("slurm_controller", "slurm", ("slurmctld", "slurm-client", *SLURM_PLUGINS),
          ("slurmctld",), loads=("slurm.conf",), spec_role=True, stage="slurm-controllers"),
-    Role("slurmrestd", "slurm", ("slurmrestd", *SLURM_PLUGINS), ("slurmrestd",),
-         loads=("slurm.conf", "slurmrestd"), spec_role=True, stage="slurm-nodes"),
+    # stunnel4: the TLS front, so that JWTs never cross a segment in clear
+    Role("slurmrestd", "slurm", ("slurmrestd", "stunnel4", *SLURM_PLUGINS),
+         ("slurmrestd", "stunnel@slurmrestd"), loads=("slurm.conf", "slurmrestd"), spec_role=True,
+         stage="slurm-nodes"),
     Role("slurm_login", "slurm", ("slurm-client", *SLURM_PLUGINS), loads=("slurm.conf",),
          spec_role=True, stage="slurm-nodes"),
     Role("slurm_worker", "slurm", ("slurmd", *SLURM_PLUGINS), ("slurmd",),
@@ -100,6 +102,10 @@ ROLES: dict[str, Role] = {r.name: r for r in (
     Role("k8s_packages", "kubernetes", ("curl", "gpg"),
          external=("kubelet", "kubeadm", "kubectl")),
     Role("gpu_node", "kubernetes", ("curl", "gpg"), external=("nvidia-container-toolkit",)),
+    # telemetry (spec.monitoring): the node exporter on every node, Prometheus (which
+    # ships promtool) on the monitoring host
+    Role("node_exporter", None, ("prometheus-node-exporter",), ("prometheus-node-exporter",)),
+    Role("monitoring", None, ("prometheus",), ("prometheus",)),
     Role("k8s_control_plane", "kubernetes", spec_role=True, stage="k8s-control-plane"),
     Role("k8s_worker", "kubernetes", spec_role=True, stage="k8s-workers"),
 )}
@@ -129,6 +135,8 @@ PHASES: list[tuple[str, list[str]]] = [
     ("k8s_control", ["k8s_control_plane"]),
     # The control plane again (a no-op by then): workers take a join token from it.
     ("k8s_join", ["k8s_control_plane", "k8s_worker"]),
+    # The exporters and Prometheus once the daemons they watch are there.
+    ("telemetry", ["node_exporter", "monitoring"]),
     # Last: where the kernel has no NFS the storage role fails, and nothing should wait on it.
     # Servers export before any client mounts: the storage deploy runs in both phases, with
     # the part of its work each phase does as its argument (PHASE_ARGS).
@@ -166,6 +174,8 @@ HOST_TOOLS: dict[str, tuple[str, ...]] = {
     "network": ("iproute2", "iptables", "nftables", "procps", "psmisc", "util-linux"),
     # VM tier: real kernels for NFS (QEMU under TCG)
     "vm": ("qemu-system-x86", "qemu-utils"),
+    # promtool, which checks and tests the rendered Prometheus rules (tests/unit)
+    "telemetry": ("prometheus",),
     # .venv on Debian's own interpreter, built with PGO and LTO (scripts/venv.sh)
     "python": ("python3", "python3-venv"),
 }
@@ -179,7 +189,8 @@ HOST_SUITE = "bookworm"
 SLURM_SUITES = {"22.05": "bookworm", "24.11": "trixie"}
 # The Slurm a spec targets until it sets slurm.version: the host suite's.
 DEFAULT_SLURM = next(v for v, suite in SLURM_SUITES.items() if suite == HOST_SUITE)
-ROOT_ROLES = ("munge", "slurmdbd", "slurm_controller", "slurm_login", "slurm_worker")
+ROOT_ROLES = ("munge", "slurmdbd", "slurm_controller", "slurmrestd", "slurm_login",
+              "slurm_worker")
 # Never installed: it takes over the slurmctld/slurmd alternatives with a build that dies.
 CONFLICTS = ("slurm-wlm-emulator",)
 

@@ -33,7 +33,7 @@ from estate.catalogue import (CONFLICTS, HOST_ROLES, HOST_SUITE, HOST_TOOLS, ROL
                               UNPACKAGED_PLUGINS, host_packages, packages, plugin_file,
                               plugin_package)
 from estate.model import nvidia
-from estate.model.services import JWT_KEY, MUNGE_KEY, uses_jwt
+from estate.model.services import JWT_KEY, MUNGE_KEY, TLS_SEED, uses_jwt
 from estate.model.slurm import BLOCK_TOPOLOGY
 from estate.output import Output, annotation, make_console, output_option
 
@@ -48,14 +48,18 @@ ERROR, WARNING = "error", "warning"
 COMMANDS: dict[str, tuple[str, ...]] = {
     "munge": ("munged",), "mariadb-server": ("mariadbd",), "slurmdbd": ("slurmdbd",),
     "slurmctld": ("slurmctld",), "slurmd": ("slurmd",), "slurmrestd": ("slurmrestd",),
+    "stunnel4": ("stunnel4",),
     "slurm-client": ("scontrol", "srun", "sinfo", "sacctmgr"), "chrony": ("chronyd",),
     "nftables": ("nft",), "containerd": ("containerd",), "nfs-kernel-server": ("exportfs",),
     "docker.io": ("dockerd", "docker"), "vagrant": ("vagrant",), "debootstrap": ("debootstrap",),
+    "prometheus": ("prometheus", "promtool"),
+    "prometheus-node-exporter": ("prometheus-node-exporter",),
 }
 # The service a catalogue role runs -> the command of COMMANDS that starts it, where the
 # names differ (the unit test holds each role's services to its packages' commands).
 SERVICE_COMMANDS = {"munge": "munged", "mariadb": "mariadbd", "chrony": "chronyd",
-                    "nftables": "nft", "nfs-server": "exportfs"}
+                    "nftables": "nft", "nfs-server": "exportfs",
+                    "stunnel@slurmrestd": "stunnel4"}
 
 # The oldest Slurm that accepts what the renderer writes (Slurm's RELEASE_NOTES):
 # (rendered file, text in it, or None for "the file is rendered at all", oldest
@@ -587,6 +591,7 @@ def key_names(estate) -> dict[str, str]:
     names = {"doctor.munge_key": MUNGE_KEY.file}
     if uses_jwt(estate.spec):
         names["doctor.jwt_key"] = JWT_KEY.file
+        names["doctor.tls_seed"] = TLS_SEED.file   # slurmrestd's TLS front is issued from it
     return names
 
 
@@ -597,7 +602,8 @@ def check_keys(estate, secrets: Path | None, lab: bool) -> list[Check]:
         # an apply to real nodes uploads the operator's and stops without them.
         return [Check(id, ERROR, lab, f"{name}: " + (
             "created by the lab" if lab else "no secrets directory given"),
-            "" if lab else "--secrets DIR (or ESTATE_MUNGE_KEY_B64 / ESTATE_JWT_KEY_B64)",
+            "" if lab else "--secrets DIR (or ESTATE_MUNGE_KEY_B64 / ESTATE_JWT_KEY_B64 / "
+            "ESTATE_TLS_SEED_B64)",
             target) for id, name in key_names(estate).items()]
     return [_key(id, Path(secrets) / name, target) for id, name in key_names(estate).items()]
 

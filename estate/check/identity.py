@@ -1,4 +1,5 @@
-"""Identity validators: users and groups rendered identically onto every node."""
+"""Identity validators: users and groups rendered identically onto every node, and the IDs
+Kubernetes tenants' pods are granted from them (kubernetes.tenants[].run_as)."""
 from __future__ import annotations
 
 from estate.check._common import duplicates, problem
@@ -83,3 +84,59 @@ def missing_service_account(estate):
                           "daemons run as it and its UID must be the same on every node",
                           f"add {{name: {account}, uid: <fixed>, group: {account}, "
                           "system: true}} and its group")
+
+
+def _grants(estate):
+    """(tenant index, tenant) for each Kubernetes tenant with a run_as grant."""
+    plane = estate.spec.kubernetes
+    for ti, tenant in enumerate(plane.tenants if plane else ()):
+        if tenant.run_as:
+            yield ti, tenant
+
+
+@validator("identity.run_as_unknown", E, "identity",
+           "a tenant's run_as names a user or group that identity does not define")
+def run_as_unknown(estate):
+    ident = estate.spec.identity
+    known = {"users": {u.name for u in ident.users}, "groups": {g.name for g in ident.groups}}
+    for ti, tenant in _grants(estate):
+        for key in ("users", "groups"):
+            for i, name in enumerate(getattr(tenant.run_as, key)):
+                if name not in known[key]:
+                    yield problem(("kubernetes", "tenants", ti, "run_as", key, i), f"tenant "
+                                  f"'{tenant.name}' runs as {key[:-1]} '{name}', which "
+                                  f"identity.{key} does not define: it has no ID to admit "
+                                  "pods by", f"add it to identity.{key}, or fix the name")
+
+
+def _system_account(user) -> bool:
+    from estate.model.services import MUNGE_USER, SLURM_USER
+    return user.system or user.uid == 0 or user.name in (SLURM_USER, MUNGE_USER)
+
+
+@validator("identity.run_as_system", E, "identity",
+           "a tenant's pods granted root's or a system account's ID (slurm, munge)")
+def run_as_system(estate):
+    ident = estate.spec.identity
+    users = {u.name: u for u in ident.users}
+    system = {u.group for u in ident.users if _system_account(u)} | \
+        {g.name for g in ident.groups if g.gid == 0}
+    for ti, tenant in _grants(estate):
+        loc = ("kubernetes", "tenants", ti, "run_as")
+        for i, name in enumerate(tenant.run_as.users):
+            user = users.get(name)
+            if user and _system_account(user):
+                yield problem((*loc, "users", i), f"tenant '{tenant.name}' runs as '{name}' "
+                              f"(uid {user.uid}), root or a system account: its pods would own "
+                              "the daemons' files wherever they reach them",
+                              "grant a person's or the tenant's own user")
+            elif user and user.group in system:
+                yield problem((*loc, "users", i), f"tenant '{tenant.name}' runs as "
+                              f"'{name}', whose primary group '{user.group}' (granted with "
+                              "the user) is root's or a system account's",
+                              f"give '{name}' a primary group of its own")
+        for i, name in enumerate(tenant.run_as.groups):
+            if name in system:
+                yield problem((*loc, "groups", i), f"tenant '{tenant.name}' is granted group "
+                              f"'{name}', root's or a system account's: its pods could read "
+                              "and write what the daemons' group owns", "grant a people's group")

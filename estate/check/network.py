@@ -71,6 +71,8 @@ def _segment_refs(spec):
         yield ("storage", "exports", i, "segment"), export.segment
     for i, flow in enumerate(spec.firewall.flows):
         yield ("firewall", "flows", i, "segment"), flow.segment
+    if spec.monitoring:
+        yield ("monitoring", "segment"), spec.monitoring.segment
 
 
 @validator("network.unknown_segment", E, "network", "a reference to a segment that is not defined")

@@ -2,7 +2,7 @@
 
 Every Slurm node of the spec (controllers, login nodes, workers) gets a network
 namespace on one bridge with its address from the spec, its own hostname, and a
-private view of /run, /var/spool, /var/log, /etc/slurm, /etc/estate, /etc/hosts, /etc/passwd and
+private view of /run, /var/spool, /var/log, /etc/slurm, /etc/estate, /etc/stunnel, /etc/hosts, /etc/passwd and
 /etc/group (the spec's users added), so that
 daemons that share this machine's filesystem still behave as on separate hosts.
 Each node receives exactly the rendered artifacts whose consumers name it, as the
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from estate.catalogue import HOST_SUITE, SLURM_SUITES
-from estate.lab import driver
+from estate.lab import driver, netns_bridge
 from estate.lab.driver import LabError
 from estate.pipeline import build
 from estate.render import write_tree
@@ -62,7 +62,8 @@ IPT_RULES = (["-i", BRIDGE, "-j", "ACCEPT"], ["-o", BRIDGE, "-j", "ACCEPT"])
 # Paths each node sees privately: (in-node path, directory under the node's state).
 # /run comes first: the munge socket directory is bound inside it.
 PRIVATE = (("/run", "run"), ("/var/spool", "spool"), ("/var/log", "log"),
-           ("/etc/slurm", "etc/slurm"), (ESTATE_ETC, "etc/estate"))
+           ("/etc/slurm", "etc/slurm"), (ESTATE_ETC, "etc/estate"),
+           ("/etc/stunnel", "etc/stunnel"))
 # What a node of a release root sees of this machine (bound before its private paths).
 ROOT_SYSTEM = ("/proc", "/sys", "/dev")
 ROOT_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "slurm-root.sh"
@@ -280,6 +281,19 @@ class Lab:
     def mismatches(self) -> list[slurm_view.Mismatch]:
         return slurm_view.compare(self.estate, self.view())
 
+    def add_namespace(self, name: str, cidr: str) -> str:
+        """A namespace for a host outside the Slurm lab (a bridge's client), with one
+        address on the lab's bridge; down() removes it with the others."""
+        taken = len(list(NETNS_DIR.glob(NS_PREFIX + "*")))   # the nodes' and earlier ones
+        ns, veth = NS_PREFIX + name, f"{VETH_PREFIX}x{taken}"
+        sh("ip", "netns", "add", ns)
+        sh("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
+        sh("ip", "link", "set", veth, "master", BRIDGE, "up")
+        sh("ip", "-n", ns, "addr", "add", cidr, "dev", "eth0")
+        sh("ip", "-n", ns, "link", "set", "eth0", "up")
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+        return ns
+
     def start(self, name: str, daemon: str, argv: list[str]) -> None:
         out = self.node_dir(name) / "out"
         out.mkdir(exist_ok=True)
@@ -330,6 +344,7 @@ class Lab:
         for name in self.powered_workers():
             self.start_slurmd(name)
         self.wait_workers(deadline)
+        netns_bridge.up(self, deadline)
 
     # --- daemons, one at a time (also for tests that stop and restart them) ----------
 

@@ -3,8 +3,9 @@ the nftables renderer, the tenants' NetworkPolicies, slurm.conf (SrunPortRange),
 `estate doctor`, `estate check` (flows.required_cut) and the lab's reachability probe.
 
 The defaults follow from the spec's roles, so a spec rarely names a flow: `firewall.admin`
-and `firewall.monitoring` say where operators and scrapers sit, and `firewall.flows` adds a
-flow or replaces a default of the same name. Sources are node addresses on the flow's
+and `firewall.monitoring` say where operators and outside scrapers sit, `monitoring.host`
+is the one node that scrapes the exporters, and `firewall.flows` adds a flow or replaces a
+default of the same name. Sources are node addresses on the flow's
 segment (consecutive addresses merged into ranges), never whole segments, except for the
 admin and monitoring hosts, which are not nodes.
 """
@@ -93,7 +94,8 @@ class Matrix:
 
 
 # The names of the default flows: a spec flow with one of them replaces that default.
-DEFAULT_NAMES = frozenset(("ssh", "node-exporter", "dcgm-exporter", "slurmctld", "slurmd",
+DEFAULT_NAMES = frozenset(("ssh", "node-exporter", "dcgm-exporter", "slurm-exporter",
+                           "kube-state-metrics", "prometheus", "slurmctld", "slurmd",
                            "srun", "slurmdbd", "slurmrestd", "nfs", "kube-apiserver",
                            "kubelet", "etcd", "calico-typha", "calico-vxlan", "calico-bgp"))
 
@@ -188,19 +190,44 @@ def _flow(name, to, segment, sources, reason, path, port=None, proto="tcp", cidr
 
 def _access(estate: Estate) -> list[Flow]:
     every, mgmt = frozenset(estate.nodes), management(estate)
-    fw = estate.spec.firewall
-    out = [_flow("ssh", every, mgmt, (), "admin hosts and the provisioner log in and "
-                 "provision over ssh", ("firewall", "admin"), cidrs=admin_cidrs(estate))]
-    if fw.monitoring:
-        out.append(_flow("node-exporter", every, mgmt, (), "the monitoring hosts scrape "
-                         "every node's exporter", ("firewall", "monitoring"),
-                         cidrs=[str(c) for c in fw.monitoring]))
-        # the DCGM exporter runs on the host network of every Kubernetes GPU worker
-        # (estate.render.gpu_addons); without monitoring hosts nothing may scrape it
-        out.append(_flow("dcgm-exporter", _gpu_workers(estate), mgmt, (), "the monitoring "
-                         "hosts scrape the GPU metrics of the Kubernetes GPU workers",
-                         ("firewall", "monitoring"), cidrs=[str(c) for c in fw.monitoring]))
+    return [_flow("ssh", every, mgmt, (), "admin hosts and the provisioner log in and "
+                  "provision over ssh", ("firewall", "admin"), cidrs=admin_cidrs(estate))
+            ] + _telemetry(estate)
+
+
+def _telemetry(estate: Estate) -> list[Flow]:
+    """The exporters admit the monitoring host (spec.monitoring) and the scrapers outside
+    the estate (firewall.monitoring), nobody else; the admin hosts reach Prometheus."""
+    mon, fw = estate.spec.monitoring, estate.spec.firewall
+    cidrs = tuple(str(c) for c in fw.monitoring)
+    if mon is None and not cidrs:
+        return []
+    seg = mon.segment if mon else management(estate)
+    scraper = _hosts(estate, [mon.host]) if mon else frozenset()
+    path = ("monitoring",) if mon else ("firewall", "monitoring")
+
+    def scrape(name, to, what):
+        return _flow(name, to, seg, scraper, f"the monitoring host scrapes {what}", path,
+                     cidrs=cidrs)
+    # the DCGM exporter runs on the host network of every Kubernetes GPU worker
+    # (estate.render.gpu_addons); without a scraper nothing may reach it
+    out = [scrape("node-exporter", frozenset(estate.nodes), "every node's exporter"),
+           scrape("dcgm-exporter", _gpu_workers(estate), "the GPU metrics of the "
+                  "Kubernetes GPU workers")]
+    if mon is None:   # outside scrapers only: the exporters Estate runs without Prometheus
+        return out
+    out += [scrape("slurm-exporter", _hosts(estate, estate.spec.slurm.controllers),
+                   "the Slurm exporter on the controllers (jobs, nodes, GPUs by account)"),
+            scrape("kube-state-metrics", _control_planes(estate), "kube-state-metrics "
+                   "(Deployments and containers) on the control planes' host network"),
+            _flow("prometheus", scraper, seg, (), "the admin hosts reach Prometheus's UI "
+                  "and API", path, cidrs=admin_cidrs(estate))]
     return out
+
+
+def _control_planes(estate: Estate) -> frozenset[str]:
+    k8s = estate.spec.kubernetes
+    return _hosts(estate, k8s.control_plane) if k8s else frozenset()
 
 
 def _gpu_workers(estate: Estate) -> frozenset[str]:
@@ -245,9 +272,18 @@ def _slurm(estate: Estate) -> list[Flow]:
 
 def _bridge_nodes(estate: Estate) -> frozenset[str]:
     k8s = estate.spec.kubernetes
-    if not k8s or not any(t.slurmrestd for t in k8s.tenants):
+    if not k8s or not any(t.bridge for t in k8s.tenants):
         return frozenset()
     return _plane(estate, "kubernetes")
+
+
+def _minters(estate: Estate) -> frozenset[str]:
+    """The Slurm controllers, where a tenant has the bridge: their minter writes each
+    tenant's token into its namespace (estate.model.bridge)."""
+    k8s = estate.spec.kubernetes
+    if not k8s or not any(t.bridge for t in k8s.tenants):
+        return frozenset()
+    return _hosts(estate, estate.spec.slurm.controllers)
 
 
 def _storage(estate: Estate) -> list[Flow]:
@@ -269,8 +305,9 @@ def _kubernetes(estate: Estate) -> list[Flow]:
         # Pods on a control plane reach its API (the kubernetes Service's endpoint) from
         # their pod addresses: locally delivered, that traffic is never masqueraded.
         # ... and through the API VIP, which kube-vip moves between the control planes
-        _flow("kube-apiserver", cp, seg, nodes, "kubelets, the admins and pods (CoreDNS, "
-              "Calico's controllers) reach the API", path,
+        _flow("kube-apiserver", cp, seg, nodes | _minters(estate), "kubelets, the admins, "
+              "pods (CoreDNS, Calico's controllers) and the bridge's token minter on the "
+              "Slurm controllers reach the API", path,
               cidrs=admin_cidrs(estate) + (str(k8s.pod_cidr),),
               vips=(str(k8s.api_vip),) if k8s.api_vip else ()),
         _flow("kubelet", nodes, seg, cp, "the API server reaches kubelets (logs, exec, "

@@ -641,3 +641,32 @@ def tolerations_whitelist(estate: Estate, tenant: Tenant) -> list[dict]:
     every pod gets. Nothing else, so its pods cannot tolerate another pool's taint."""
     pools = [q.flavor for q in tenant_quotas(estate)[tenant.name]]
     return list(DEFAULT_TOLERATIONS) + [pool_toleration(p) for p in pools]
+
+
+# --- the identity a tenant's pods run as -------------------------------------------------
+
+# supplementalGroupsPolicy: Strict keeps the groups an image's /etc/group gives its user out
+# of a pod's processes. The API server keeps the field from 1.33 (beta, on by default; GA in
+# 1.35; before that it drops it, so requiring it would refuse every pod); containerd 2 runs it.
+STRICT_GROUPS_SINCE = (1, 33)
+
+
+@dataclass(frozen=True)
+class RunAsIds:
+    """What a tenant's run_as grants, as (name, id) pairs in the spec's order."""
+    users: tuple[tuple[str, int], ...]
+    groups: tuple[tuple[str, int], ...]   # the granted groups, then the users' primary groups
+
+
+def run_as_ids(estate: Estate, tenant: Tenant) -> RunAsIds | None:
+    """None without a grant. Names spec.identity does not define are left out (the identity
+    validators report them): a grant of unknown names admits no pod, never any."""
+    if tenant.run_as is None:
+        return None
+    ident = estate.spec.identity
+    users = {u.name: u for u in ident.users}
+    gids = {g.name: g.gid for g in ident.groups}
+    granted = [users[n] for n in dict.fromkeys(tenant.run_as.users) if n in users]
+    groups = dict.fromkeys([*tenant.run_as.groups, *(u.group for u in granted)])
+    return RunAsIds(tuple((u.name, u.uid) for u in granted),
+                    tuple((g, gids[g]) for g in groups if g in gids))

@@ -22,6 +22,10 @@ PORTS = {"ssh": 22, "slurmctld": 6817, "slurmd": 6818, "kube-apiserver": 6443, "
          "kubelet": 10250, "node-exporter": 9100,
          # NVIDIA's DCGM exporter on GPU workers (DCGM_EXPORTER_LISTEN in its manifest)
          "dcgm-exporter": 9400,
+         # telemetry (estate.model.monitoring): Prometheus itself; the Slurm exporter on the
+         # controllers (9341, the Slurm exporter's port in Prometheus's port allocations);
+         # kube-state-metrics' own default port, on the control planes' host network
+         "prometheus": 9090, "slurm-exporter": 9341, "kube-state-metrics": 8080,
          # Calico (estate.model.cni): Felix's default VXLAN port (FelixConfiguration
          # vxlanPort, the IANA port), Typha's port, BGP between calico-node's BIRDs
          "calico-vxlan": 4789, "calico-typha": 5473, "calico-bgp": 179}
@@ -49,7 +53,9 @@ class Key:
 
 MUNGE_KEY = Key("munge.key", 128, "ESTATE_MUNGE_KEY_B64")   # mungekey's default, 1024 bits
 JWT_KEY = Key("jwt_hs256.key", 32, "ESTATE_JWT_KEY_B64")    # Slurm's JWT guide: 32 bytes
-KEYS = {"munge": MUNGE_KEY, "jwt": JWT_KEY}
+# slurmrestd's TLS front: its CA and certificates are derived from it (estate.provision.tls)
+TLS_SEED = Key("tls-ca.seed", 32, "ESTATE_TLS_SEED_B64")
+KEYS = {"munge": MUNGE_KEY, "jwt": JWT_KEY, "tls": TLS_SEED}
 
 # Artifact path prefixes that several stages select by.
 GPU_DEVICES = "slurm/gpu-devices/"

@@ -16,6 +16,7 @@ from estate.catalogue import ORDER, SLURM_SUITES, SPEC_ROLES
 from estate.model.slurm import state_mount
 from estate.model.services import SLURM_USER, SLURMDBD_DATABASE, jwt_key_path
 from estate.render.artifacts import MANIFEST
+from estate.provision.tls import ensure_tls
 from estate.spec.hostlist import Hostlist
 from estate.spec.resolved import Estate
 
@@ -46,6 +47,10 @@ def deploys_for(roles: list[str], consumes: list[str], manifest: dict) -> list[s
         want.add("slurmdbd")
     if any(fnmatch(p, "storage/*") for p in consumes):
         want.add("storage")  # NFS clients: the nodes the rendered mounts name
+    if "monitoring/node-exporter.env" in consumes:
+        want.add("node_exporter")   # every node, where the spec has monitoring
+    if "monitoring/prometheus.yml" in consumes:
+        want.add("monitoring")      # the monitoring host
     if any(fnmatch(p, "kubernetes/containerd/*") for p in consumes):
         want |= {"k8s_node", "k8s_packages"}   # every Kubernetes-plane node
     if "kubernetes/containerd/config-gpu.toml" in consumes:
@@ -207,4 +212,6 @@ def pyinfra_inventory(estate: Estate, render_dir: Path, secrets_dir: Path | None
     applies the Kubernetes manifests (False where the Pulumi ConfigGroup owns them)."""
     ts = select(targets(estate, load_manifest(render_dir)), limit)
     runtime = runtime_facts(estate) | {"apply_manifests": manifests}
+    if secrets_dir is not None:
+        ensure_tls(secrets_dir, estate)   # the TLS front's files, derived from its seed
     return inventory(ts, render_dir, secrets_dir, runtime, conn)

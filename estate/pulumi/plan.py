@@ -67,7 +67,7 @@ class NodeStep:
     stage: str
     command: str
     digest: str                  # of the artifacts the node consumes (trigger)
-    secrets: tuple[str, ...]     # "munge", "jwt"
+    secrets: tuple[str, ...]     # "munge", "jwt", "tls"
     code: str = ""               # of the role code it runs and Estate's version (trigger)
     deploys: tuple[str, ...] = ()
     join: str | None = None      # "source": outputs the join material; "sink": takes it
@@ -209,6 +209,8 @@ def secret_hosts(estate: Estate, artifacts: Artifacts) -> dict[str, Hostlist]:
     out = {"munge": Hostlist(munge)}
     if uses_jwt(estate.spec):
         out["jwt"] = Hostlist.from_names(estate.spec.slurm.controllers)
+        # the TLS front's certificates are issued from it on the slurmrestd nodes' runs
+        out["tls"] = estate.role_hosts("slurmrestd")
     return out
 
 

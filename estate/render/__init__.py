@@ -16,11 +16,13 @@ from estate.spec.resolved import Estate
 # only if the module itself is missing, never on errors inside it.
 BUILDERS = [
     ("estate.render.slurm", "render_slurm"),
+    ("estate.render.bridge", "render_bridge"),
     ("estate.render.kubernetes", "render_kubernetes"),
     ("estate.render.lab", "render_lab"),
     ("estate.render.network", "render_network"),
     ("estate.render.identity", "render_identity"),
     ("estate.render.storage", "render_storage"),
+    ("estate.render.monitoring", "render_monitoring"),
 ]
 
 __all__ = ["Artifact", "Artifacts", "assemble", "render_all", "render_each", "write_tree"]

@@ -38,7 +38,7 @@ from estate.model.kubernetes import (  # the facts this renderer lays out
     tenant_resources, mig_layout, MIG_PARTED, DCGM_VERSION, NFD_VERSION,
     PLANE, plane_nodes, priority_class, sharing_for, tenant_quotas,
 )
-from estate.model import cni
+from estate.model import bridge, cni
 from estate.model import kubernetes as k8s
 from estate.kubernetes_releases import (CONTAINERD_CONFIG_VERSION, CONTAINERD_MAJOR,
                                         CONTAINERD_SUITE, DEBIAN_KEYRING, DEBIAN_MIRROR,
@@ -47,6 +47,7 @@ from estate.model.services import MANIFESTS
 from estate.model.flows import flow as matrix_flow
 from estate.render.cni import installation_spec, operator_manifest
 from estate.render import gpu_addons
+from estate.render.identity_policy import run_as_policy
 from estate.model.storage import grants
 from estate.render.artifacts import Artifact
 from estate.render.kueue_install import build_kueue_install
@@ -487,6 +488,14 @@ def bridge_egress(estate: Estate) -> dict | None:
             else None}
 
 
+def bridge_credentials(tenant: Tenant) -> dict | None:
+    """The bridge's Secret and its minter's names in the tenant's namespace."""
+    if not tenant.bridge:
+        return None
+    return {"user": tenant.bridge.user, "token_lifetime": tenant.bridge.token_lifetime,
+            "secret": bridge.SECRET, "minter": bridge.MINTER}
+
+
 def tenant_context(estate: Estate, tenant: Tenant) -> dict:
     ingress, egress = network_policy_peers(estate, tenant)
     return {
@@ -494,10 +503,12 @@ def tenant_context(estate: Estate, tenant: Tenant) -> dict:
         "gpu_share": tenant_resources(estate, tenant),
         "gpu_max_per_container": max_per_container(estate, tenant),
         "ingress_from": ingress, "egress_to": egress,
-        "slurmrestd": bridge_egress(estate) if tenant.slurmrestd else None,
+        "slurmrestd": bridge_egress(estate) if tenant.bridge else None,
+        "bridge": bridge_credentials(tenant),
         "claims": [c for c in nfs_claims(estate) if c["namespace"] == tenant.name],
         "foreign_priority_classes": foreign_priority_classes(estate, tenant),
         "groups": list(tenant.groups), "role": TENANT_ROLE,
+        "run_as": run_as_policy(estate, tenant),
     }
 
 

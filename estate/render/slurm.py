@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 
-from estate.model import model
+from markupsafe import Markup
+
+from estate.model import bridge, model
 from estate.model.flows import srun_ports
 from estate.model.slurm import (block_topology, def_mem_per_cpu, def_per_gpu, default_time,
                                 gpu_affinity, node_lines, propagate_except, state_mount,
@@ -22,7 +24,7 @@ from estate.model.services import (GPU_DEVICES, PORTS, SLURM_USER, SLURMDBD_DATA
                                    SLURMDBD_PATHS, STATE_DROPIN, hooks, jwt_key_path,
                                    slurm_daemon_paths, uses_jwt)
 from estate.render.artifacts import Artifact
-from estate.render.templates import RenderError, render_template
+from estate.render.templates import RenderError, render_template, shell_quote
 from estate.spec.hostlist import Hostlist, compress
 from estate.spec.resolved import Estate
 
@@ -119,6 +121,17 @@ def account_users(slurm) -> list[tuple[str, list[tuple[str, bool]]]]:
             for a in slurm.accounts if a.users]
 
 
+def bridge_associations(estate: Estate) -> list[dict]:
+    """Each grant's user with its (account, partition) associations, the only ones
+    accounting.sh leaves it (estate.model.bridge)."""
+    return [{"tenant": g.tenant, "user": g.user, "account": g.account, "qos": list(g.qos),
+             "partitions": list(g.partitions),
+             # a case pattern: each pair one quoted word, since '|' separates them there
+             "pattern": Markup("|").join(shell_quote(f"{g.account}|{p}")
+                                         for p in g.partitions)}
+            for g in bridge.grants(estate)]
+
+
 def _context(estate: Estate, source: str) -> dict:
     spec = estate.spec
     lines = node_lines(estate)
@@ -136,6 +149,7 @@ def _context(estate: Estate, source: str) -> dict:
         "extra": extra_settings(spec.slurm),
         "account_tree": account_tree(spec.slurm),
         "account_users": account_users(spec.slurm),
+        "bridges": bridge_associations(estate),
         "accounting_addr": (estate.address(spec.slurm.accounting.host,
                                            spec.slurm.address_segment)
                             if spec.slurm.accounting else None),
@@ -257,8 +271,8 @@ def slurmrestd_artifacts(estate: Estate) -> list[Artifact]:
         return []
     out = []
     for name in estate.role_hosts("slurmrestd"):
-        addr = estate.address(name, rest.segment)
+        # loopback only: its TLS front (estate.render.bridge) holds the segment's address
         out.append(Artifact(f"slurm/slurmrestd/{name}.env",
-                            f'SLURMRESTD_LISTEN="{addr}:{rest.port}"\n'.encode(),
+                            f'SLURMRESTD_LISTEN="{bridge.LOOPBACK}:{rest.port}"\n'.encode(),
                             Hostlist.from_names([name]), PLANE))
     return out

@@ -456,6 +456,33 @@ class StorageGrant(Strict):
                              "export is the Slurm plane's too (a cross-plane grant).")
 
 
+class Bridge(Strict):
+    """What a Kubernetes tenant may ask of Slurm over slurmrestd. Slurm itself enforces it:
+    the user's only associations are (account, partition) pairs of this grant, with these
+    QOS, so a job for anything else is refused by slurmctld whatever the caller sends."""
+    user: Name = Field(description="identity.users: the Slurm user the tenant's jobs are "
+                       "submitted and run as; its tokens name it (JWT claim sun). A user of "
+                       "its own: no slurm.accounts[].users may list it.")
+    account: Name = Field(description="slurm.accounts: the account the jobs are charged to.")
+    partitions: list[Name] = Field(min_length=1, description="Partitions the jobs may use.")
+    qos: list[Name] = Field([], description="QOS the jobs may use (the first is the "
+                            "default); default: the account's.")
+    token_lifetime: int = Field(900, ge=60, le=86400, description="The longest a token "
+                                "lives (seconds); the minter renews it at half that.")
+
+
+class RunAs(Strict):
+    """The IDs a tenant's pods may run as, named from spec.identity: an admission policy
+    refuses a pod whose securityContext sets or leaves any other UID or GID."""
+    users: list[Name] = Field(min_length=1, description="identity.users whose UIDs the "
+                              "pods may run as (runAsUser, which a pod must set); never a "
+                              "system user.")
+    groups: list[Name] = Field([], description="identity.groups whose GIDs the pods may use "
+                               "(runAsGroup, which a pod must set, fsGroup, "
+                               "supplementalGroups), besides the users' primary groups, "
+                               "which are always granted.")
+
+
 class Tenant(Strict):
     name: Name
     gpus: dict[Name, GpuQuota] = Field(description="GPU model -> nominal quota (GPUs).")
@@ -463,14 +490,17 @@ class Tenant(Strict):
     priority: K8sPriority = Field(0, description="PriorityClass value for the tenant's workloads.")
     allow_from: list[Name] = Field([], description="Tenants whose pods may reach this "
                                    "tenant's pods.")
-    slurmrestd: bool = Field(False, description="Granted the bridge to the batch plane: the "
-                             "tenant's pods may call slurmrestd (a NetworkPolicy egress rule, "
-                             "and the Kubernetes nodes in slurmrestd's firewall).")
+    bridge: Bridge | None = Field(None, description="Granted the bridge to the batch "
+                                  "plane: the tenant's pods submit jobs to slurmrestd (through "
+                                  "its TLS front) as one Slurm user, within this grant.")
     storage: list[StorageGrant] = Field([], description="Exports granted to the tenant: it "
                                         "gets a PersistentVolume for these only.")
     groups: list[Name] = Field([], description="identity.groups whose members administer "
                                "the tenant's namespace (a RoleBinding to Kubernetes' built-in "
                                "'edit' role there; nothing cluster-wide).")
+    run_as: RunAs | None = Field(None, description="The identity the tenant's pods run as "
+                                 "(a ValidatingAdmissionPolicy on its namespace); none: "
+                                 "pods run as their images say.")
 
 
 class Cni(Strict):
@@ -596,12 +626,45 @@ class Firewall(Strict):
     admin: list[IPv4Cidr] | None = Field(None, description="Admin hosts and the provisioner: "
                                          "ssh, kube-apiserver and slurmrestd from here. Default: "
                                          "the management segment's reserved block.")
-    monitoring: list[IPv4Cidr] = Field([], description="Hosts that scrape the nodes' "
-                                       "exporters.")
+    monitoring: list[IPv4Cidr] = Field([], description="Scrapers outside the estate's "
+                                       "nodes (a central Prometheus) that may scrape the "
+                                       "nodes' exporters too, besides monitoring.host.")
     srun_ports: tuple[Port, Port] = Field((60001, 63000), description="SrunPortRange: the "
                                           "ports srun listens on, opened between Slurm nodes.")
     flows: list[Flow] = Field([], description="Extra flows; one named like a default flow "
                               "replaces it (estate check refuses one that cuts a required flow).")
+
+
+# --- monitoring --------------------------------------------------------------
+
+class AlertThresholds(Strict):
+    """When the rendered alerts fire (estate.model.monitoring writes the rules)."""
+    queue_delay_s: int = Field(1800, ge=60, le=30 * 86400, description="SchedulerQueueDelay: "
+                               "a Slurm job has waited this long (seconds) for Resources or "
+                               "Priority while no node of its partition is down or drained.")
+    deployment_failed_s: int = Field(600, ge=60, le=86400, description="ContainerDeployment"
+                                     "Failed: seconds a Deployment has had unavailable "
+                                     "replicas, or a container has waited in CrashLoopBackOff, "
+                                     "ImagePullBackOff or ErrImagePull.")
+    nfs_retransmit_ratio: float = Field(0.01, gt=0, le=1, description="SharedFilesystem"
+                                        "Degraded: NFS RPC retransmissions per request on a node's "
+                                        "mount, over 5 minutes.")
+    nfs_latency_ms: int = Field(100, ge=1, le=600_000, description="SharedFilesystemDegraded: "
+                                "average NFS RPC time (queued to answered, ms) on a node's "
+                                "mount, over 5 minutes.")
+
+
+class Monitoring(Strict):
+    """Prometheus on one node of the estate, scraping both planes' exporters; the only node
+    the exporters' flows admit (estate.model.flows)."""
+    host: Name = Field(description="The node that runs Prometheus (a node of spec.nodes).")
+    segment: Name = Field("management", description="Segment scraped over: the targets are "
+                          "the nodes' addresses there, and the exporters' flows travel on it.")
+    retention_days: int = Field(15, ge=1, le=3650, description="How long Prometheus keeps "
+                                "samples (--storage.tsdb.retention.time).")
+    scrape_interval_s: int = Field(30, ge=5, le=600, description="Seconds between scrapes "
+                                   "and between rule evaluations.")
+    alerts: AlertThresholds = AlertThresholds()
 
 
 # --- the whole estate --------------------------------------------------------
@@ -618,3 +681,6 @@ class Spec(Strict):
     storage: Storage = Storage()
     identity: Identity = Identity()
     firewall: Firewall = Firewall()
+    monitoring: Monitoring | None = Field(None, description="Telemetry across both planes: "
+                                          "Prometheus, its scrape targets and alerts "
+                                          "(none: nothing is rendered for it).")

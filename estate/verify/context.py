@@ -155,3 +155,13 @@ class VerifyContext:
     def rest_listen(self, node: str) -> str:
         env = next(p for p in self.nodes[node].consumes if p.startswith("slurm/slurmrestd/"))
         return self.rendered_env(env)["SLURMRESTD_LISTEN"]
+
+    def rest_front(self, node: str) -> str:
+        """addr:port where the node's TLS front accepts (its rendered stunnel `accept`)."""
+        conf = next(p for p in self.nodes[node].consumes
+                    if p.startswith("slurm/slurmrestd-tls/"))
+        for line in self.rendered(conf).decode().splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "accept":
+                return value.strip()
+        raise KeyError(f"{conf} has no accept line")

@@ -99,3 +99,18 @@ def slurm_controller() -> None:
     run_when_changed(name="Hand the new configs to configless slurmds",
                      command="scontrol reconfigure", stamp="/var/lib/estate/applied/reconfigure",
                      digest=digest_of(configs))
+    bridge_minter()
+
+
+def bridge_minter() -> None:
+    """The rendered token minter and its timer, where the tree has them; after slurmctld,
+    which signs the tokens (the timer's first run is at its start)."""
+    paths = consumed("slurm/bridge/*")
+    if not paths:
+        return
+    installed = [install(path) for path in paths]
+    systemd.daemon_reload(name="systemd: the token minter's units",
+                          _if=any_changed(*installed))
+    for timer in (p for p in paths if p.endswith(".timer")):
+        unit = destination(timer).rsplit("/", 1)[-1]
+        systemd.service(name=f"Enable {unit}", service=unit, running=True, enabled=True)

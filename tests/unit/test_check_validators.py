@@ -377,6 +377,19 @@ CASES = [
      "identity.users[4].group"),
     ("identity.reserved_id", E, "prod", {"identity.users[5].uid": 0}, "identity.users[5].uid"),
     ("identity.uid_range", W, "prod", {"identity.users[2].uid": 500}, "identity.users[2].uid"),
+    ("identity.run_as_unknown", E, "lab", {"kubernetes.tenants[0].run_as.users[0]": "bobby"},
+     "kubernetes.tenants[0].run_as.users[0]"),
+    ("identity.run_as_unknown", E, "lab", {"kubernetes.tenants[0].run_as.groups[0]": "opps"},
+     "kubernetes.tenants[0].run_as.groups[0]"),
+    ("identity.run_as_system", E, "lab", {"kubernetes.tenants[0].run_as.users[1]": "slurm"},
+     "kubernetes.tenants[0].run_as.users[1]"),
+    ("identity.run_as_system", E, "lab", {"identity.users[3].uid": 0},   # bob as root
+     "kubernetes.tenants[0].run_as.users[0]"),
+    ("identity.run_as_system", E, "prod", {"kubernetes.tenants[1].run_as.groups": ["munge"]},
+     "kubernetes.tenants[1].run_as.groups[0]"),
+    # bob, granted, in the slurm daemons' group
+    ("identity.run_as_system", E, "prod", {"identity.users[3].group": "slurm"},
+     "kubernetes.tenants[0].run_as.users[0]"),
     # flows
     ("network.unknown_segment", E, "prod", {"firewall.flows[0].segment": "servce"},
      "firewall.flows[0].segment"),
@@ -393,6 +406,32 @@ CASES = [
     # NFS from gpu1 only: the export's other mount clients are cut
     ("flows.required_cut", E, "lab", {"firewall.flows": [{**NFS_GPU1, "from_hosts": "gpu1"}]},
      "firewall.flows[0]"),
+    # monitoring: Prometheus on a node the spec lacks, or off the segment it scrapes
+    ("monitoring.unknown_host", E, "lab", {"monitoring.host": "mon1"}, "monitoring.host"),
+    ("monitoring.host_off_segment", E, "lab", {"monitoring.host": "gpu1",
+                                               "monitoring.segment": "service"},
+     "monitoring.host"),
+    # gpu[1-2] and nfs1 have no service address: their exporters are not scraped
+    ("monitoring.targets_off_segment", W, "lab", {"monitoring.segment": "service"},
+     "monitoring.segment"),
+    ("network.unknown_segment", E, "lab", {"monitoring.segment": "mgmt"}, "monitoring.segment"),
+    # bridge (the lab's inference tenant submits as svc-inference to ops/gpu with normal)
+    ("bridge.no_slurmrestd", E, "lab", {"slurm.slurmrestd": None}, "kubernetes.tenants[0].bridge"),
+    ("bridge.no_slurmrestd", E, "lab", {"slurm.accounting": None,
+                                        "slurm.priority.tres": {}}, "kubernetes.tenants[0].bridge"),
+    ("bridge.unknown_user", E, "lab", {"kubernetes.tenants[0].bridge.user": "svc-missing"}, "kubernetes.tenants[0].bridge.user"),
+    ("bridge.unknown_user", E, "lab", {"kubernetes.tenants[0].bridge.user": "slurm"}, "kubernetes.tenants[0].bridge.user"),
+    ("bridge.shared_user", E, "lab", {"kubernetes.tenants[0].bridge.user": "bob"}, "kubernetes.tenants[0].bridge.user"),
+    ("bridge.unknown_account", E, "lab", {"kubernetes.tenants[0].bridge.account": "finance"}, "kubernetes.tenants[0].bridge.account"),
+    ("bridge.unknown_partition", E, "lab", {"kubernetes.tenants[0].bridge.partitions": ["gpu", "batch"]},
+     "kubernetes.tenants[0].bridge.partitions[1]"),
+    # urgent denies vision
+    ("bridge.unknown_partition", E, "lab", {"kubernetes.tenants[0].bridge.account": "vision",
+                                            "kubernetes.tenants[0].bridge.partitions": ["urgent"]},
+     "kubernetes.tenants[0].bridge.partitions[0]"),
+    ("bridge.unknown_qos", E, "lab", {"kubernetes.tenants[0].bridge.qos": ["normal", "premium"]}, "kubernetes.tenants[0].bridge.qos[1]"),
+    # ops may use normal only
+    ("bridge.unknown_qos", E, "lab", {"kubernetes.tenants[0].bridge.qos": ["debug"]}, "kubernetes.tenants[0].bridge.qos[0]"),
 ]
 
 

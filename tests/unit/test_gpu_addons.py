@@ -92,8 +92,10 @@ def test_monitoring_hosts_and_only_they_scrape_it():
     m = matrix(estate_of(d))
     [flow] = [f for f in m.flows if f.name == "dcgm-exporter"]
     assert flow.to == {"k8s2", "k8s3"} and flow.cidrs == ("10.10.0.5/32",)
-    assert flow.ports == (k8s.DCGM_PORT, k8s.DCGM_PORT) and not flow.sources
+    # the lab's Prometheus (monitoring.host) and the outside scraper, nobody else
+    assert flow.ports == (k8s.DCGM_PORT, k8s.DCGM_PORT) and flow.sources == {"ctl1"}
     d["firewall"]["monitoring"] = []
+    del d["monitoring"]
     assert not [f for f in matrix(estate_of(d)).flows if f.name == "dcgm-exporter"]
 
 

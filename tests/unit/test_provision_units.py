@@ -75,13 +75,17 @@ def test_big_specs_get_no_machine_list():
 def test_deploys_come_from_what_nodes_consume(lab):
     result, out = lab
     ts = {t.name: t for t in inv.targets(result.estate, inv.load_manifest(out))}
+    # every node runs the node exporter (spec.monitoring); ctl1 runs Prometheus too
     assert ts["ctl1"].deploys == ["common", "firewall", "munge", "slurmdbd",
-                                  "slurm_controller", "slurmrestd"]
+                                  "slurm_controller", "slurmrestd", "node_exporter",
+                                  "monitoring"]
     # NFS clients (the mount's hosts) get the storage deploy for their mount units
-    assert ts["gpu1"].deploys == ["common", "firewall", "munge", "slurm_worker", "storage"]
-    assert ts["login1"].deploys == ["common", "firewall", "munge", "slurm_login", "storage"]
+    assert ts["gpu1"].deploys == ["common", "firewall", "munge", "slurm_worker",
+                                  "node_exporter", "storage"]
+    assert ts["login1"].deploys == ["common", "firewall", "munge", "slurm_login",
+                                    "node_exporter", "storage"]
     # the storage node consumes no Slurm file, so it gets no munge key
-    assert ts["nfs1"].deploys == ["common", "firewall", "storage"]
+    assert ts["nfs1"].deploys == ["common", "firewall", "node_exporter", "storage"]
     assert ts["ctl1"].address == "10.60.0.11"
 
 
@@ -99,6 +103,7 @@ def test_shared_values_are_the_all_groups_and_groups_are_pyinfras(lab, tmp_path)
     is what differs, and the roles still read both from host.data."""
     result, out = lab
     conn = inv.Connection(key="/k", strict_host_keys=False)
+    (tmp_path / "tls-ca.seed").write_bytes(bytes(32))   # ctl1's TLS front is issued from it
     ours = inv.pyinfra_inventory(result.estate, out, tmp_path, conn, "ctl1,gpu[1-2],nfs1")
     for _, data in ours.hosts:
         assert set(data) == {"estate_node", "estate_plane", "estate_roles", "estate_deploys",
@@ -111,7 +116,8 @@ def test_shared_values_are_the_all_groups_and_groups_are_pyinfras(lab, tmp_path)
     assert gpu1.data.ssh_strict_host_key_checking == "no"
     assert gpu1.data.estate_runtime == inv.runtime_facts(result.estate) | \
         {"apply_manifests": True}
-    assert gpu1.data.estate_deploys == ["common", "firewall", "munge", "slurm_worker", "storage"]
+    assert gpu1.data.estate_deploys == ["common", "firewall", "munge", "slurm_worker",
+                                        "node_exporter", "storage"]
     assert [h.name for h in pyinfra.get_group("role_slurm_worker")] == ["gpu1", "gpu2"]
     assert [h.name for h in pyinfra.get_group("plane_shared")] == ["nfs1"]
     assert "role_slurm_worker" in gpu1.groups and "plane_slurm" in ctl.groups
@@ -188,7 +194,7 @@ def test_pyinfra_inventory_export_loads_and_groups(lab, tmp_path):
     assert ctl["ssh_hostname"] == "10.60.0.11" and ctl["ssh_key"] == "/k"
     assert ctl["estate_render_dir"] == str(out.resolve())
     assert ctl["estate_runtime"] == inv.runtime_facts(result.estate)
-    assert ctl["estate_deploys"][-1] == "slurmrestd"
+    assert ctl["estate_deploys"][-1] == "monitoring"
     assert ctl["estate_secrets_dir"] == "/s"
     plain = export(result.estate, out, inv.Connection(key="/k", strict_host_keys=False), "json")
     assert "estate_secrets_dir" not in plain   # the keys' place is the user's to give

@@ -192,7 +192,8 @@ def _changed(tmp_path: Path, base, change) -> set[str]:
 # login; the Kubernetes control plane before its workers, and both before the objects.
 LAB_DEPENDENCIES = {
     "node-nfs1": set(),
-    "node-ctl1": {"node-nfs1", "munge-key", "slurmrestd-jwt-key"},
+    "node-ctl1": {"node-nfs1", "munge-key", "slurmrestd-jwt-key",
+                  "slurmrestd-tls-seed"},
     "node-login1": {"node-nfs1", "node-ctl1", "munge-key"},
     "node-gpu1": {"node-nfs1", "node-ctl1", "munge-key"},
     "node-gpu2": {"node-nfs1", "node-ctl1", "munge-key"},
@@ -204,6 +205,7 @@ LAB_DEPENDENCIES = {
     "join-token-revoke": {"node-k8s1", "node-k8s2"},
     "munge-key": set(),
     "slurmrestd-jwt-key": set(),
+    "slurmrestd-tls-seed": set(),
 }
 
 
@@ -315,7 +317,7 @@ def _strip_secrets(value):
 def test_keys_reach_the_commands_only_as_secrets(lab):
     keys = {k: r for k, r in lab.regs.items() if r.type == "random:index/randomBytes:RandomBytes"}
     assert {k: r.inputs["length"] for k, r in keys.items()} == \
-        {"munge-key": 128, "slurmrestd-jwt-key": 32}
+        {"munge-key": 128, "slurmrestd-jwt-key": 32, "slurmrestd-tls-seed": 32}
     assert all("base64" in r.secret_outputs for r in keys.values())
     envs = {n: r.inputs.get("environment") for n, r in lab.commands().items()}
     # The whole environment reaches the engine as one secret value.
@@ -325,11 +327,13 @@ def test_keys_reach_the_commands_only_as_secrets(lab):
         "nfs1": [], "k8s1": [],
         "k8s2": ["ESTATE_KUBEADM_CA_CERT_HASH", "ESTATE_KUBEADM_CERTIFICATE_KEY",
                  "ESTATE_KUBEADM_TOKEN"],
-        "ctl1": [JWT_KEY_ENV, MUNGE_KEY_ENV],
+        "ctl1": [JWT_KEY_ENV, MUNGE_KEY_ENV, "ESTATE_TLS_SEED_B64"],
         "login1": [MUNGE_KEY_ENV], "gpu1": [MUNGE_KEY_ENV], "gpu2": [MUNGE_KEY_ENV]}
     munge, jwt = lab.generated["munge-key"], lab.generated["slurmrestd-jwt-key"]
+    seed = lab.generated["slurmrestd-tls-seed"]
     # Compared outside the assert so a failure does not print the keys.
-    right = envs["ctl1"] == {MUNGE_KEY_ENV: munge, JWT_KEY_ENV: jwt} \
+    right = envs["ctl1"] == {MUNGE_KEY_ENV: munge, JWT_KEY_ENV: jwt,
+                             "ESTATE_TLS_SEED_B64": seed} \
         and envs["gpu1"] == {MUNGE_KEY_ENV: munge}
     assert right, "the commands' environments do not carry the generated keys"
     assert rpc.is_rpc_secret(lab.regs["kubernetes"].inputs["kubeconfig"])

@@ -152,7 +152,9 @@ def test_dry_run_runs_the_graph_in_order_with_the_engines_environments(fake_step
     assert start[("k8s1", False)] < start[("k8s2", False)] < start[("k8s1", True)]
     assert {c["cwd"] for c in calls} == {str(ROOT)}
     env = {(c["node"], "--revoke-join" in c["args"]): c["env"] for c in calls}
-    assert sorted(env[("ctl1", False)]) == ["ESTATE_JWT_KEY_B64", "ESTATE_MUNGE_KEY_B64"]
+    # ctl1 runs slurmrestd: its TLS front is issued from the seed
+    assert sorted(env[("ctl1", False)]) == ["ESTATE_JWT_KEY_B64", "ESTATE_MUNGE_KEY_B64",
+                                            "ESTATE_TLS_SEED_B64"]
     assert sorted(env[("gpu1", False)]) == ["ESTATE_MUNGE_KEY_B64"]
     assert env[("nfs1", False)] == {}
     assert env[("k8s2", False)] == {"ESTATE_KUBEADM_TOKEN": "abcdef.0123456789abcdef",
@@ -165,7 +167,7 @@ def test_dry_run_runs_the_graph_in_order_with_the_engines_environments(fake_step
     assert "abcdef.0123456789abcdef" not in text and "the admin.conf" not in text
     # the keys stand in for the stack's RandomBytes: made once, reused by the next run
     keys = sorted(p.name for p in (tmp_path / "keys").iterdir())
-    assert keys == ["jwt_hs256.key", "munge.key"]
+    assert keys == ["jwt_hs256.key", "munge.key", "tls-ca.seed"]
 
 
 def test_a_failed_step_fails_the_run_and_its_dependants_do_not_run(fake_step, tmp_path,

@@ -7,6 +7,7 @@ import shlex
 
 import pytest
 
+from estate.model.bridge import TLS_CA, rest_api
 from estate.verify.plugin import on_nodes
 from estate.verify.slurm_view import collect, compare
 
@@ -51,12 +52,13 @@ def test_job_across_two_workers(node, ctx):
 
 
 REST = """\
-import json, sys, urllib.request, urllib.error
-url, user, token = sys.argv[1:4]
+import json, ssl, sys, urllib.request, urllib.error
+url, user, token, ca = sys.argv[1:5]
+tls = ssl.create_default_context(cafile=ca)   # the front's certificate, from the estate's CA
 def get(tok):
     req = urllib.request.Request(url, headers={"X-SLURM-USER-NAME": user, "X-SLURM-USER-TOKEN": tok})
     try:
-        with urllib.request.urlopen(req, timeout=10) as r:
+        with urllib.request.urlopen(req, timeout=10, context=tls) as r:
             return r.status, json.loads(r.read())
     except urllib.error.HTTPError as e:
         return e.code, None
@@ -68,25 +70,28 @@ print(good, bad, body["pings"][0]["ping"] if body else "-")
 
 @on_nodes(lambda ctx: ctx.with_deploy("slurmrestd"))
 def test_rest_api_takes_a_jwt(host, node, ctx):
-    """A token from `scontrol token` opens the API; a made-up one does not. The token
-    lives only inside the remote shell (never in the command line or this report)."""
-    url = f"http://{ctx.rest_listen(node)}/slurm/v0.0.38/ping"
+    """A token from `scontrol token` opens the API through its TLS front, whose
+    certificate checks against the estate's CA; a made-up token does not. The token lives
+    only inside the remote shell (never in the command line or this report)."""
+    url = f"https://{ctx.rest_front(node)}/slurm/{rest_api(ctx.estate.spec.slurm.version)}/ping"
     user = ctx.job_user()
     script = shlex.quote(REST)
     out = host.run(f"T=$(scontrol token {shlex.quote('username=' + user)} lifespan=120 "
                    f"| cut -d= -f2) && python3 -c {script} {shlex.quote(url)} "
-                   f"{shlex.quote(user)} \"$T\"")
+                   f"{shlex.quote(user)} \"$T\" {shlex.quote(TLS_CA)}")
     assert out.rc == 0, f"REST check failed to run: {out.stderr.strip()[-300:]}"
     good, bad, ping = out.stdout.split()
     assert (good, ping) == ("200", "UP"), f"with a JWT: HTTP {good}, ping {ping}"
     assert bad != "200", "slurmrestd accepted a made-up token"
 
 
+# Reachability only: any TLS answer counts, so the certificate is not checked here.
 REACH = """\
-import sys, urllib.request, urllib.error
+import ssl, sys, urllib.request, urllib.error
 ASK = {"X-SLURM-USER-NAME": "nobody", "X-SLURM-USER-TOKEN": "not-a-token"}
 try:
-    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}),
+        urllib.request.HTTPSHandler(context=ssl._create_unverified_context()))
     direct.open(urllib.request.Request(sys.argv[1], headers=ASK), timeout=float(sys.argv[2]))
     print("answered")
 except urllib.error.HTTPError:
@@ -103,7 +108,10 @@ def _reach_here(url: str) -> str:
     """REACH's answer, from this process."""
     import urllib.error
     import urllib.request
-    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no proxy
+    import ssl
+    direct = urllib.request.build_opener(  # no proxy; reachability only (see REACH)
+        urllib.request.ProxyHandler({}),
+        urllib.request.HTTPSHandler(context=ssl._create_unverified_context()))
     try:
         direct.open(urllib.request.Request(url, headers=REACH_ASK), timeout=REACH_TIMEOUT)
         return "answered"
@@ -123,9 +131,9 @@ def test_rest_api_reach_follows_the_flows(node, ctx):
     host) and times out from a node it does not allow."""
     import socket
     from estate.model.flows import matrix
-    listen = ctx.rest_listen(node)
+    listen = ctx.rest_front(node)
     addr, port = listen.rsplit(":", 1)
-    url = f"http://{listen}/slurm/v0.0.38/ping"
+    url = f"https://{listen}/slurm/{rest_api(ctx.estate.spec.slurm.version)}/ping"
     m = matrix(ctx.estate)
     flow = next(f for f in m.flows if f.name == "slurmrestd")
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:   # sends nothing

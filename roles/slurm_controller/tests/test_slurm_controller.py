@@ -33,3 +33,22 @@ def test_jwt_key(host, node, ctx):
     want = ctx.secret_sha256("jwt_hs256.key")
     if want:
         assert f.sha256sum == want, f"{path} is not the estate's JWT key"
+
+
+def test_the_minter_keeps_a_token_per_bridged_tenant(host, node, ctx):
+    """The timer has run: each bridged tenant's token lies root-only on the controller and
+    names the grant's user (only the claims are read; the token is never printed)."""
+    import base64
+    import json
+
+    from estate.model.bridge import TOKEN_DIR, grants
+    if not grants(ctx.estate):
+        pytest.skip("no tenant is granted the bridge")
+    for g in grants(ctx.estate):
+        f = host.file(f"{TOKEN_DIR}/{g.tenant}.token")
+        assert f.exists, f"no token for tenant {g.tenant}: is estate-bridge-mint.timer active?"
+        assert (f.user, f.mode) == ("root", 0o600), f"{f.path} is {f.user} {f.mode:04o}"
+        payload = f.content_string.strip().split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        assert claims.get("sun") == g.user, f"{g.tenant}'s token names {claims.get('sun')}"
+        assert 0 < claims["exp"] - claims["iat"] <= g.token_lifetime

@@ -1,5 +1,7 @@
-"""slurmrestd: running unprivileged, listening on the rendered address only."""
+"""slurmrestd: running unprivileged on loopback only, behind its TLS front on the segment."""
 from __future__ import annotations
+
+from estate.model.bridge import CA_CERT, TLS_CA, TLS_CERT, TLS_KEY, TLS_USER, server_files
 
 ROLE = "slurmrestd"
 
@@ -11,8 +13,28 @@ def test_running_unprivileged(host, node):
     assert users and "root" not in users and "slurm" not in users, users
 
 
-def test_listens_only_on_its_segment(host, node, ctx):
-    addr = ctx.rest_listen(node)
-    port = addr.rsplit(":", 1)[1]
-    sockets = [s for s in host.socket.get_listening_sockets() if s.endswith(f":{port}")]
-    assert sockets == [f"tcp://{addr}"], f"slurmrestd listens on {sockets}, want only {addr}"
+def _listening(host, port: str) -> list[str]:
+    return [s for s in host.socket.get_listening_sockets() if s.endswith(f":{port}")]
+
+
+def test_slurmrestd_listens_on_loopback_and_the_front_on_its_segment(host, node, ctx):
+    """Two listeners on the port: slurmrestd's loopback one and the front's segment one;
+    nothing answers in clear on the segment."""
+    inner, front = ctx.rest_listen(node), ctx.rest_front(node)
+    assert inner.startswith("127.0.0.1:"), inner
+    port = front.rsplit(":", 1)[1]
+    assert sorted(_listening(host, port)) == sorted([f"tcp://{inner}", f"tcp://{front}"])
+    users = host.run("ps -o user= -C stunnel4").stdout.split()
+    assert users and set(users) == {TLS_USER}, f"the TLS front runs as {users}"
+
+
+def test_the_front_key_is_root_only_and_the_estates(host, node, ctx):
+    key, cert = server_files(node)
+    for name, path, mode in ((key, TLS_KEY, 0o600), (cert, TLS_CERT, 0o644),
+                             (CA_CERT, TLS_CA, 0o644)):
+        f = host.file(path)
+        assert (f.user, f.group, f.mode) == ("root", "root", mode), \
+            f"{path} is {f.user}:{f.group} {f.mode:04o}"
+        want = ctx.secret_sha256(name)
+        if want:
+            assert f.sha256sum == want, f"{path} is not the one issued for {node}"

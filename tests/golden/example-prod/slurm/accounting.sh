@@ -15,3 +15,14 @@ sacctmgr -i modify qos where name=normal set Priority=10 MaxTRESPerUser=gres/gpu
 sacctmgr -i modify qos where name=interactive set Priority=50 MaxTRESPerUser=gres/gpu=16 MaxWall=08:00:00 >/dev/null
 sacctmgr -i modify qos where name=debug set Priority=100 MaxTRESPerUser=gres/gpu=8 MaxWall=00:30:00 >/dev/null
 sacctmgr -i load file="$DIR/accounts.cfg"
+# The bridge of tenant batch-embed: svc-embed's only associations are its grant's
+# (account, partition) pairs, so slurmctld refuses any other partition or account.
+sacctmgr -i add user svc-embed account=ml-platform partition=batch >/dev/null 2>&1 || true
+sacctmgr -i modify user where name=svc-embed account=ml-platform partition=batch set qos=normal defaultqos=normal >/dev/null
+sacctmgr -n -P show assoc where user=svc-embed format=account,partition |
+while IFS='|' read -r acct part; do
+    case "$acct|$part" in
+        'ml-platform|batch') ;;
+        *) sacctmgr -i delete user where name=svc-embed account="$acct" ${part:+partition="$part"} >/dev/null ;;
+    esac
+done

@@ -13,3 +13,14 @@ sacctmgr -i add qos debug >/dev/null 2>&1 || true
 sacctmgr -i modify qos where name=normal set Priority=10 MaxTRESPerUser=gres/gpu=4 >/dev/null
 sacctmgr -i modify qos where name=debug set Priority=100 MaxWall=00:30:00 >/dev/null
 sacctmgr -i load file="$DIR/accounts.cfg"
+# The bridge of tenant inference: svc-inference's only associations are its grant's
+# (account, partition) pairs, so slurmctld refuses any other partition or account.
+sacctmgr -i add user svc-inference account=ops partition=gpu >/dev/null 2>&1 || true
+sacctmgr -i modify user where name=svc-inference account=ops partition=gpu set qos=normal defaultqos=normal >/dev/null
+sacctmgr -n -P show assoc where user=svc-inference format=account,partition |
+while IFS='|' read -r acct part; do
+    case "$acct|$part" in
+        'ops|gpu') ;;
+        *) sacctmgr -i delete user where name=svc-inference account="$acct" ${part:+partition="$part"} >/dev/null ;;
+    esac
+done

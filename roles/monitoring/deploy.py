@@ -1,0 +1,3 @@
+from roles.monitoring.tasks import monitoring
+
+monitoring()

@@ -1,0 +1,3 @@
+from roles.node_exporter.tasks import node_exporter
+
+node_exporter()

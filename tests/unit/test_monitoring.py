@@ -1,0 +1,413 @@
+"""Telemetry: the rendered Prometheus configuration and rules, proven with promtool.
+
+promtool (Debian's prometheus package) checks the configuration and the rules, and runs
+the rules on input series: each alert fires for its own cause and stays quiet for the
+others' and for look-alikes (a queue that waits on drained nodes, a container that is
+only being created, a mount that is merely busy). Every scrape target is a flow of the
+matrix that only the monitoring host reaches.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from estate.catalogue import HOST_TOOLS
+from estate.model import monitoring as mon
+from estate.model.destinations import destination
+from estate.model.flows import matrix
+from estate.pipeline import build
+from estate.provision.inventory import targets as deploy_targets
+from estate.render import monitoring as render
+from estate.spec.load import load_text
+from estate.spec.resolved import Estate
+from tests.unit.checkutil import ROOT, spec_dict
+
+STACKS = ("lab", "example-prod")
+
+
+@pytest.fixture(scope="module")
+def promtool() -> str:
+    """Installed by make test (scripts/install-deps.sh, catalogue HOST_TOOLS): missing is a
+    broken machine, not a reason to skip."""
+    path = shutil.which("promtool")
+    if path is None:
+        pytest.fail("promtool is not installed: run scripts/install-deps.sh (make test does "
+                    f"it), which installs Debian's {', '.join(HOST_TOOLS['telemetry'])}")
+    return path
+
+
+@pytest.fixture(scope="module", params=STACKS)
+def built(request):
+    result = build(ROOT / "stacks" / f"{request.param}.yaml")
+    assert result.ok, [f.message for f in result.blocking]
+    return result
+
+
+@pytest.fixture(scope="module")
+def lab():
+    result = build(ROOT / "stacks" / "lab.yaml")
+    assert result.ok
+    return result
+
+
+def _tree(artifacts, tmp: Path) -> Path:
+    """The rendered monitoring files in their tree layout; the directory of prometheus.yml."""
+    for path, art in artifacts.items():
+        if path.startswith("monitoring/"):
+            (tmp / path).parent.mkdir(parents=True, exist_ok=True)
+            (tmp / path).write_bytes(art.content)
+    return tmp / Path(render.CONFIG).parent
+
+
+def _run(promtool: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([promtool, *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120)
+
+
+def _doc(artifacts, path: str) -> dict:
+    return yaml.safe_load(artifacts[path].content)
+
+
+# --- promtool: the files are valid --------------------------------------------------------
+
+def test_promtool_accepts_the_config_with_its_rule_files(built, promtool, tmp_path):
+    where = _tree(built.artifacts, tmp_path)
+    proc = _run(promtool, "check", "config", "prometheus.yml", cwd=where)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 rule files found" in proc.stdout   # rules/estate.yml, resolved beside it
+
+
+def test_promtool_accepts_the_rules_with_every_lint(built, promtool, tmp_path):
+    where = _tree(built.artifacts, tmp_path)
+    proc = _run(promtool, "check", "rules", "--lint=all", "--lint-fatal", render.RULES_REF,
+                cwd=where)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_promtool_refuses_a_broken_rule(lab, promtool, tmp_path):
+    """The check can fail: a rule promtool must refuse."""
+    where = _tree(lab.artifacts, tmp_path)
+    rules = _doc(lab.artifacts, render.RULES)
+    rules["groups"][0]["rules"][0]["expr"] = "max by (partition (slurm_jobs)"
+    (where / render.RULES_REF).write_text(yaml.safe_dump(rules))
+    assert _run(promtool, "check", "rules", render.RULES_REF, cwd=where).returncode != 0
+
+
+# --- promtool: each alert fires for its own cause ---------------------------------------
+
+STEPS = 90   # minutes of input series
+
+
+def _series(name: str, values: str, **labels: str) -> dict:
+    inner = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    return {"series": f"{name}{{{inner}}}", "values": values}
+
+
+def _flat(value: float) -> str:
+    return f"{value:g}x{STEPS}"
+
+
+def _rising(step: float) -> str:
+    return f"0+{step:g}x{STEPS}"
+
+
+def _slurm(pending_step: float, down: int) -> list[dict]:
+    """Both exporters of an HA pair report the same cluster: a job of research waits for
+    Resources, one of ops on a Dependency (never the scheduler's fault)."""
+    out = []
+    for exporter in ("ctl1", "ctl2"):
+        out += [_series("slurm_job_pending_seconds_max", _rising(pending_step), node=exporter,
+                        reason="Resources", partition="gpu", account="research"),
+                _series("slurm_job_pending_seconds_max", _rising(60), node=exporter,
+                        reason="Dependency", partition="gpu", account="ops"),
+                _series("slurm_nodes", _flat(2 - down), node=exporter, state="idle",
+                        partition="gpu"),
+                _series("slurm_nodes", _flat(down), node=exporter, state="drained",
+                        partition="gpu"),
+                _series("slurm_nodes", _flat(0), node=exporter, state="down", partition="gpu"),
+                _series("slurm_gpus_allocated", _flat(4), node=exporter, partition="gpu",
+                        account="research"),
+                _series("slurm_gpus_allocated", _flat(2), node=exporter, partition="urgent",
+                        account="research")]
+    return out
+
+
+def _kubernetes(failing: bool) -> list[dict]:
+    """A Deployment, its pod's container, and an older pod that has finished; a container
+    that is being created waits too, but not for a failure."""
+    ns = {"namespace": "inference"}
+    return [
+        _series(mon.KSM_UNAVAILABLE, _flat(int(failing)), deployment="llm", **ns),
+        _series(mon.KSM_WAITING, _flat(int(failing)), pod="llm-0", container="server",
+                reason="ImagePullBackOff", **ns),
+        _series(mon.KSM_WAITING, _flat(0), pod="llm-0", container="server",
+                reason="CrashLoopBackOff", **ns),
+        _series(mon.KSM_WAITING, _flat(1), pod="llm-1", container="server",
+                reason="ContainerCreating", **ns),
+        _series(mon.KSM_REQUESTS, _flat(1), pod="llm-0", container="server",
+                resource=mon.GPU_REQUEST, unit="integer", **ns),
+        _series(mon.KSM_REQUESTS, _flat(1), pod="llm-old", container="server",
+                resource=mon.GPU_REQUEST, unit="integer", **ns),
+        _series("kube_pod_status_phase", _flat(1), pod="llm-0", phase="Running", **ns),
+        _series("kube_pod_status_phase", _flat(0), pod="llm-old", phase="Running", **ns),
+        _series("kube_pod_status_phase", _flat(1), pod="llm-old", phase="Succeeded", **ns),
+    ]
+
+
+def _mount(node: str, retransmit: float, latency_s: float) -> list[dict]:
+    labels = {"node": node, "export": "10.63.0.5:/export/home", "mountaddr": "10.63.0.5",
+              "protocol": "tcp", "operation": "READ"}
+    requests = 100.0   # per minute
+    return [_series(mon.NFS_REQUESTS, _rising(requests), **labels),
+            _series(mon.NFS_TRANSMISSIONS, _rising(requests * (1 + retransmit)), **labels),
+            _series(mon.NFS_REQUEST_TIME, _rising(requests * latency_s), **labels)]
+
+
+def _storage(alerts, degraded: bool) -> list[dict]:
+    """Every mount busy (100 RPCs a minute); where degraded, gpu1 retransmits and login1
+    waits, each five times its threshold, and gpu2 stays at a fifth of both."""
+    bad_ratio, bad_latency = alerts.nfs_retransmit_ratio * 5, alerts.nfs_latency_ms / 200
+    fine_ratio, fine_latency = alerts.nfs_retransmit_ratio / 5, alerts.nfs_latency_ms / 5000
+    return (_mount("gpu1", bad_ratio if degraded else fine_ratio, fine_latency)
+            + _mount("login1", fine_ratio, bad_latency if degraded else fine_latency)
+            + _mount("gpu2", fine_ratio, fine_latency))
+
+
+def _rule(rules: dict, alert: str, cause: str) -> dict:
+    return next(r for g in rules["groups"] for r in g["rules"]
+                if r.get("alert") == alert and r["labels"]["cause"] == cause)
+
+
+def _expand(template: str, labels: dict) -> str:
+    return re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels.get(m.group(1), ""), template)
+
+
+def _expected(rules: dict, alert: str, cause: str, **labels: str) -> dict:
+    """The alert as Prometheus sends it: the series' labels, the rule's (templates
+    expanded) and its annotations."""
+    rule = _rule(rules, alert, cause)
+    own = {k: _expand(v, labels) for k, v in rule["labels"].items()}
+    return {"exp_labels": {**labels, **own},
+            "exp_annotations": {k: _expand(v, labels)
+                                for k, v in rule["annotations"].items()}}
+
+
+def _checks(at: str, firing: dict[str, list[dict]]) -> list[dict]:
+    """Every alert at one time: those in `firing` with exactly these, the others none."""
+    return [{"eval_time": at, "alertname": name, "exp_alerts": firing.get(name, [])}
+            for name in mon.ALERTS]
+
+
+def _minutes(seconds: int) -> int:
+    return -(-seconds // 60)
+
+
+def scenarios(estate: Estate, rules: dict) -> list[dict]:
+    """promtool test groups: each failure alone, a look-alike of the first, all healthy."""
+    alerts = estate.spec.monitoring.alerts
+    hold = _minutes(int(render.HOLD.rstrip("m")) * 60)
+    # pending seconds grow by 60 a minute: over the threshold after delay/60 minutes
+    queue_at = _minutes(alerts.queue_delay_s) + hold + 5
+    deploy_at = _minutes(alerts.deployment_failed_s) + 5
+    nfs_at = 5 + hold + 5   # a full rate window, then the hold
+    assert max(queue_at, deploy_at, nfs_at) < STEPS, "lengthen STEPS"
+    healthy_k8s, healthy_nfs = _kubernetes(False), _storage(alerts, False)
+    queue = _expected(rules, "SchedulerQueueDelay", "queue_delay", partition="gpu",
+                      account="research", reason="Resources")
+    nfs = {"export": "10.63.0.5:/export/home", "mountaddr": "10.63.0.5"}
+    return [
+        {"name": "the queue waits on a healthy partition", "interval": "1m",
+         "input_series": _slurm(60, down=0) + healthy_k8s + healthy_nfs,
+         "alert_rule_test": _checks(f"{queue_at - hold - 3}m", {}) +
+                            _checks(f"{queue_at}m", {"SchedulerQueueDelay": [queue]}),
+         # GPUs per tenant, each HA exporter counted once; a finished pod holds none
+         "promql_expr_test": [
+             {"expr": "tenant:gpus_allocated:sum", "eval_time": "10m", "exp_samples": [
+                 {"labels": 'tenant:gpus_allocated:sum{plane="slurm",tenant="research"}',
+                  "value": 6},
+                 {"labels": 'tenant:gpus_allocated:sum{plane="kubernetes",'
+                            'tenant="inference"}', "value": 1}]}]},
+        {"name": "the queue waits on a drained node", "interval": "1m",
+         "input_series": _slurm(60, down=1) + healthy_k8s + healthy_nfs,
+         "alert_rule_test": _checks(f"{queue_at}m", {})},
+        {"name": "a deployment fails", "interval": "1m",
+         "input_series": _slurm(1, down=0) + _kubernetes(True) + healthy_nfs,
+         "alert_rule_test": _checks("5m", {}) + _checks(f"{deploy_at}m", {
+             "ContainerDeploymentFailed": [
+                 _expected(rules, "ContainerDeploymentFailed", "unavailable_replicas",
+                           namespace="inference", deployment="llm"),
+                 _expected(rules, "ContainerDeploymentFailed", "container_waiting",
+                           namespace="inference", pod="llm-0", container="server",
+                           reason="ImagePullBackOff")]})},
+        {"name": "the shared filesystem degrades", "interval": "1m",
+         "input_series": _slurm(1, down=0) + healthy_k8s + _storage(alerts, True),
+         "alert_rule_test": _checks(f"{nfs_at}m", {"SharedFilesystemDegraded": [
+             _expected(rules, "SharedFilesystemDegraded", "retransmissions", node="gpu1",
+                       **nfs),
+             _expected(rules, "SharedFilesystemDegraded", "latency", node="login1",
+                       **nfs)]})},
+        {"name": "everything is healthy", "interval": "1m",
+         "input_series": _slurm(1, down=0) + healthy_k8s + healthy_nfs,
+         "alert_rule_test": _checks(f"{STEPS - 1}m", {})},
+    ]
+
+
+def _test_rules(promtool: str, artifacts, tmp: Path, groups: list[dict]):
+    where = _tree(artifacts, tmp) / Path(render.RULES_REF).parent
+    doc = {"rule_files": [Path(render.RULES).name], "evaluation_interval": "1m",
+           "tests": groups}
+    (where / "estate.test.yml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    return _run(promtool, "test", "rules", "estate.test.yml", cwd=where)
+
+
+def test_each_alert_fires_for_its_own_cause_and_no_other(built, promtool, tmp_path):
+    rules = _doc(built.artifacts, render.RULES)
+    proc = _test_rules(promtool, built.artifacts, tmp_path, scenarios(built.estate, rules))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SUCCESS" in proc.stdout
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_a_wrong_expectation_fails(lab, promtool, tmp_path, case):
+    """The proof can fail: where a scenario's alert fires, expecting silence fails; where
+    nothing fires (the look-alike, all healthy), expecting the queue alert fails."""
+    rules = _doc(lab.artifacts, render.RULES)
+    group = scenarios(lab.estate, rules)[case]
+    firing = [c for c in group["alert_rule_test"] if c["exp_alerts"]]
+    for check in firing:
+        check["exp_alerts"] = []
+    if not firing:
+        group["alert_rule_test"][0]["exp_alerts"] = [_expected(
+            rules, "SchedulerQueueDelay", "queue_delay", partition="gpu",
+            account="research", reason="Resources")]
+    proc = _test_rules(promtool, lab.artifacts, tmp_path, [group])
+    assert proc.returncode != 0, proc.stdout
+    wrong = firing[0]["alertname"] if firing else "SchedulerQueueDelay"
+    assert f"alertname: {wrong}" in proc.stdout + proc.stderr
+
+
+def test_the_thresholds_are_the_specs():
+    data = spec_dict("lab")
+    data["monitoring"]["alerts"] = {"queue_delay_s": 7200, "deployment_failed_s": 900,
+                                    "nfs_retransmit_ratio": 0.05, "nfs_latency_ms": 250}
+    rules = render.rules(Estate(load_text(yaml.safe_dump(data), "t.yaml").spec))
+    exprs = {(r["alert"], r["labels"]["cause"]): (r["expr"], r["for"])
+             for g in rules["groups"] for r in g["rules"] if "alert" in r}
+    assert "> 7200)" in exprs[("SchedulerQueueDelay", "queue_delay")][0]
+    assert exprs[("ContainerDeploymentFailed", "container_waiting")][1] == "15m"
+    assert exprs[("SharedFilesystemDegraded", "retransmissions")][0].endswith("> 0.05")
+    assert exprs[("SharedFilesystemDegraded", "latency")][0].endswith("> 0.25")
+
+
+def test_rules_read_only_the_slurm_exporters_declared_metrics(lab):
+    exprs = [r["expr"] for g in _doc(lab.artifacts, render.RULES)["groups"]
+             for r in g["rules"]]
+    used = {m for e in exprs for m in re.findall(r"\b(slurm_[a-z_]+)\b", e)}
+    assert used and used <= set(mon.SLURM), used - set(mon.SLURM)
+    # and the labels the rules aggregate by are the metrics' own (plus the scrape's node)
+    for name in used:
+        assert set(mon.SLURM[name].labels) <= {"state", "partition", "account", "reason"}
+
+
+def test_every_rule_names_its_plane_and_tenant(lab):
+    for group in _doc(lab.artifacts, render.RULES)["groups"]:
+        for rule in group["rules"]:
+            if "alert" in rule:
+                assert rule["labels"]["plane"] == mon.ALERTS[rule["alert"]]
+                assert rule["labels"]["tenant"].startswith("{{ $labels.")
+
+
+# --- scrape targets and the flow matrix --------------------------------------------------
+
+def _scrape_targets(artifacts) -> list[tuple[str, str, int, dict]]:
+    conf = _doc(artifacts, render.CONFIG)
+    return [(job["job_name"], *t.rsplit(":", 1), sc["labels"])
+            for job in conf["scrape_configs"] for sc in job["static_configs"]
+            for t in sc["targets"]]
+
+
+def test_every_scrape_target_is_a_flow_only_the_monitoring_host_reaches(built):
+    est, m = built.estate, matrix(built.estate)
+    host, seg = est.spec.monitoring.host, est.spec.monitoring.segment
+    by_addr = {str(est.address(n, seg)): n for n in est.nodes}
+    found = _scrape_targets(built.artifacts)
+    assert {job for job, *_ in found} == {j.name for j in mon.JOBS}
+    for job, addr, port, labels in found:
+        node = by_addr[addr]
+        assert labels.get("node", node) == node
+        assert labels["plane"] == (est.group_of(node).plane or "shared")
+        via = m.allows(host, node, "tcp", int(port), seg)
+        assert via is not None, f"{job}: {host} may not reach {node}:{port}"
+        others = [n for n in est.nodes if n != host and m.allows(n, node, "tcp", int(port), seg)]
+        assert others == [], f"{job}: {others[:3]} reach {node}:{port} too"
+
+
+def test_every_node_is_scraped_and_the_exporters_where_they_run(lab):
+    found = _scrape_targets(lab.artifacts)
+    jobs = {}
+    for job, addr, _, labels in found:
+        jobs.setdefault(job, []).append(labels.get("node", addr))
+    assert jobs["node"] == list(lab.estate.nodes)
+    assert jobs["slurm"] == ["ctl1"] and jobs["dcgm"] == ["k8s2"]
+    assert jobs["kube-state-metrics"] == [str(lab.estate.address("k8s1", "management"))]
+
+
+def test_the_firewalls_admit_the_monitoring_host_to_the_exporters(lab):
+    worker = lab.artifacts["network/nftables/group-002.nft"].content.decode()
+    assert 'ip saddr { 10.60.0.11 } tcp dport 9100 counter accept comment "node-exporter"' \
+        in worker
+    ctl = lab.artifacts["network/nftables/group-000.nft"].content.decode()
+    assert 'ip saddr { 10.60.0.11 } tcp dport 9341 counter accept comment "slurm-exporter"' \
+        in ctl
+    assert 'ip saddr { 10.60.0.1, 10.62.0.1 } tcp dport 9090 counter accept comment ' \
+        '"prometheus"' in ctl
+
+
+def test_outside_scrapers_stay_and_nothing_else_without_a_monitoring_section():
+    data = spec_dict("prod")
+    del data["monitoring"]
+    est = Estate(load_text(yaml.safe_dump(data), "t.yaml").spec)
+    names = {f.name: f for f in matrix(est).flows}
+    assert names["node-exporter"].cidrs == ("10.10.0.5/32",)
+    assert not names["node-exporter"].sources
+    assert not {"slurm-exporter", "kube-state-metrics", "prometheus"} & set(names)
+    assert render.render_monitoring(est) == []
+
+
+def test_with_a_monitoring_section_the_host_and_the_outside_scrapers_scrape():
+    est = build(ROOT / "stacks" / "example-prod.yaml").estate
+    flows = {f.name: f for f in matrix(est).flows}
+    for name in ("node-exporter", "dcgm-exporter", "slurm-exporter", "kube-state-metrics"):
+        assert flows[name].sources == {"ctl2"} and flows[name].cidrs == ("10.10.0.5/32",)
+    assert flows["slurm-exporter"].to == {"ctl1", "ctl2"}
+    assert flows["prometheus"].to == {"ctl2"} and not flows["prometheus"].sources
+
+
+# --- the daemons' settings and who installs them ---------------------------------------
+
+def test_node_exporter_enables_the_nfs_collectors_on_every_node(lab):
+    art = lab.artifacts[render.NODE_EXPORTER_ENV]
+    assert 'ARGS="--collector.mountstats --collector.nfs"\n' in art.content.decode()
+    assert set(art.consumers) == set(lab.estate.nodes)
+    assert destination(render.NODE_EXPORTER_ENV) == "/etc/default/prometheus-node-exporter"
+
+
+def test_prometheus_keeps_the_retention_and_listens_on_its_segment(lab):
+    text = lab.artifacts[render.PROMETHEUS_ENV].content.decode()
+    assert "--storage.tsdb.retention.time=7d" in text
+    assert "--web.listen-address=10.60.0.11:9090" in text
+    assert f"--config.file={destination(render.CONFIG)}" in text
+    for path in (render.CONFIG, render.RULES, render.PROMETHEUS_ENV):
+        assert set(lab.artifacts[path].consumers) == {"ctl1"}
+    assert destination(render.RULES) == "/etc/prometheus/rules/estate.yml"
+
+
+def test_every_node_deploys_the_exporter_and_the_host_prometheus(lab):
+    found = {t.name: t.deploys for t in deploy_targets(lab.estate, lab.artifacts.manifest())}
+    assert all("node_exporter" in d for d in found.values())
+    assert [n for n, d in found.items() if "monitoring" in d] == ["ctl1"]
