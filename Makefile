@@ -38,8 +38,10 @@ lab-ns-down: venv
 
 ## Vagrant lab (docker provider): the spec's Slurm and storage nodes as systemd containers,
 ## provisioned by roles/ (pyinfra), checked by `estate verify`; a second run changes nothing.
+## Then `estate report`: the GPU-hours its jobs took, per account (the telemetry check runs one).
 lab-vagrant: deps venv
 	$(ESTATE) lab up $(SPEC) -o $(OUT)
+	$(ESTATE) report $(SPEC) --lab --since 1h
 
 lab-vagrant-down: venv
 	$(ESTATE) lab down -o $(OUT)

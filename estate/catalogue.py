@@ -106,6 +106,10 @@ ROLES: dict[str, Role] = {r.name: r for r in (
     # ships promtool) on the monitoring host
     Role("node_exporter", None, ("prometheus-node-exporter",), ("prometheus-node-exporter",)),
     Role("monitoring", None, ("prometheus",), ("prometheus",)),
+    # Estate's own Slurm exporter (estate/telemetry/slurm_exporter.py) on the controllers:
+    # Python with Debian's prometheus_client, and the Slurm clients it reads Slurm with
+    Role("slurm_exporter", "slurm", ("python3", "python3-prometheus-client", "slurm-client",
+                                     *SLURM_PLUGINS), ("estate-slurm-exporter",)),
     Role("k8s_control_plane", "kubernetes", spec_role=True, stage="k8s-control-plane"),
     Role("k8s_worker", "kubernetes", spec_role=True, stage="k8s-workers"),
 )}
@@ -136,7 +140,7 @@ PHASES: list[tuple[str, list[str]]] = [
     # The control plane again (a no-op by then): workers take a join token from it.
     ("k8s_join", ["k8s_control_plane", "k8s_worker"]),
     # The exporters and Prometheus once the daemons they watch are there.
-    ("telemetry", ["node_exporter", "monitoring"]),
+    ("telemetry", ["node_exporter", "slurm_exporter", "monitoring"]),
     # Last: where the kernel has no NFS the storage role fails, and nothing should wait on it.
     # Servers export before any client mounts: the storage deploy runs in both phases, with
     # the part of its work each phase does as its argument (PHASE_ARGS).

@@ -166,5 +166,9 @@ from estate.importer.cli import register as _register_import  # noqa: E402
 
 _register_import(app)
 
+from estate.report_cli import register as _register_report  # noqa: E402
+
+_register_report(app)
+
 if __name__ == "__main__":
     app()

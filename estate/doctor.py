@@ -48,7 +48,7 @@ ERROR, WARNING = "error", "warning"
 COMMANDS: dict[str, tuple[str, ...]] = {
     "munge": ("munged",), "mariadb-server": ("mariadbd",), "slurmdbd": ("slurmdbd",),
     "slurmctld": ("slurmctld",), "slurmd": ("slurmd",), "slurmrestd": ("slurmrestd",),
-    "stunnel4": ("stunnel4",),
+    "stunnel4": ("stunnel4",), "python3": ("python3",),
     "slurm-client": ("scontrol", "srun", "sinfo", "sacctmgr"), "chrony": ("chronyd",),
     "nftables": ("nft",), "containerd": ("containerd",), "nfs-kernel-server": ("exportfs",),
     "docker.io": ("dockerd", "docker"), "vagrant": ("vagrant",), "debootstrap": ("debootstrap",),
@@ -59,7 +59,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
 # names differ (the unit test holds each role's services to its packages' commands).
 SERVICE_COMMANDS = {"munge": "munged", "mariadb": "mariadbd", "chrony": "chronyd",
                     "nftables": "nft", "nfs-server": "exportfs",
-                    "stunnel@slurmrestd": "stunnel4"}
+                    "stunnel@slurmrestd": "stunnel4", "estate-slurm-exporter": "python3"}
 
 # The oldest Slurm that accepts what the renderer writes (Slurm's RELEASE_NOTES):
 # (rendered file, text in it, or None for "the file is rendered at all", oldest

@@ -32,6 +32,8 @@ TABLE: list[tuple[str, str]] = [
     (CTLD_HOOKS + "*", HOOK_DIR + "/{name}"),
     ("storage/exports/*.exports", "/etc/exports.d/estate.exports"),
     # Debian's units read ARGS from /etc/default; prometheus.yml finds rules/ beside it
+    ("monitoring/slurm-exporter.py", "/usr/local/lib/estate/slurm_exporter.py"),
+    ("monitoring/slurm-exporter/*.json", "/etc/estate/monitoring/slurm-exporter.json"),
     ("monitoring/prometheus.yml", "/etc/prometheus/prometheus.yml"),
     ("monitoring/rules/*.yml", "/etc/prometheus/rules/{name}"),
     ("monitoring/prometheus.env", "/etc/default/prometheus"),
@@ -83,6 +85,7 @@ INSTALLERS: list[tuple[str, str]] = [
     ("slurm/*.conf", "slurm_configs"),
     ("storage/*", "storage"),
     ("monitoring/node-exporter.env", "node_exporter"),
+    ("monitoring/slurm-exporter*", "slurm_exporter"),
     ("monitoring/*", "monitoring"),
     ("kubernetes/containerd/*", "k8s_node"),
     ("kubernetes/nvidia/*", "gpu_node"),

@@ -133,6 +133,21 @@ GFD_NAME = "gpu-feature-discovery"
 NFD_VERSION = "v0.19.0"      # the NFD chart version the device plugin v0.20.0 chart depends on
 NFD_MANIFEST = "k8s/nfd/node-feature-discovery.yaml"
 NFD_SHA256 = "7d3af59a690ef540ffd8a4481c5a6f82d205f01c62931e401cde35d55e5e21df"
+# kube-state-metrics (the telemetry plane's `kube-state-metrics` job), upstream's
+# examples/standard/ at the tag, each file verbatim (k8s/kube-state-metrics/, see its README),
+# in the order of upstream's kustomization.yaml; its port is the flow matrix's.
+KSM_VERSION = "v2.20.0"
+KSM_DIR = "k8s/kube-state-metrics"
+KSM_SHA256 = {
+    "cluster-role.yaml": "4447544443859be7f70deca48e4cb75d30b0b7da090cb9e914c9c08f97f7e62c",
+    "cluster-role-binding.yaml": "afd513a9dba5ffe1a4128e4f612788dcccc314fb58afaef7a627c506229570df",
+    "service-account.yaml": "91f24588ac4f8944b9211fccefdce9ee70434676e8a4a55a14d69bc7f68ae0a5",
+    "deployment.yaml": "08d57682c0117bda50b8e894be1669001e49ce0ff3e60c11fccc6f56dfbc9f2e",
+    "service.yaml": "efa9813fb6a6a2d11b509cf4f2eb0ab044935b4153b425e697d4b31c7f6f42a4",
+}
+KSM_NAME = "kube-state-metrics"
+KSM_MANIFEST = "26-kube-state-metrics.yaml"    # after 25-storage, before the tenants
+KSM_PORT = PORTS["kube-state-metrics"]         # the default flow's; a spec flow may replace it
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 # The Kueue release Estate installs (k8s/kueue/, vendored and checksummed) and the
 # Kubernetes minors its README's e2e suites run on at that tag (kind 1.34, 1.35, 1.36).

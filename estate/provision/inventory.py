@@ -49,6 +49,8 @@ def deploys_for(roles: list[str], consumes: list[str], manifest: dict) -> list[s
         want.add("storage")  # NFS clients: the nodes the rendered mounts name
     if "monitoring/node-exporter.env" in consumes:
         want.add("node_exporter")   # every node, where the spec has monitoring
+    if "monitoring/slurm-exporter.py" in consumes:
+        want.add("slurm_exporter")  # the nodes its flow names: the controllers
     if "monitoring/prometheus.yml" in consumes:
         want.add("monitoring")      # the monitoring host
     if any(fnmatch(p, "kubernetes/containerd/*") for p in consumes):

@@ -23,7 +23,7 @@ from estate.spec.resolved import Estate
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-@lru_cache(maxsize=4)
+@lru_cache(maxsize=16)   # every vendored file: DCGM, GFD, NFD, kube-state-metrics' five
 def vendored(path: str, sha256: str) -> tuple[dict, ...]:
     """The documents of a vendored upstream manifest, refused if it is not the pinned file."""
     data = (ROOT / path).read_bytes()

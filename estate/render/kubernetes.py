@@ -36,7 +36,7 @@ from estate.model.kubernetes import (  # the facts this renderer lays out
     TOKEN_PLACEHOLDER, TOOLKIT_CONFIG, TOOLKIT_SETTINGS,
     api_endpoint, api_host, control_planes, cpu_quantity, flavors, hostlist, kubelet_settings,
     tenant_resources, mig_layout, MIG_PARTED, DCGM_VERSION, NFD_VERSION,
-    PLANE, plane_nodes, priority_class, sharing_for, tenant_quotas,
+    KSM_MANIFEST, KSM_VERSION, PLANE, plane_nodes, priority_class, sharing_for, tenant_quotas,
 )
 from estate.model import bridge, cni
 from estate.model import kubernetes as k8s
@@ -47,6 +47,7 @@ from estate.model.services import MANIFESTS
 from estate.model.flows import flow as matrix_flow
 from estate.render.cni import installation_spec, operator_manifest
 from estate.render import gpu_addons
+from estate.render.kube_state_metrics import kube_state_metrics
 from estate.render.identity_policy import run_as_policy
 from estate.model.storage import grants
 from estate.render.artifacts import Artifact
@@ -449,6 +450,16 @@ def build_gpu_addons(estate: Estate, source: str) -> list[Artifact]:
                                estate, source)]
 
 
+def build_kube_state_metrics(estate: Estate, source: str) -> list[Artifact]:
+    """kube-state-metrics on the control planes (estate.render.kube_state_metrics), only
+    when spec.monitoring scrapes it."""
+    docs = kube_state_metrics(estate)
+    if not docs:
+        return []
+    return [_vendored_manifest(KSM_MANIFEST, f"kube-state-metrics {KSM_VERSION}", docs,
+                               estate, source)]
+
+
 def build_cluster_objects(estate: Estate, source: str) -> list[Artifact]:
     """RuntimeClass nvidia, the tenants' PriorityClasses and Namespaces."""
     k8s = estate.spec.kubernetes
@@ -701,8 +712,8 @@ def build_kueue_system(estate: Estate, source: str) -> list[Artifact]:
 
 BUILDERS = (build_kubeadm, build_kube_vip, build_control_plane_timers, build_containerd,
             build_toolkit, build_mig_parted, build_node, build_cluster_objects,
-            build_cni, build_device_plugin, build_gpu_addons,
-            build_storage, build_tenants, build_kueue_system, build_kueue, build_kind)
+            build_cni, build_device_plugin, build_gpu_addons, build_storage,
+            build_kube_state_metrics, build_tenants, build_kueue_system, build_kueue, build_kind)
 
 
 def render_kubernetes(estate: Estate, source: str = "") -> list[Artifact]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import yaml
 
@@ -17,7 +18,8 @@ from estate.model.destinations import destination
 from estate.model.monitoring import (ALERTS, GPU_REQUEST, JOBS, KSM_REQUESTS, KSM_UNAVAILABLE,
                                      KSM_WAITING, NFS_REQUEST_TIME, NFS_REQUESTS,
                                      NFS_TRANSMISSIONS, NODE_EXPORTER_ARGS, QUEUE_REASONS,
-                                     UNHEALTHY, WAITING_REASONS, Job, targets)
+                                     NODE_STATES, SLURM_METRICS, UNHEALTHY, WAITING_REASONS,
+                                     Job, targets)
 from estate.model.services import PORTS
 from estate.render.artifacts import Artifact
 from estate.render.templates import line_value
@@ -30,6 +32,9 @@ RULES = "monitoring/rules/estate.yml"
 RULES_REF = "rules/estate.yml"     # relative to prometheus.yml, where Prometheus looks
 PROMETHEUS_ENV = "monitoring/prometheus.env"
 NODE_EXPORTER_ENV = "monitoring/node-exporter.env"
+SLURM_EXPORTER = "monitoring/slurm-exporter.py"
+SLURM_EXPORTER_CONFIG = "monitoring/slurm-exporter/"     # <node>.json
+SLURM_EXPORTER_SOURCE = Path(__file__).resolve().parents[1] / "telemetry" / "slurm_exporter.py"
 HOLD = "5m"     # how long a queue delay or a degraded mount lasts before its alert fires
 WINDOW = "5m"   # the NFS rates' window (the thresholds' descriptions say 5 minutes)
 MOUNT = "node, export, mountaddr"   # one NFS mount of one node
@@ -209,4 +214,26 @@ def render_monitoring(estate: Estate, source: str = "") -> list[Artifact]:
                      PLANE),
             Artifact(RULES, (HEADER + _dump(rules(estate))).encode(), host, PLANE),
             Artifact(PROMETHEUS_ENV, prometheus_env(estate), host, PLANE)]
+    return out + slurm_exporter(estate)
+
+
+# --- the Slurm exporter (estate/telemetry/slurm_exporter.py) -------------------------------
+
+def slurm_exporter(estate: Estate) -> list[Artifact]:
+    """The exporter's source on every node its flow names, and each node's configuration:
+    where it listens (the flow's segment and port) and the metrics of the contract."""
+    found = targets(estate, next(j for j in JOBS if j.flow == "slurm-exporter"))
+    if not found:
+        return []
+    nodes = Hostlist.from_names([node for node, _, _ in found])
+    out = [Artifact(SLURM_EXPORTER, SLURM_EXPORTER_SOURCE.read_bytes(), nodes, "slurm",
+                    mode=0o755)]
+    metrics = [{"name": m.name, "kind": m.kind, "labels": list(m.labels), "help": m.help}
+               for m in SLURM_METRICS]
+    for node, addr, _ in found:
+        config = {"listen": addr, "interval": estate.spec.monitoring.scrape_interval_s,
+                  "node_states": list(NODE_STATES), "metrics": metrics}
+        out.append(Artifact(f"{SLURM_EXPORTER_CONFIG}{node}.json",
+                            (json.dumps(config, indent=2) + "\n").encode(),
+                            Hostlist.from_names([node]), "slurm"))
     return out

@@ -373,7 +373,7 @@ def test_stack_outputs(lab):
     assert inventory["stages"] == {"storage": "nfs1", "slurm-controllers": "ctl1",
                                    "slurm-nodes": "login1,gpu[1-2]",
                                    "k8s-control-plane": "k8s1", "k8s-workers": "k8s2"}
-    assert lab.exports["kubernetes"].startswith("managed: 11 manifest files")
+    assert lab.exports["kubernetes"].startswith("managed: 12 manifest files")
 
 
 def test_without_kubeconfig_the_control_planes_admin_conf_feeds_the_provider():
@@ -384,7 +384,7 @@ def test_without_kubeconfig_the_control_planes_admin_conf_feeds_the_provider():
     assert rpc.is_rpc_secret(provider.inputs["kubeconfig"])
     right = rpc.unwrap_rpc_secret(provider.inputs["kubeconfig"]) == run.join["admin_conf"]
     assert right, "the provider's kubeconfig is not k8s1's admin.conf"
-    assert run.exports["kubernetes"] == ("managed: 11 manifest files (kubernetes/manifests/) "
+    assert run.exports["kubernetes"] == ("managed: 12 manifest files (kubernetes/manifests/) "
                                          "through the admin.conf that k8s1's step outputs")
 
 

@@ -1,0 +1,1 @@
+"""Telemetry programs Estate installs on the nodes (standalone: they import nothing of Estate)."""

@@ -1,0 +1,116 @@
+"""Telemetry checks, through the monitoring host's Prometheus (from here: an admin host,
+which the `prometheus` flow admits): every scrape target of the nodes checked is up, and a
+running Slurm job shows in the Slurm metrics under its account and partition. Targets of
+nodes not checked (the container lab runs no Kubernetes node) are named, not failed."""
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from datetime import datetime, timedelta, timezone
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from estate.model.services import PORTS
+from estate.verify.plugin import on_nodes
+
+ROLE = "cluster"
+
+
+def _prometheus(ctx) -> str | None:
+    mon = ctx.estate.spec.monitoring
+    if mon is None or mon.host not in ctx.nodes:
+        return None
+    return f"http://{ctx.estate.address(mon.host, mon.segment)}:{PORTS['prometheus']}"
+
+
+def _api(base: str, path: str, **params) -> dict:
+    url = f"{base}/api/v1/{path}" + (f"?{urllib.parse.urlencode(params)}" if params else "")
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with direct.open(url, timeout=10) as resp:
+        return json.loads(resp.read())["data"]
+
+
+def _poll(what, timeout: float):
+    end = time.monotonic() + timeout
+    while True:
+        got = what()
+        if got or time.monotonic() > end:
+            return got
+        time.sleep(1)
+
+
+def _monitoring_host(ctx) -> list[str]:
+    mon = ctx.estate.spec.monitoring
+    return [mon.host] if mon and mon.host in ctx.nodes else []
+
+
+@on_nodes(_monitoring_host)
+def test_every_scrape_target_of_the_nodes_checked_is_up(node, ctx):
+    base = _prometheus(ctx)
+    interval = ctx.estate.spec.monitoring.scrape_interval_s
+
+    def targets():
+        active = _api(base, "targets", state="active")["activeTargets"]
+        mine = [t for t in active if t["labels"].get("node") in ctx.nodes]
+        return active if mine and all(t["health"] == "up" for t in mine) else None
+    active = _poll(targets, 3 * interval + 10) or _api(base, "targets")["activeTargets"]
+    down = [f"{t['labels'].get('job')}/{t['labels'].get('node')}: {t['lastError']}"
+            for t in active if t["labels"].get("node") in ctx.nodes and t["health"] != "up"]
+    assert not down, f"targets down: {down}"
+    assert any(t["labels"].get("node") in ctx.nodes for t in active), "no target of these nodes"
+
+
+@on_nodes(_monitoring_host)
+def test_the_targets_of_nodes_not_checked(node, ctx):
+    """Named, not failed: a node outside the check (or outside a lab) cannot be up here."""
+    active = _api(_prometheus(ctx), "targets", state="active")["activeTargets"]
+    elsewhere = sorted({t["labels"].get("node") or t["scrapeUrl"] for t in active
+                        if t["labels"].get("node") not in ctx.nodes})
+    if elsewhere:
+        pytest.skip(f"unsupported here: {', '.join(elsewhere)} are not among the nodes checked "
+                    "(the container lab runs the Slurm and storage nodes only)")
+
+
+@on_nodes(_monitoring_host)
+def test_a_running_job_shows_under_its_account_and_partition_then_in_the_report(node, ctx):
+    """A GPU job (where the partition has GPUs) shows in slurm_jobs and slurm_gpus_allocated
+    under its account and partition while it runs; once it ends, `estate report`'s Slurm
+    plane charges the account its GPU-hours."""
+    if not ctx.submit_node():
+        pytest.skip("no login node or controller among the nodes checked")
+    base, user = _prometheus(ctx), ctx.job_user()
+    account = next(a.name for a in ctx.estate.spec.slurm.accounts if user in a.users)
+    part = next((p.name for p in ctx.estate.spec.slurm.partitions if p.default),
+                ctx.estate.spec.slurm.partitions[0].name)
+    gres = "--gres=gpu:1" if ctx.gpu_nodes() else ""
+    submit = ctx.host(ctx.submit_node())
+    started = datetime.now(timezone.utc) - timedelta(seconds=1)
+    out = submit.run(f"runuser -u {shlex.quote(user)} -- sbatch --parsable -o /dev/null "
+                     f"-A {shlex.quote(account)} -p {shlex.quote(part)} {gres} -t 2 "
+                     "--wrap 'sleep 90'")
+    assert out.rc == 0, f"sbatch failed: {out.stderr.strip()}"
+    job = out.stdout.strip().split(";")[0]
+    where = f'account="{account}",partition="{part}"'
+    query = (f'slurm_jobs{{state="running",{where}}} and on(account, partition) '
+             f'slurm_gpus_allocated{{{where}}} >= {1 if gres else 0}')
+    try:
+        got = _poll(lambda: _api(base, "query", query=query)["result"],
+                    4 * ctx.estate.spec.monitoring.scrape_interval_s + 20)
+        assert got, f"Prometheus never showed job {job} running ({query})"
+    finally:
+        submit.run(f"scancel {shlex.quote(job)}")
+    if gres:
+        _charged(ctx, submit, account, started)
+
+
+def _charged(ctx, submit, account: str, started) -> None:
+    from estate.report import slurm_gpu_hours
+
+    def run(argv):
+        return submit.run(shlex.join(argv)).stdout
+    hours = _poll(lambda: slurm_gpu_hours(run, started, datetime.now(timezone.utc))
+                  .get(account), 30)
+    assert hours and hours > 0, f"estate report charged {account} no GPU-hours for the job"
