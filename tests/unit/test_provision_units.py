@@ -75,10 +75,11 @@ def test_big_specs_get_no_machine_list():
 def test_deploys_come_from_what_nodes_consume(lab):
     result, out = lab
     ts = {t.name: t for t in inv.targets(result.estate, inv.load_manifest(out))}
-    # every node runs the node exporter (spec.monitoring); ctl1 runs Prometheus too
+    # every node runs the node exporter (spec.monitoring); ctl1 runs the Slurm exporter
+    # (the slurm-exporter flow's node) and Prometheus too
     assert ts["ctl1"].deploys == ["common", "firewall", "munge", "slurmdbd",
                                   "slurm_controller", "slurmrestd", "node_exporter",
-                                  "monitoring"]
+                                  "slurm_exporter", "monitoring"]
     # NFS clients (the mount's hosts) get the storage deploy for their mount units
     assert ts["gpu1"].deploys == ["common", "firewall", "munge", "slurm_worker",
                                   "node_exporter", "storage"]
