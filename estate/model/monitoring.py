@@ -30,7 +30,7 @@ class Metric:
 # labels; with HA controllers each controller's exporter reports the same cluster, so the
 # rules take the max over exporters before they sum.
 SLURM_METRICS: tuple[Metric, ...] = (
-    Metric("slurm_jobs", "gauge", ("state", "partition", "account"),
+    Metric("slurm_jobs", "gauge", ("state", "partition", "account", "user"),
            "Jobs by base state in lower case (pending, running, suspended, completing)."),
     Metric("slurm_jobs_pending", "gauge", ("reason", "partition", "account"),
            "Pending jobs by the reason squeue gives (Resources, Priority, Dependency, ...)."),

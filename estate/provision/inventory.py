@@ -215,5 +215,6 @@ def pyinfra_inventory(estate: Estate, render_dir: Path, secrets_dir: Path | None
     ts = select(targets(estate, load_manifest(render_dir)), limit)
     runtime = runtime_facts(estate) | {"apply_manifests": manifests}
     if secrets_dir is not None:
-        ensure_tls(secrets_dir, estate)   # the TLS front's files, derived from its seed
+        # the TLS front's files, derived from its seed, for the nodes of this run
+        ensure_tls(secrets_dir, estate, nodes=[t.name for t in ts])
     return inventory(ts, render_dir, secrets_dir, runtime, conn)

@@ -24,6 +24,7 @@ import hmac
 import ipaddress
 import os
 from pathlib import Path
+from typing import Iterable
 
 from estate.model.bridge import CA_CERT, CA_KEY, server_files
 from estate.model.services import KEYS
@@ -41,12 +42,16 @@ class TlsError(RuntimeError):
     """The secrets directory lacks what the TLS front needs."""
 
 
-def ensure_tls(directory: str | Path, estate: Estate, today: dt.date | None = None
-               ) -> list[str]:
-    """The CA certificate and every slurmrestd node's key and certificate in the
-    directory; the files written anew (none on a re-run)."""
+def ensure_tls(directory: str | Path, estate: Estate, today: dt.date | None = None,
+               nodes: Iterable[str] | None = None) -> list[str]:
+    """The CA certificate and the key and certificate of every slurmrestd node (of
+    `nodes`, where given: a run for other nodes needs no seed) in the directory; the files
+    written anew (none on a re-run)."""
     rest = estate.spec.slurm.slurmrestd
     hosts = list(estate.role_hosts("slurmrestd")) if rest else []
+    if nodes is not None:
+        wanted = set(nodes)
+        hosts = [h for h in hosts if h in wanted]
     if not hosts:
         return []
     d = Path(directory)

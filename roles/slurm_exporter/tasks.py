@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pyinfra.api import OperationError, deploy
 from pyinfra.operations import systemd
+from pyinfra.operations.util import any_changed
 
 from roles._lib import consumed, digest_of, digest_text, install, install_packages, \
     put_text, service_current
@@ -43,8 +44,8 @@ def slurm_exporter() -> None:
     for path in program + config:
         install(path)
     text = unit(destination(program[0]), destination(config[0]))
-    put_text(text, UNIT_PATH, name="the Slurm exporter's unit")
-    systemd.daemon_reload(name="systemd: the Slurm exporter's unit")
+    written = put_text(text, UNIT_PATH, name="the Slurm exporter's unit")
+    systemd.daemon_reload(name="systemd: the Slurm exporter's unit", _if=any_changed(written))
     service_current(name="the Slurm exporter on the current program", service=SERVICE,
                     digest=digest_text(digest_of(program + config), text))
     systemd.service(name="Enable the Slurm exporter", service=SERVICE, running=True,

@@ -172,18 +172,25 @@ def test_verify_passes_and_names_what_is_unsupported(lab, tmp_path):
     unsupported = {(r["node"], r["role"], r["check"].split(":")[0]) for r in report["results"]
                    if r["outcome"] == "unsupported"}
     nodes = ("ctl1", "login1", "gpu1", "gpu2", "nfs1")
-    # only two things are unsupported in containers: setting the clock, and NFS (every
-    # storage check on the NFS server and its clients, the installed files included)
+    # only three things are unsupported in containers: setting the clock, NFS (every
+    # storage check on the NFS server and its clients, the installed files included), and
+    # the scrape targets of the Kubernetes nodes, which the container lab does not check
     assert {(n, role) for n, role, check in unsupported
-            if (role, check) != ("common", "time_sync")} == \
+            if (role, check) not in (("common", "time_sync"),
+                                     ("cluster", "the_targets_of_nodes_not_checked"))} == \
         {(n, "storage") for n in ("nfs1", "login1", "gpu1", "gpu2")}
+    assert ("ctl1", "cluster", "the_targets_of_nodes_not_checked") in unsupported
     assert {(n, "common", "time_sync") for n in nodes} <= unsupported
     assert not [r for r in report["results"] if r["role"] == "storage"
                 and r["outcome"] != "unsupported"]
     checks = {(r["role"], r["check"]) for r in report["results"] if r["outcome"] == "passed"}
     for want in [("cluster", "slurm_view_matches_spec"), ("cluster", "gpu_job"),
                  ("cluster", "job_across_two_workers"), ("cluster", "rest_api_takes_a_jwt"),
-                 ("munge", "key_is_the_estates"), ("slurmrestd", "listens_only_on_its_segment"),
+                 ("munge", "key_is_the_estates"),
+                 ("slurmrestd", "slurmrestd_listens_on_loopback_and_the_front_on_its_segment"),
+                 ("cluster", "every_scrape_target_of_the_nodes_checked_is_up"),
+                 ("cluster", "a_running_job_shows_under_its_account_and_partition_then_in_"
+                             "the_report"),
                  ("firewall", "input_denies_by_default"),
                  ("cluster", "rest_api_reach_follows_the_flows")]:
         assert want in checks

@@ -51,7 +51,7 @@ def test_a_running_gpu_job_and_a_pending_one_under_their_account(lab):
                                    "-p", "gpu", "-N1", "--wrap", "true"], check=True).stdout.strip()
     try:
         got = wait(lab, lambda: (s := scrape(lab))["slurm_jobs"].get(
-            ("running", "gpu", "research")) and s["slurm_jobs_pending"] and s)
+            ("running", "gpu", "research", "alice")) and s["slurm_jobs_pending"] and s)
         assert got, "the job never showed as running"
         assert got["slurm_gpus_allocated"][("gpu", "research")] == 4
         assert got["slurm_nodes"][("allocated", "gpu")] == 2

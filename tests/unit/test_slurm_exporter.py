@@ -41,7 +41,7 @@ def test_the_rendered_configuration_is_the_contract_and_the_flow(lab):
 def test_a_metric_or_label_it_does_not_compute_is_refused(lab):
     config = json.loads(lab.artifacts[f"{SLURM_EXPORTER_CONFIG}ctl1.json"].content)
     for bad in ({"name": "slurm_jobs_total", "labels": ["state"]},
-                {"name": "slurm_jobs", "labels": ["state", "account", "partition"]}):
+                {"name": "slurm_jobs", "labels": ["state", "partition", "account"]}):
         broken = dict(config, metrics=config["metrics"] + [dict(bad, kind="gauge", help="")])
         with pytest.raises(SystemExit, match=bad["name"]):
             exporter.SlurmCollector(broken)
@@ -50,13 +50,14 @@ def test_a_metric_or_label_it_does_not_compute_is_refused(lab):
 def test_each_release_s_json_reads_alike():
     """22.05 writes states and times as plain values, 24.11 as lists and {set, number}."""
     old = {"job_state": "RUNNING", "partition": "gpu", "account": "ops", "submit_time": 100,
-           "tres_alloc_str": "cpu=8,gres/gpu:a100=2,gres/gpu=2"}
+           "user_name": "bob", "tres_alloc_str": "cpu=8,gres/gpu:a100=2,gres/gpu=2"}
     new = dict(old, job_state=["RUNNING"], submit_time={"set": True, "number": 100})
     pend = dict(old, job_state=["PENDING"], state_reason="Resources", tres_alloc_str="",
                 submit_time={"set": True, "number": 40})
     for jobs in ([old], [new]):
         got = exporter.jobs(json.dumps({"jobs": jobs + [pend]}), now=100)
-        assert got["slurm_jobs"] == {("running", "gpu", "ops"): 1, ("pending", "gpu", "ops"): 1}
+        assert got["slurm_jobs"] == {("running", "gpu", "ops", "bob"): 1,
+                                     ("pending", "gpu", "ops", "bob"): 1}
         assert got["slurm_gpus_allocated"] == {("gpu", "ops"): 2}   # typed entry not twice
         assert got["slurm_job_pending_seconds_max"] == {("Resources", "gpu", "ops"): 60}
 

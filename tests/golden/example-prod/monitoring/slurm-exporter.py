@@ -74,7 +74,7 @@ def jobs(squeue_json: str, now: float) -> dict[str, dict[tuple, float]]:
         if state not in ACTIVE:
             continue
         part, account = str(job.get("partition", "")), str(job.get("account", ""))
-        key = (state, part, account)
+        key = (state, part, account, str(job.get("user_name", "")))
         out["slurm_jobs"][key] = out["slurm_jobs"].get(key, 0) + 1
         if state == "pending":
             reason = str(job.get("state_reason", "")) or "None"
@@ -167,7 +167,7 @@ class SlurmCollector:
 
 
 # What this file computes: metric -> its label values' order in the samples' keys.
-KNOWN = {"slurm_jobs": ("state", "partition", "account"),
+KNOWN = {"slurm_jobs": ("state", "partition", "account", "user"),
          "slurm_jobs_pending": ("reason", "partition", "account"),
          "slurm_job_pending_seconds_max": ("reason", "partition", "account"),
          "slurm_nodes": ("state", "partition"),
