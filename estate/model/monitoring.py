@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from estate.model.flows import dotted, flow
+from estate.model.slurm import node_lines
 from estate.spec.resolved import Estate
 
 
@@ -41,6 +42,9 @@ SLURM_METRICS: tuple[Metric, ...] = (
            "0 where none, and a node counts once in each partition it is in."),
     Metric("slurm_gpus_allocated", "gauge", ("partition", "account"),
            "GPUs allocated to the account's running jobs."),
+    Metric("slurm_job_info", "gauge", ("job_id", "partition", "account", "user"),
+           "1 for each running job: joins a GPU's hpc_job label (the DCGM exporter's job "
+           "mapping) to the job's account and user."),
     Metric("slurm_gpus_total", "gauge", ("partition",),
            "GPUs the partition's nodes configure (their Gres)."),
     Metric("slurm_scheduler_cycle_seconds", "gauge", (),
@@ -67,6 +71,17 @@ NFS_REQUESTS = "node_mountstats_nfs_operations_requests_total"
 NFS_TRANSMISSIONS = "node_mountstats_nfs_operations_transmissions_total"
 NFS_REQUEST_TIME = "node_mountstats_nfs_operations_request_time_seconds_total"
 NODE_EXPORTER_ARGS = ("--collector.mountstats", "--collector.nfs")
+
+# The DCGM exporter's HPC job mapping on Slurm GPU workers: Estate's Prolog and Epilog keep
+# one file per GPU index here, holding the IDs of the jobs on it (then run the site's own).
+JOB_MAP_DIR = "/run/estate/dcgm-job-map"
+
+
+def gpu_job_map(estate: Estate) -> bool:
+    """The mapping is rendered where the spec monitors and a Slurm worker has GPUs."""
+    return estate.spec.monitoring is not None and \
+        any(line.gres_count for line in node_lines(estate))
+
 
 # The alerts, with the plane each names (their tenant label: the Slurm account, the
 # Kubernetes namespace, the NFS client node).

@@ -12,6 +12,7 @@ from markupsafe import Markup
 
 from estate.model import bridge, model
 from estate.model.flows import srun_ports
+from estate.model.monitoring import JOB_MAP_DIR, gpu_job_map
 from estate.model.slurm import (block_topology, def_mem_per_cpu, def_per_gpu, default_time,
                                 gpu_affinity, node_lines, propagate_except, state_mount,
                                 suspend_excluded, weights)
@@ -20,7 +21,8 @@ from estate.model.slurm_keys import conf_keys
 # for the renderer's callers.
 from estate.model.slurm_plugins import (job_acct_gather, plugin_settings,  # noqa: F401
                                         slurm_plugins, unset_by_release)
-from estate.model.services import (GPU_DEVICES, PORTS, SLURM_USER, SLURMDBD_DATABASE,
+from estate.model.services import (GPU_DEVICES, HOOK_DIR, HOOKS, PORTS, SLURM_USER,
+                                   SLURMDBD_DATABASE,
                                    SLURMDBD_PATHS, STATE_DROPIN, hooks, jwt_key_path,
                                    slurm_daemon_paths, uses_jwt)
 from estate.render.artifacts import Artifact
@@ -170,7 +172,7 @@ def _context(estate: Estate, source: str) -> dict:
         "srun_ports": srun_ports(estate),
         "slurm_user": SLURM_USER,
         "hooks": spec.slurm.hooks,
-        "node_hooks": [(h.key, h.installed) for h in hooks(spec) if h.daemon == "slurmd"],
+        "node_hooks": node_hooks(estate),
         "ctld_hooks": [(h.key, h.installed) for h in hooks(spec) if h.daemon == "slurmctld"],
         "power": spec.slurm.power_saving,
         "suspend_excluded": str(suspend_excluded(lines)),
@@ -236,7 +238,32 @@ def worker_artifacts(estate: Estate) -> list[Artifact]:
         if hosts and cls.gpu_kinds:
             out.append(Artifact(f"{GPU_DEVICES}{cls.name}.json",
                                 gpu_devices_json(estate, cls.gpu_count), hosts, PLANE))
-    return out + hook_artifacts(estate, workers)
+    return out + hook_artifacts(estate, workers) + job_map_artifacts(estate, workers)
+
+
+# Estate's own Prolog and Epilog where it keeps the DCGM exporter's job mapping; each runs
+# the site's script of the same key after it (estate.model.monitoring.gpu_job_map).
+JOB_MAP_HOOKS = {"Prolog": "estate-prolog", "Epilog": "estate-epilog"}
+
+
+def node_hooks(estate: Estate) -> list[tuple[str, str]]:
+    """slurm.conf's node hook keys and the programs they name: the site's, or Estate's
+    mapping hooks in front of the site's Prolog and Epilog."""
+    site = [(h.key, h.installed) for h in hooks(estate.spec) if h.daemon == "slurmd"]
+    if not gpu_job_map(estate):
+        return site
+    ours = [(key, f"{HOOK_DIR}/{name}") for key, name in JOB_MAP_HOOKS.items()]
+    return ours + [(k, p) for k, p in site if k not in JOB_MAP_HOOKS]
+
+
+def job_map_artifacts(estate: Estate, workers: Hostlist) -> list[Artifact]:
+    if not gpu_job_map(estate):
+        return []
+    site = {h.key: h.installed for h in hooks(estate.spec) if h.daemon == "slurmd"}
+    return [Artifact(f"{HOOKS}{name}", render_template("slurm_conf/gpu-job-map.sh.j2", {
+                "key": key, "dir": JOB_MAP_DIR, "site": site.get(key)}), workers, PLANE,
+                mode=0o755)
+            for key, name in JOB_MAP_HOOKS.items()]
 
 
 def hook_artifacts(estate: Estate, workers: Hostlist) -> list[Artifact]:

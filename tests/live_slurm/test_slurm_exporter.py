@@ -54,6 +54,7 @@ def test_a_running_gpu_job_and_a_pending_one_under_their_account(lab):
             ("running", "gpu", "research", "alice")) and s["slurm_jobs_pending"] and s)
         assert got, "the job never showed as running"
         assert got["slurm_gpus_allocated"][("gpu", "research")] == 4
+        assert (first.split(";")[0], "gpu", "research", "alice") in got["slurm_job_info"]
         assert got["slurm_nodes"][("allocated", "gpu")] == 2
         (reason, part, account), = got["slurm_jobs_pending"]
         assert (part, account) == ("gpu", "research") and reason in ("Resources", "Priority")
@@ -75,3 +76,22 @@ def test_the_exposition_parses_into_the_contract(lab):
         assert m["name"] in families
         for sample in families[m["name"]].samples:
             assert set(sample.labels) == set(m["labels"]), (m["name"], sample.labels)
+
+
+def test_the_prolog_and_epilog_keep_the_dcgm_job_mapping(lab):
+    """Estate's Prolog writes the job's ID into one file per GPU it holds (the DCGM
+    exporter's HPC job mapping), and its Epilog takes it out again."""
+    from estate.model.monitoring import JOB_MAP_DIR
+    job = lab.as_user("alice", ["sbatch", "--parsable", "-o", "/dev/null", "-A", "research",
+                                "-p", "gpu", "-w", "gpu1", "--gres=gpu:2", "--wrap", "sleep 30"],
+                      check=True).stdout.strip().split(";")[0]
+    mapped = lab.host_path("gpu1", JOB_MAP_DIR)
+    try:
+        got = wait(lab, lambda: sorted(p.name for p in mapped.glob("[0-9]*")
+                                       if job in p.read_text().split()), 30)
+        assert got == ["0", "1"], f"the job's GPUs in {JOB_MAP_DIR}: {got}"
+    finally:
+        lab.run(lab.client(), ["scancel", job])
+    left = wait(lab, lambda: not any(job in p.read_text().split()
+                                     for p in mapped.glob("[0-9]*")), 30)
+    assert left, f"job {job} is still in {JOB_MAP_DIR} after its end"

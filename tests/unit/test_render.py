@@ -84,9 +84,11 @@ def test_artifact_consumers_follow_configless_design():
     arts = build(LAB).artifacts
     assert str(arts["slurm/slurm.conf"].consumers) == "ctl1,login1"
     assert str(arts["slurm/topology.conf"].consumers) == "ctl1"
-    # workers get only what slurmd needs locally; slurm.conf comes from slurmctld
+    # workers get only what slurmd needs locally (its hooks too: the lab's keep the DCGM
+    # job mapping); slurm.conf comes from slurmctld
     assert sorted(a.path for a in arts.for_node("gpu2") if a.plane == "slurm") == [
-        "slurm/cgroup.conf", "slurm/gpu-devices/gpu-2x.json", "slurm/slurmd.env"]
+        "slurm/cgroup.conf", "slurm/gpu-devices/gpu-2x.json", "slurm/hooks/estate-epilog",
+        "slurm/hooks/estate-prolog", "slurm/slurmd.env"]
     assert "slurm/slurmrestd/ctl1.env" not in [a.path for a in arts.for_node("gpu2")]
     assert arts["slurm/slurmdbd.conf"].mode == 0o600
 

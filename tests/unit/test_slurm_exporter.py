@@ -50,7 +50,7 @@ def test_a_metric_or_label_it_does_not_compute_is_refused(lab):
 def test_each_release_s_json_reads_alike():
     """22.05 writes states and times as plain values, 24.11 as lists and {set, number}."""
     old = {"job_state": "RUNNING", "partition": "gpu", "account": "ops", "submit_time": 100,
-           "user_name": "bob", "tres_alloc_str": "cpu=8,gres/gpu:a100=2,gres/gpu=2"}
+           "user_name": "bob", "job_id": 7, "tres_alloc_str": "cpu=8,gres/gpu:a100=2,gres/gpu=2"}
     new = dict(old, job_state=["RUNNING"], submit_time={"set": True, "number": 100})
     pend = dict(old, job_state=["PENDING"], state_reason="Resources", tres_alloc_str="",
                 submit_time={"set": True, "number": 40})
@@ -59,6 +59,7 @@ def test_each_release_s_json_reads_alike():
         assert got["slurm_jobs"] == {("running", "gpu", "ops", "bob"): 1,
                                      ("pending", "gpu", "ops", "bob"): 1}
         assert got["slurm_gpus_allocated"] == {("gpu", "ops"): 2}   # typed entry not twice
+        assert got["slurm_job_info"] == {("7", "gpu", "ops", "bob"): 1}   # running only
         assert got["slurm_job_pending_seconds_max"] == {("Resources", "gpu", "ops"): 60}
 
 

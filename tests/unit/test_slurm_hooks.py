@@ -43,11 +43,17 @@ def test_hooks_are_installed_on_workers_and_named_in_slurm_conf(tmp_path):
     assert destination(prolog.path) == "/etc/slurm/hooks/prolog"
     assert installer(prolog.path, ["common", "slurm_worker"]) == "slurm_worker"
     conf = result.artifacts["slurm/slurm.conf"].content.decode().splitlines()
-    for line in ("Prolog=/etc/slurm/hooks/prolog", "PrologFlags=Alloc,Serial",
+    # the lab monitors GPU workers: Estate's prolog keeps the DCGM job mapping, then execs
+    # the site's (estate.render.slurm.JOB_MAP_HOOKS)
+    ours = result.artifacts["slurm/hooks/estate-prolog"]
+    assert ours.content.decode().rstrip().endswith("exec /etc/slurm/hooks/prolog")
+    assert (ours.mode, str(ours.consumers)) == (0o755, "gpu[1-2]")
+    assert "Epilog=/etc/slurm/hooks/estate-epilog" in conf
+    for line in ("Prolog=/etc/slurm/hooks/estate-prolog", "PrologFlags=Alloc,Serial",
                  "HealthCheckProgram=/etc/slurm/hooks/healthcheck", "HealthCheckInterval=60",
                  "HealthCheckNodeState=IDLE,MIXED", "RebootProgram=/usr/sbin/reboot"):
         assert line in conf
-    assert not any(l.startswith("Epilog=") for l in conf)
+    assert "exec" not in result.artifacts["slurm/hooks/estate-epilog"].content.decode()
 
 
 def test_a_missing_hook_file_is_an_error_at_its_path(tmp_path):

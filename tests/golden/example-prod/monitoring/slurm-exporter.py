@@ -68,7 +68,7 @@ def _gres_gpus(gres: str) -> int:
 def jobs(squeue_json: str, now: float) -> dict[str, dict[tuple, float]]:
     """Job metrics from `squeue --json`, keyed by metric and label values."""
     out = {"slurm_jobs": {}, "slurm_jobs_pending": {}, "slurm_job_pending_seconds_max": {},
-           "slurm_gpus_allocated": {}}
+           "slurm_gpus_allocated": {}, "slurm_job_info": {}}
     for job in json.loads(squeue_json).get("jobs", []):
         state = _state(job.get("job_state"))
         if state not in ACTIVE:
@@ -84,6 +84,7 @@ def jobs(squeue_json: str, now: float) -> dict[str, dict[tuple, float]]:
             prev = out["slurm_job_pending_seconds_max"].get(pkey, 0.0)
             out["slurm_job_pending_seconds_max"][pkey] = max(prev, waited)
         elif state == "running":
+            out["slurm_job_info"][(str(job.get("job_id", "")), part, account, key[3])] = 1
             gkey = (part, account)
             out["slurm_gpus_allocated"][gkey] = out["slurm_gpus_allocated"].get(gkey, 0) + \
                 _gpus(str(job.get("tres_alloc_str", "")))
@@ -172,6 +173,7 @@ KNOWN = {"slurm_jobs": ("state", "partition", "account", "user"),
          "slurm_job_pending_seconds_max": ("reason", "partition", "account"),
          "slurm_nodes": ("state", "partition"),
          "slurm_gpus_allocated": ("partition", "account"),
+         "slurm_job_info": ("job_id", "partition", "account", "user"),
          "slurm_gpus_total": ("partition",),
          "slurm_scheduler_cycle_seconds": ()}
 
