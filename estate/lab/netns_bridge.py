@@ -92,14 +92,15 @@ def listening(lab, name: str, addr: str, port: int) -> bool:
     return bool(proc.stdout.strip())
 
 
-def client(lab, host: str) -> str:
-    """A namespace for a node outside the Slurm lab (a Kubernetes node) with its address
-    on the slurmrestd segment, on the lab's bridge: the namespace's name."""
+def client(lab, host: str, name: str | None = None) -> str:
+    """A namespace (named `name`, default the host's) with the host's address on the
+    slurmrestd segment, on the lab's bridge: a node outside the Slurm lab (a Kubernetes
+    node), or a lab node's other address seen as a stranger. The namespace's name."""
     seg = lab.slurm.slurmrestd.segment
     addr = lab.estate.address(host, seg)
     if addr is None:
         raise LabError(f"{host} has no address on segment {seg!r}")
-    return lab.add_namespace(host, f"{addr}/{_prefixlen(lab, seg)}")
+    return lab.add_namespace(name or host, f"{addr}/{_prefixlen(lab, seg)}")
 
 
 def mint(lab) -> dict[str, Path]:

@@ -21,6 +21,7 @@ import yaml
 from estate.lab import netns_bridge
 from estate.model import bridge
 from estate.model.destinations import destination
+from estate.verify.bridge import errors
 from tests.live_slurm.conftest import RELEASES, ROOT, running_lab, spec_on
 
 pytestmark = pytest.mark.live_slurm
@@ -93,8 +94,7 @@ def job_id(answer: dict) -> int | None:
 def refused(answer: dict) -> str:
     """The refusal's text; fails the test if the request was accepted."""
     assert job_id(answer) is None, f"accepted: {answer}"
-    body = answer.get("answer") or {}
-    texts = [e.get("error") or e.get("description") or "" for e in body.get("errors") or []]
+    texts = errors(answer.get("answer") or {})
     assert answer.get("status") != 200 or texts, answer
     return " ".join(texts)
 
@@ -195,10 +195,7 @@ def test_tokens_never_cross_the_segment_in_clear(lab, rest):
 def test_only_the_bridge_nodes_reach_the_front(lab, rest):
     """A host of the segment that is no Kubernetes node (login1's service address) is
     dropped by the controller's rendered firewall; k8s2 gets through (the tests above)."""
-    rest_seg = lab.slurm.slurmrestd.segment
-    addr = lab.estate.address("login1", rest_seg)
-    prefix = next(s.cidr.prefixlen for s in lab.estate.spec.segments if s.name == rest_seg)
-    ns = lab.add_namespace("intruder", f"{addr}/{prefix}")
+    ns = netns_bridge.client(lab, "login1", name="intruder")
     target = rest.url.split("//")[1].rsplit(":", 1)
     probe = (f"import socket; socket.create_connection(({target[0]!r}, {target[1]}), 3)")
     proc = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", probe],
