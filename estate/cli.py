@@ -170,5 +170,13 @@ from estate.report_cli import register as _register_report  # noqa: E402
 
 _register_report(app)
 
+from estate.drift_cli import register as _register_drift  # noqa: E402
+
+_register_drift(app)
+
+from estate.diff_cli import register as _register_diff  # noqa: E402
+
+_register_diff(app)
+
 if __name__ == "__main__":
     app()

@@ -1,0 +1,178 @@
+"""What a change needs before it takes effect: per Slurm key and release, and per artifact.
+
+The Slurm half is data: slurm_conf/update-policy/<release>.json, written by
+scripts/slurm-update-policy.py from the release's own manual pages (each entry quotes
+the sentence it was read from). On top of it sit Estate's judgements (JUDGED), each with
+its reason: a key the manuals do not document, a rule the manual states once for many
+keys (TCP listening settings), or what the live tier measured on real slurmctld
+(tests/live_slurm/test_diff.py). tests/unit/test_update_policy.py fails when a key Estate
+writes has no class for a release of the catalogue.
+
+Slurm classes, weakest first (CLASSES): reconfigure, restart_slurmctld, restart_slurmd,
+restart_all (slurmctld and every slurmd), restart_all_drain (every daemon restarted and
+running steps lost: drain the workers first). What a class means for one node depends
+on what runs there (estate.diff.node_action).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from fnmatch import fnmatch
+from functools import lru_cache
+from pathlib import Path
+
+from estate.model.services import CTLD_HOOKS, GPU_DEVICES, HOOKS, MANIFESTS
+from estate.model.slurm_keys import at_least
+
+POLICY_DIR = Path(__file__).resolve().parents[2] / "slurm_conf" / "update-policy"
+
+# The actions a node can need, in Slurm's (and Kubernetes') terms, weakest first: a
+# node's action is the strongest its changes need.
+ACTIONS = ("nothing", "file", "restart_service", "reconfigure", "restart_slurmctld",
+           "restart_slurmd", "drain_restart", "k8s_rollout", "node_rejoin")
+SAY = {"nothing": "nothing", "file": "file install only",
+       "restart_service": "service restart", "reconfigure": "scontrol reconfigure",
+       "restart_slurmctld": "slurmctld restart", "restart_slurmd": "slurmd restart",
+       "drain_restart": "drain, then restart", "k8s_rollout": "Kubernetes rollout",
+       "node_rejoin": "node rejoin"}
+CLASSES = ("reconfigure", "restart_slurmctld", "restart_slurmd", "restart_all",
+           "restart_all_drain")
+
+
+def rank(action: str) -> int:
+    return ACTIONS.index(action)
+
+
+def strongest(actions) -> str:
+    return max(actions, key=rank, default="nothing")
+
+
+def stronger_class(a: str, b: str) -> str:
+    """The stronger of two Slurm classes (restart_slurmctld and restart_slurmd give
+    restart_all: both daemons)."""
+    if {a, b} == {"restart_slurmctld", "restart_slurmd"}:
+        return "restart_all"
+    return max(a, b, key=CLASSES.index)
+
+
+@dataclass(frozen=True)
+class Judged:
+    key: str              # as in the JSON: "SlurmctldPort", "node:RealMemory", "node"
+    cls: str
+    reason: str
+    since: tuple[int, int] | None = None    # from this release on (inclusive)
+    before: tuple[int, int] | None = None   # up to this release (exclusive)
+
+    def applies(self, version: str) -> bool:
+        return ((self.since is None or at_least(version, self.since))
+                and (self.before is None or not at_least(version, self.before)))
+
+
+LISTENING = ("slurm.conf(5) DESCRIPTION: \"Changes to TCP listening settings will require a "
+             "daemon restart\"; slurmd talks to slurmctld at SlurmctldHost:SlurmctldPort and "
+             "listens on SlurmdPort, so every daemon restarts")
+PLUGIN_22 = ("before 23.11 scontrol reconfigure re-reads slurm.conf in the running daemons, "
+             "which keep the plugins they loaded at start (from 23.11 reconfigure re-executes "
+             "the daemons); issue 31 names TopologyPlugin among the keys that restart every "
+             "daemon")
+JUDGED = (
+    Judged("SlurmctldHost", "restart_all", LISTENING),
+    Judged("SlurmctldPort", "restart_all", LISTENING),
+    Judged("SlurmdPort", "restart_all", LISTENING),
+    Judged("TopologyPlugin", "restart_all", PLUGIN_22, before=(23, 11)),
+    Judged("cgroup.conf:CgroupPlugin", "restart_slurmd", PLUGIN_22, before=(23, 11)),
+    Judged("SelectType", "restart_all", "slurm.conf(5) 22.05 SelectType: \"A restart of "
+           "slurmctld and slurmd is required ... When changed, all job information ... "
+           "will be lost\"; 24.11's manual dropped the sentence but the select plugin's "
+           "state is still per plugin", since=(23, 11)),
+    # The line keywords themselves: the manuals document their fields, not the keyword.
+    Judged("NodeName", "reconfigure", "the line keyword: its fields and the node "
+           "section's rule (\"node\") classify a NodeName line"),
+    Judged("PartitionName", "reconfigure", "the line keyword: its fields and the "
+           "partition section's rule classify a PartitionName line"),
+    Judged("NodeSet", "reconfigure", "the line keyword: its fields classify a NodeSet line"),
+)
+
+# What an artifact's change needs on the nodes that install it, when it is not one of the
+# Slurm files read key by key (SLURM_FILES): first match wins; (pattern, action, service).
+SLURM_FILES = ("slurm/slurm.conf", "slurm/gres.conf", "slurm/topology.conf",
+               "slurm/cgroup.conf")
+ARTIFACT_ACTIONS: tuple[tuple[str, str, str], ...] = (
+    ("slurm/slurmd.env", "restart_slurmd", "slurmd"),   # the unit reads it at start only
+    ("slurm/slurmdbd.conf", "restart_service", "slurmdbd"),
+    ("slurm/slurmrestd/*", "restart_service", "slurmrestd"),
+    ("slurm/slurmrestd-tls/*", "restart_service", "stunnel4"),
+    (GPU_DEVICES + "*", "restart_slurmd", "slurmd"),    # device files gres.conf names
+    (HOOKS + "*", "file", ""),        # slurmd runs the installed script at each job
+    (CTLD_HOOKS + "*", "file", ""),
+    ("network/nftables/*", "restart_service", "nftables"),
+    ("monitoring/prometheus*", "restart_service", "prometheus"),
+    ("monitoring/rules/*", "restart_service", "prometheus"),
+    ("monitoring/node-exporter.env", "restart_service", "prometheus-node-exporter"),
+    ("monitoring/slurm-exporter*", "restart_service", "estate-slurm-exporter"),
+    ("storage/exports/*", "restart_service", "nfs-server"),
+    ("kubernetes/kubeadm/join/*", "node_rejoin", ""),
+    ("kubernetes/kubeadm/init.yaml", "node_rejoin", ""),
+    ("kubernetes/containerd/*", "restart_service", "containerd"),
+    (MANIFESTS + "*", "k8s_rollout", ""),
+    ("kubernetes/*.yaml", "k8s_rollout", ""),
+    ("kubernetes/*/*.yaml", "k8s_rollout", ""),
+)
+
+
+def artifact_action(path: str) -> tuple[str, str]:
+    """(action, service) an artifact's change needs where it is installed."""
+    for pattern, action, service in ARTIFACT_ACTIONS:
+        if fnmatch(path, pattern):
+            return action, service
+    return "file", ""
+
+
+@lru_cache(maxsize=None)
+def _load(version: str) -> dict:
+    return json.loads((POLICY_DIR / f"{version}.json").read_text())
+
+
+def versions() -> list[str]:
+    return sorted(p.stem for p in POLICY_DIR.glob("*.json"))
+
+
+def source(version: str) -> dict[str, str]:
+    return _load(version)["source"]
+
+
+@dataclass(frozen=True)
+class Policy:
+    cls: str
+    why: str      # the manual's sentence, or Estate's reason
+    origin: str   # "slurm.conf(5) entry", "slurm.conf(5) default", "judged"
+
+
+@lru_cache(maxsize=None)
+def table(version: str) -> dict[str, Policy]:
+    """lowercase key -> its Policy for the release: the manual's, then JUDGED over it.
+    Keys: "maxtime"-style for slurm.conf's own, "partition:maxtime", "node:realmemory",
+    "gres.conf:type", and the line kinds' own rules "node", "partition", "nodeset"."""
+    doc = _load(version)
+    out = {}
+    for key, e in {**doc["keys"], **doc.get("sections", {})}.items():
+        manual = key.split(":")[0] if key.endswith(".conf") or ".conf:" in key else "slurm.conf"
+        out[key.lower()] = Policy(e["action"], e["quote"], f"{manual}(5) {e['from']}")
+    for j in JUDGED:
+        if j.applies(version):
+            out[j.key.lower()] = Policy(j.cls, j.reason, "judged")
+    return out
+
+
+def policy(version: str, key: str) -> Policy | None:
+    """The key's policy ("MaxTime" is slurm.conf's; "partition:MaxTime" a line field);
+    a line field is at least its line kind's own rule. None: unclassified."""
+    t = table(version)
+    found = t.get(key.lower())
+    kind = key.split(":")[0].lower() if ":" in key else None
+    line_rule = t.get(kind) if kind in ("node", "partition", "nodeset") else None
+    if found and line_rule:
+        return Policy(stronger_class(found.cls, line_rule.cls),
+                      found.why if CLASSES.index(found.cls) >= CLASSES.index(line_rule.cls)
+                      else line_rule.why, found.origin)
+    return found
