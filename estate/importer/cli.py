@@ -6,13 +6,30 @@ from pathlib import Path
 
 import typer
 
+from estate.catalogue import DEFAULT_SLURM, SLURM_SUITES
+
 
 def _read(path: Path | None) -> str | None:
     return path.read_text() if path else None
 
 
+def _associations(cluster: str | None):
+    """slurmdbd's associations through the local sacctmgr, or the reason it failed."""
+    import subprocess
+
+    from estate.importer.accounts import read
+    try:
+        return read(cluster), None
+    except FileNotFoundError:
+        return None, "sacctmgr is not installed here (Debian: slurm-client)"
+    except subprocess.CalledProcessError as exc:
+        return None, f"sacctmgr failed: {(exc.stderr or '').strip() or exc.returncode}"
+    except subprocess.TimeoutExpired:
+        return None, "sacctmgr did not answer in 60 s (is slurmdbd up?)"
+
+
 def run(slurm_conf: Path, gres: Path | None, topology: Path | None, cgroup: Path | None,
-        out: Path, strict: bool) -> int:
+        out: Path, strict: bool, version: str, accounting: bool = False) -> int:
     # imported here: every other command pays for the importer otherwise
     import yaml
 
@@ -21,7 +38,17 @@ def run(slurm_conf: Path, gres: Path | None, topology: Path | None, cgroup: Path
     from estate.render.artifacts import write_file
     src = Sources(slurm_conf.read_text(), _read(gres), _read(topology), _read(cgroup),
                   str(slurm_conf), str(gres), str(topology), str(cgroup))
-    doc, report = import_slurm(src)
+    if version not in SLURM_SUITES:
+        typer.echo(f"not written: --slurm-version {version}: Estate renders for "
+                   f"{', '.join(sorted(SLURM_SUITES))}", err=True)
+        return 2
+    dbd = None
+    if accounting:
+        dbd, why = _associations(None)
+        if dbd is None:
+            typer.echo(f"not written: --accounting: {why}", err=True)
+            return 1
+    doc, report = import_slurm(src, version=version, accounting=dbd)
     report_differences(src.slurm, doc, report, src.slurm_name)
     for d in report.dropped:
         typer.echo(f"{d.kind} {d}", err=True)
@@ -31,6 +58,9 @@ def run(slurm_conf: Path, gres: Path | None, topology: Path | None, cgroup: Path
         return 1
     names = [str(p) for p in (slurm_conf, gres, topology, cgroup) if p]
     text = report.header(names) + yaml.safe_dump(doc, sort_keys=False, width=100)
+    for name, source in report.files.items():   # the site's programs the spec names
+        (out.parent / name).parent.mkdir(parents=True, exist_ok=True)
+        write_file(Path(source).read_bytes(), out.parent / name)
     write_file(text.encode(), out)
     typer.echo(f"wrote {out}: {len(doc['nodes'])} node groups, "
                f"{len(doc['slurm']['partitions'])} partitions, "
@@ -50,7 +80,15 @@ def register(app: typer.Typer) -> None:
                                                    help="cgroup.conf"),
                 out: Path = typer.Option(..., "-o", "--out", help="Spec file to write."),
                 strict: bool = typer.Option(False, "--strict", help="Fail, writing nothing, "
-                                            "when a line cannot be expressed.")) -> None:
+                                            "when a line cannot be expressed."),
+                version: str = typer.Option(DEFAULT_SLURM, "--slurm-version",
+                                            help="The Slurm release the spec is for ("
+                                            + ", ".join(sorted(SLURM_SUITES)) + "): its "
+                                            "keys, and what Slurm moved by then."),
+                accounting: bool = typer.Option(False, "--accounting", help="Read accounts, "
+                                                "users, fair share and QOS from slurmdbd "
+                                                "with the local sacctmgr.")) -> None:
         """Write a spec from an existing cluster's Slurm configuration: every line the
         spec cannot express is reported with its line number (and kept as a comment)."""
-        raise typer.Exit(run(slurm_conf, gres, topology, cgroup, out, strict))
+        raise typer.Exit(run(slurm_conf, gres, topology, cgroup, out, strict, version,
+                             accounting))

@@ -6,9 +6,11 @@ import re
 from dataclasses import dataclass
 
 from estate.importer import nodes as nodemap
-from estate.importer import settings
+from estate.importer import programs, settings
 from estate.importer.parse import ConfLine, parse
 from estate.importer.partitions import nodesets, partitions
+from estate.catalogue import DEFAULT_SLURM
+from estate.importer.accounts import Accounting, associations
 from estate.importer.report import Report
 from estate.importer.users import service_identity
 from estate.spec import hostlist
@@ -34,7 +36,10 @@ class Sources:
 
 
 def _controllers(lines: list[ConfLine], report: Report, file: str) -> list[tuple[str, str]]:
-    """(name, address or '') from SlurmctldHost lines, else ControlMachine/BackupController."""
+    """(name, address or '') of the primary, from SlurmctldHost lines, else ControlMachine.
+    A backup is reported, not imported: it needs StateSaveLocation on storage both
+    controllers share, which slurm.conf does not name (estate check refuses HA without
+    it), so the user adds it with that storage."""
     out, numbers = [], []
     for line in lines:
         key, value = line.keyword, line.name
@@ -45,12 +50,17 @@ def _controllers(lines: list[ConfLine], report: Report, file: str) -> list[tuple
         elif key in ("controlmachine", "backupcontroller"):
             out.append((value, ""))
             numbers.append(line.number)
+            if key == "controlmachine":
+                report.change(file, line.number, line.text, "written as SlurmctldHost= "
+                              "(Slurm reads ControlMachine as the first SlurmctldHost)")
         elif key in ("controladdr", "backupaddr") and out:
             out[-1] = (out[-1][0], value)
-    for (name, _), number in zip(out[2:], numbers[2:]):
-        report.drop(file, number, f"SlurmctldHost={name}", "the spec has a primary and "
-                    "one backup controller")
-    return out[:2]
+    for (name, _), number in zip(out[1:], numbers[1:]):
+        report.drop(file, number, f"SlurmctldHost={name}", "a backup controller needs "
+                    "StateSaveLocation on storage both controllers share, and slurm.conf "
+                    "does not say which: declare it (storage.exports and storage.mounts), "
+                    f"then add {name} to slurm.controllers")
+    return out[:1]
 
 
 def _segment(addrs: list[str], report: Report) -> dict:
@@ -115,7 +125,7 @@ def _is_ip(text: str) -> bool:
         return False
 
 
-def _globals(lines: list[ConfLine], report: Report, file: str) -> dict:
+def _globals(lines: list[ConfLine], report: Report, file: str, version: str) -> dict:
     """The global settings into the spec's slurm section (a dict); the rest reported."""
     slurm: dict = {}
     for line in lines:
@@ -133,19 +143,27 @@ def _globals(lines: list[ConfLine], report: Report, file: str) -> dict:
         elif line.keyword not in settings.HANDLED_ELSEWHERE:
             try:
                 settings.apply(slurm, line.keyword, line.pairs[0][0], line.name, line, report,
-                               file)
+                               file, version)
             except ValueError as exc:
                 report.drop(file, line.number, line.text, f"unreadable value: {exc}")
     return slurm
 
 
-def import_slurm(src: Sources, passwd=None) -> tuple[dict, Report]:
+def import_slurm(src: Sources, passwd=None, version: str = DEFAULT_SLURM,
+                 accounting: Accounting | None = None,
+                 can_read: programs.Readable = programs.readable) -> tuple[dict, Report]:
+    """The spec for Slurm release `version` (Slurm's own renames and moves up to it
+    applied), with accounting's associations where sacctmgr was read."""
     report, file = Report(), src.slurm_name
     lines = parse(src.slurm)
-    slurm = _globals(lines, report, file)
+    slurm = _globals(lines, report, file, version)
     cluster = next((ln.name for ln in lines if ln.keyword == "clustername"), "cluster")
     ctl = _controllers(lines, report, file)
-    defs = nodemap.node_defs([ln for ln in lines if ln.keyword == "nodename"], report, file)
+    defs = nodemap.node_defs([ln for ln in lines if ln.keyword == "nodename"], report, file,
+                             version)
+    hooks, power = programs.programs(lines, report, file, can_read)
+    if power is None:
+        programs.no_cloud(defs, report, file)
     if not ctl:
         report.default("controllers: none in the source; the first node")
         ctl = [(defs[0].hosts[0], "")] if defs else [("ctl1", "")]
@@ -154,35 +172,33 @@ def import_slurm(src: Sources, passwd=None) -> tuple[dict, Report]:
         report.default(f"GPU product and memory_gb: the GRES type and "
                        f"{nodemap.PLACEHOLDER_GPU_MEMORY_GB} GB (slurm.conf has neither; "
                        "the Kubernetes plane's labels and quotas use them)")
-    slurm = {"cluster_name": _NAME.sub("-", cluster.lower()),
-             "controllers": [n for n, _ in ctl], **slurm}
-    if len(ctl) == 2:
-        report.default(f"the storage both controllers share StateSaveLocation "
-                       f"({slurm.get('state_dir', 'its default')}) on: slurm.conf does not say; "
-                       "declare its export and mount under storage: (estate check reports "
-                       "slurm.ha_state_not_shared until then)")
+    slurm = {"cluster_name": _NAME.sub("-", cluster.lower()), "version": version,
+             "controllers": [n for n, _ in ctl], **slurm,
+             **({"hooks": hooks} if hooks else {}),
+             **({"power_saving": power} if power else {})}
     sets = nodesets([ln for ln in lines if ln.keyword == "nodeset"], report, file)
     if sets:
         slurm["nodesets"] = sets
     slurm["partitions"] = partitions([ln for ln in lines if ln.keyword == "partitionname"],
                                      [h for d in defs for h in d.hosts], report, file,
-                                     {s["name"] for s in sets})
+                                     {s["name"] for s in sets}, version)
     slurm["slurmrestd"] = None   # the source runs none; Estate's default would add one
     doc = {"name": slurm["cluster_name"], "description": f"Imported from {file}",
            "segments": [_segment(addrs, report)], "node_classes": classes, "nodes": groups,
            "slurm": slurm}
     _accounting(lines, doc, report, file)
-    _other_files(src, doc, report)
+    _other_files(src, doc, report, [h for d in defs for h in d.hosts])
     users = next((ln.name for ln in lines if ln.keyword == "slurmuser"), "slurm")
     doc["identity"] = service_identity(report, users, **({"passwd": passwd} if passwd else {}))
+    associations(doc, accounting, report)
     return doc, report
 
 
-def _other_files(src: Sources, doc: dict, report: Report) -> None:
+def _other_files(src: Sources, doc: dict, report: Report, hosts: list[str]) -> None:
     if src.gres is not None:
         _gres(src, doc, report)
     if src.topology is not None:
-        doc["topology"] = _topology(src, doc, report)
+        doc["topology"] = _topology(src, report, set(hosts))
     if src.cgroup is not None:
         for line in parse(src.cgroup):
             report.drop(src.cgroup_name, line.number, line.text,
@@ -230,8 +246,10 @@ def _gres(src: Sources, doc: dict, report: Report) -> None:
                         "Estate writes gres.conf from the node classes (Name=gpu File=...)")
 
 
-def _topology(src: Sources, doc: dict, report: Report) -> dict:
-    """topology.conf's tree: switches, with a leaf's nodes as its Nodes= list."""
+def _topology(src: Sources, report: Report, hosts: set[str]) -> dict:
+    """topology.conf's tree: switches, with a leaf's nodes as its Nodes= list. A member no
+    NodeName line defines is reported and left out, as slurmctld leaves it out (with an
+    error); a switch left with no member goes with it."""
     switches = []
     for line in parse(src.topology):
         params = {k.lower(): v for k, v in line.pairs[1:]}
@@ -239,10 +257,47 @@ def _topology(src: Sources, doc: dict, report: Report) -> dict:
             report.drop(src.topology_name, line.number, line.text,
                         "the spec's topology is a tree of SwitchName lines")
             continue
-        sw = {"name": line.name}
+        sw = {"name": line.name, "line": line.number}
         if "switches" in params:
             sw["switches"] = hostlist.expand(params["switches"])
         if "nodes" in params:
-            sw["nodes"] = hostlist.compress(hostlist.expand(params["nodes"]))
+            sw["nodes"] = _known_members(line, hostlist.expand(params["nodes"]), hosts,
+                                         report, src.topology_name)
         switches.append(sw)
-    return {"switches": switches}
+    return {"switches": _without_empty(switches, report, src.topology_name)}
+
+
+def _known_members(line: ConfLine, nodes: list[str], hosts: set[str], report: Report,
+                   file: str) -> list[str]:
+    unknown = [n for n in nodes if n not in hosts]
+    if unknown:
+        report.drop(file, line.number, f"SwitchName={line.name} Nodes="
+                    f"{hostlist.compress(unknown)}", "no NodeName line defines these hosts: "
+                    "slurmctld logs 'Invalid node name ... in switch config' and leaves them "
+                    "out of the switch, and so does the spec")
+    return [n for n in nodes if n in hosts]
+
+
+def _without_empty(switches: list[dict], report: Report, file: str) -> list[dict]:
+    """Drop switches with no member left (a leaf whose nodes were all unknown, then a
+    parent of only such leaves), reporting each; hostlists compressed for the spec."""
+    while True:
+        names = {sw["name"] for sw in switches}
+        for sw in switches:
+            if "switches" in sw:
+                sw["switches"] = [c for c in sw["switches"] if c in names]
+        empty = [sw for sw in switches if not sw.get("nodes") and not sw.get("switches")]
+        if not empty:
+            break
+        for sw in empty:
+            report.drop(file, sw["line"], f"SwitchName={sw['name']}", "no member left once "
+                        "the hosts no NodeName line defines are left out; slurmctld refuses "
+                        "a switch with neither child switches nor nodes")
+        switches = [sw for sw in switches if sw not in empty]
+    out = []
+    for sw in switches:
+        sw = {k: v for k, v in sw.items() if k != "line" and v}
+        if "nodes" in sw:
+            sw["nodes"] = hostlist.compress(sw["nodes"])
+        out.append(sw)
+    return out

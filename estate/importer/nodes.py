@@ -5,9 +5,11 @@ import ipaddress
 import re
 from dataclasses import dataclass, field
 
+from estate.importer.moved import renamed
 from estate.importer.parse import ConfLine, with_defaults
 from estate.importer.report import Report
 from estate.spec import hostlist
+from estate.spec.bounds import MAX_SOCKETS
 from estate.spec.model import FEATURE_PATTERN
 
 # NodeName keys the spec expresses; every other key on a node line is reported.
@@ -88,6 +90,13 @@ def node_def(line: ConfLine, params: dict, report: Report, file: str) -> NodeDef
     if sockets is None:
         # Slurm's default: CPUs spread over sockets of CoresPerSocket*ThreadsPerCore
         sockets = max(1, (cpus or 1) // (cores * threads))
+        if sockets > MAX_SOCKETS and "corespersocket" not in params:
+            # CPUs=36 alone is 36 one-core sockets to Slurm; the spec has at most 16
+            report.change(file, line.number, f"CPUs={cpus} (NodeName={line.name})",
+                          f"written as Sockets=1 CoresPerSocket={sockets} (Slurm makes "
+                          f"{sockets} one-core sockets of CPUs alone; the spec takes at most "
+                          f"{MAX_SOCKETS} sockets)")
+            sockets, cores = 1, sockets
     if cpus is not None and cpus != sockets * cores * threads:
         report.drop(file, line.number, f"CPUs={cpus} (NodeName={line.name})",
                     f"renders as CPUs={sockets * cores * threads} "
@@ -131,9 +140,11 @@ def _addresses(value: str, node: NodeDef, report: Report, file: str) -> list[str
     return [str(a) for a in addrs]
 
 
-def node_defs(lines: list[ConfLine], report: Report, file: str) -> list[NodeDef]:
+def node_defs(lines: list[ConfLine], report: Report, file: str, version: str
+              ) -> list[NodeDef]:
     out = []
     for line, params in with_defaults(lines):
+        params = renamed(line, params, "NodeName", version, report, file)
         try:
             node = node_def(line, params, report, file)
         except ValueError as exc:

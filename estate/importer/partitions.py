@@ -1,6 +1,7 @@
 """PartitionName and NodeSet lines into spec partitions and node sets."""
 from __future__ import annotations
 
+from estate.importer.moved import renamed
 from estate.importer.parse import ConfLine, with_defaults
 from estate.importer.report import Report
 from estate.spec import hostlist
@@ -70,9 +71,10 @@ def _split_nodes(nodes: str, sets: set[str]) -> tuple[str, list[str]]:
 
 
 def partitions(lines: list[ConfLine], all_hosts: list[str], report: Report,
-               file: str, sets: set[str] = frozenset()) -> list[dict]:
+               file: str, sets: set[str], version: str) -> list[dict]:
     out = []
     for line, params in with_defaults(lines):
+        params = renamed(line, params, "PartitionName", version, report, file)
         written, nodes = params.pop("nodes", ("Nodes", ""))
         if nodes.upper() == "ALL":
             nodes = hostlist.compress(all_hosts)

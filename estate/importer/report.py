@@ -20,6 +20,7 @@ class Dropped:
 class Report:
     dropped: list[Dropped] = field(default_factory=list)
     defaults: list[str] = field(default_factory=list)   # spec values the source had none for
+    files: dict[str, str] = field(default_factory=dict)  # next to the spec -> the source's
 
     def drop(self, file: str, line: int, text: str, reason: str) -> None:
         self.dropped.append(Dropped(file, line, text, reason))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import get_args
 
+from estate.importer import programs
 from estate.importer.parse import ConfLine
 from estate.importer.report import Report
-from estate.model.slurm_keys import OWNED, conf_keys
+from estate.model.slurm_keys import OWNED, conf_keys, moved, scheduler_options, versions
 from estate.spec.model import PriorityFlag, ResourceLimit, SelectParameter
 
 TIMEOUTS = {"slurmctldtimeout": "slurmctld", "slurmdtimeout": "slurmd",
@@ -27,30 +28,45 @@ RENDERED = {"selecttype": "select/cons_tres", "schedulertype": "sched/backfill",
 HANDLED_ELSEWHERE = {"clustername", "slurmctldhost", "controlmachine", "controladdr",
                      "backupcontroller", "backupaddr", "slurmuser", "nodename",
                      "partitionname", "accountingstoragehost", "accountingstoragetype",
-                     "accountingstorageport"}
+                     "accountingstorageport"} | programs.KEYS
 
 
 def _time(value: str) -> str:
     return "INFINITE" if value.upper() in ("UNLIMITED", "INFINITE") else value
 
 
-def _list(value: str, allowed, what: str, report, file, line) -> list[str]:
+def _list(value: str, allowed, what: str, report, file, line, gone=None) -> list[str]:
     known = {a.lower(): a for a in allowed}
     out = []
     for item in filter(None, value.split(",")):
         if item.lower() in known:
             out.append(known[item.lower()])
+        elif item.lower() in (gone or {}):
+            report.change(file, line.number, f"{what} {item}",
+                          f"dropped: {gone[item.lower()]['says']}")
         else:
             report.drop(file, line.number, f"{what} {item}", f"not one the spec expresses "
                         f"({', '.join(sorted(allowed))})")
     return out
 
 
-def _scheduler(value: str, report, file, line) -> dict:
-    out = {}
+def _scheduler(slurm: dict, value: str, report, file, line, version: str) -> dict:
+    """SchedulerParameters: flags and numbers; an option Slurm moved to another key goes
+    there (reported as changed); one the release does not document is dropped."""
+    out, gone, known = {}, moved("SchedulerParameters", version), scheduler_options(version)
     for item in filter(None, value.split(",")):
         key, sep, val = item.partition("=")
-        if not sep:
+        if key.lower() in gone:
+            entry = gone[key.lower()]
+            _extend(slurm, entry["to"], entry.get("as", key) + sep + val)
+            report.change(file, line.number, f"SchedulerParameters {item}",
+                          f"written as {entry['to']}={entry.get('as', key)}{sep}{val}: "
+                          f"{entry['says']}")
+        elif key not in known:
+            report.drop(file, line.number, f"SchedulerParameters {item}", f"not a "
+                        f"SchedulerParameters option of Slurm {version} (slurm.conf(5))"
+                        + _elsewhere(key, scheduler_options))
+        elif not sep:
             out[key] = True
         elif val.isdigit():
             out[key] = int(val)
@@ -60,14 +76,52 @@ def _scheduler(value: str, report, file, line) -> dict:
     return out
 
 
+def _elsewhere(name: str, table) -> str:
+    """'; Slurm 24.11 knows it (--slurm-version)' where another release does."""
+    others = [v for v in versions() if name in table(v)]
+    return (f"; Slurm {', '.join(others)} knows it (import with --slurm-version "
+            f"{others[-1]})") if others else ""
+
+
+def _extend(slurm: dict, key: str, item: str) -> None:
+    """slurm.extra[key] = item, or item added to its comma-separated options where a
+    moved option got there first (a translated kill_invalid_depend and the source's own
+    DependencyParameters line are one key)."""
+    extra = slurm.setdefault("extra", {})
+    items = [i for i in extra.get(key, "").split(",") if i]
+    extra[key] = ",".join(dict.fromkeys(items + [item]))
+
+
 def _plugin(value: str) -> str:
     return value.split("/", 1)[-1]
 
 
+def _moved_key(slurm: dict, entry: dict, written: str, value: str, line: ConfLine,
+               report: Report, file: str, version: str) -> None:
+    """A key Slurm renamed (to), replaced by value (values) or removed: the replacement is
+    imported as if the source had written it, and the line reported as changed."""
+    if "to" in entry:
+        instead = f"{entry['to']}={value}"
+    elif value.lower() in entry.get("values", {}):
+        instead = entry["values"][value.lower()]
+    else:
+        report.drop(file, line.number, f"{written}={value}", entry["says"])
+        return
+    if instead:
+        key, _, val = instead.partition("=")
+        apply(slurm, key.lower(), key, val, line, report, file, version)
+    report.change(file, line.number, f"{written}={value}",
+                  f"written as {instead}: {entry['says']}" if instead else
+                  f"dropped, Slurm's default behaviour: {entry['says']}")
+
+
 def apply(slurm: dict, key: str, written: str, value: str, line: ConfLine, report: Report,
-          file: str) -> None:
-    """One global setting into `slurm` (the spec's slurm section as a dict)."""
-    if key in TIMEOUTS:
+          file: str, version: str) -> None:
+    """One global setting into `slurm` (the spec's slurm section as a dict), for the
+    Slurm release `version`."""
+    if key in (gone := moved("keys", version)):
+        _moved_key(slurm, gone[key], written, value, line, report, file, version)
+    elif key in TIMEOUTS:
         slurm.setdefault("timeouts", {})[TIMEOUTS[key]] = int(value)
     elif key in WEIGHTS:
         slurm.setdefault("priority", {})[WEIGHTS[key]] = int(value)
@@ -79,10 +133,15 @@ def apply(slurm: dict, key: str, written: str, value: str, line: ConfLine, repor
     elif key == "prioritymaxage":
         slurm.setdefault("priority", {})["max_age"] = value
     elif key == "selecttypeparameters":
-        slurm["select_type_parameters"] = _list(value, get_args(SelectParameter),
-                                                "SelectTypeParameters", report, file, line)
+        slurm["select_type_parameters"] = _list(
+            value, get_args(SelectParameter), "SelectTypeParameters", report, file, line,
+            moved("SelectTypeParameters", version))
     elif key == "schedulerparameters":
-        slurm["scheduler_parameters"] = _scheduler(value, report, file, line)
+        slurm["scheduler_parameters"] = _scheduler(slurm, value, report, file, line, version)
+    elif key == "selecttype" and value.lower() in (was := moved("SelectType", version)):
+        entry = was[value.lower()]
+        report.change(file, line.number, f"{written}={value}",
+                      f"written as {written}={entry['to']}: {entry['says']}")
     elif key == "mpidefault" and value in ("none", "pmi2", "pmix", "pmix_v4"):
         slurm["mpi_default"] = value
     elif key == "jobacctgathertype" and _plugin(value) in ("linux", "cgroup", "none"):
@@ -109,8 +168,9 @@ def apply(slurm: dict, key: str, written: str, value: str, line: ConfLine, repor
     elif key in OWNED:
         report.drop(file, line.number, f"{written}={value}",
                     "Estate writes this key itself; the rendered value is Estate's")
-    elif key in conf_keys():
-        slurm.setdefault("extra", {})[conf_keys()[key]] = value
+    elif key in conf_keys(version):
+        _extend(slurm, conf_keys(version)[key], value)
     else:
         report.drop(file, line.number, f"{written}={value}",
-                    "not a slurm.conf key Slurm 22.05 knows")
+                    f"not a slurm.conf key Slurm {version} knows"
+                    + _elsewhere(key, conf_keys))

@@ -52,7 +52,7 @@ def at_least(version: str, oldest: tuple[int, int]) -> bool:
 
 
 def versions() -> list[str]:
-    return sorted(p.stem for p in KEYS_DIR.glob("*.json"))
+    return sorted(p.stem for p in KEYS_DIR.glob("[0-9]*.json"))
 
 
 def conf_keys(version: str = DEFAULT_VERSION) -> dict[str, str]:
@@ -84,3 +84,16 @@ def closest(word: str, known) -> str | None:
     lower = {k.lower(): k for k in known}
     match = difflib.get_close_matches(word.lower(), list(lower), n=1, cutoff=0.6)
     return lower[match[0]] if match else None
+
+
+@lru_cache(maxsize=None)
+def _moved() -> dict:
+    return json.loads((KEYS_DIR / "moved.json").read_text())
+
+
+def moved(table: str, version: str) -> dict[str, dict]:
+    """What Slurm moved, renamed or removed by `version` (slurm_conf/keys/moved.json): one
+    of its tables ('keys', 'SchedulerParameters', 'PartitionName'...), lowercase name ->
+    entry, for the entries whose 'since' is at or before the release."""
+    return {name.lower(): entry for name, entry in _moved()[table].items()
+            if at_least(version, tuple(int(x) for x in entry["since"].split(".")))}

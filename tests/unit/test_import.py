@@ -142,7 +142,7 @@ def test_cli_writes_spec_with_record_and_strict_fails(tmp_path):
     res = CliRunner().invoke(app, ["import", str(conf), "-o", str(out)])
     assert res.exit_code == 0, res.output
     text = out.read_text()
-    assert f"dropped: {conf}:12: Shared=NO" in text
+    assert f"changed: {conf}:12: Shared=NO (PartitionName=gpu)  -- written as OverSubscribe=NO" in text
     Spec.model_validate(yaml.safe_load(text))
     check = CliRunner().invoke(app, ["check", str(out)])
     assert check.exit_code == 0, check.output
@@ -151,11 +151,15 @@ def test_cli_writes_spec_with_record_and_strict_fails(tmp_path):
     assert res.exit_code == 1 and not strict.exists()
 
 
-def test_third_controller_is_reported_on_its_line():
+def test_backup_controllers_are_reported_on_their_lines():
+    """A backup needs StateSaveLocation on shared storage slurm.conf does not name: the
+    spec keeps the primary (so it checks clean) and the report says how to add the rest."""
     doc, report = _import("ClusterName=x\nSlurmctldHost=a\nSlurmctldHost=b\nSlurmctldHost=c\n"
                           "NodeName=n1\n")
-    assert doc["slurm"]["controllers"] == ["a", "b"]
-    assert [(d.line, d.text) for d in report.dropped] == [(4, "SlurmctldHost=c")]
+    assert doc["slurm"]["controllers"] == ["a"]
+    assert [(d.line, d.text) for d in report.dropped] == [(3, "SlurmctldHost=b"),
+                                                           (4, "SlurmctldHost=c")]
+    assert "storage.exports" in report.dropped[0].reason
 
 
 def test_nodes_with_and_without_addresses_render_separate_lines():
@@ -192,13 +196,47 @@ def test_features_with_values_and_specialized_resources_are_kept():
     Spec.model_validate(doc)
 
 
-def test_cloud_and_future_nodes_keep_their_state():
-    doc, report = _import("ClusterName=x\nSlurmctldHost=head\nNodeName=c[1-4] CPUs=4 "
-                          "State=CLOUD\nNodeName=f1 CPUs=4 State=FUTURE\n"
-                          "PartitionName=p Nodes=c[1-4],f1 Default=YES\n")
+CLOUD = ("ClusterName=x\nSlurmctldHost=head\nResumeProgram=/opt/site/resume\n"
+         "SuspendProgram=/opt/site/suspend\nSuspendTime=900\nNodeName=c[1-4] CPUs=4 "
+         "State=CLOUD\nNodeName=f1 CPUs=4 State=FUTURE\n"
+         "PartitionName=p Nodes=c[1-4],f1 Default=YES\n")
+
+
+def test_cloud_and_future_nodes_keep_their_state_with_the_programs():
+    doc, report = import_slurm(Sources(CLOUD),
+                               can_read=lambda path: path.startswith("/opt/site/"))
     states = {g["hosts"]: g.get("slurm", {}).get("state") for g in doc["nodes"]}
     assert states["c[1-4]"] == "cloud" and states["f1"] == "future"
-    assert not [d for d in report.dropped if "State=" in d.text]
+    assert doc["slurm"]["power_saving"] == {"resume_program": "hooks/resume",
+                                            "suspend_program": "hooks/suspend",
+                                            "suspend_time": 900}
+    assert report.files == {"hooks/resume": "/opt/site/resume",
+                            "hooks/suspend": "/opt/site/suspend"}
+    assert not report.dropped
+
+
+def test_cloud_nodes_without_their_programs_are_ordinary_and_reported():
+    doc, report = import_slurm(Sources(CLOUD), can_read=lambda path: False)
+    states = {g["hosts"]: g.get("slurm", {}).get("state") for g in doc["nodes"]}
+    assert states["c[1-4]"] is None and states["f1"] == "future"
+    assert "power_saving" not in doc["slurm"] and not report.files
+    assert {(d.line, d.kind) for d in report.dropped} == {
+        (3, "dropped"), (4, "dropped"), (5, "dropped"), (6, "changed")}
+
+
+def test_the_programs_are_copied_next_to_the_written_spec(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    for name in ("resume", "suspend"):
+        (site / name).write_text(f"#!/bin/sh\n# {name}\n")
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(CLOUD.replace("/opt/site", str(site)))
+    out = tmp_path / "spec" / "estate.yaml"
+    res = CliRunner().invoke(app, ["import", str(conf), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert (out.parent / "hooks" / "resume").read_text() == "#!/bin/sh\n# resume\n"
+    check = CliRunner().invoke(app, ["check", str(out)])
+    assert check.exit_code == 0, check.output
 
 
 def test_nodesets_map_back_and_partitions_name_them():

@@ -1,0 +1,180 @@
+"""estate import ends in a spec that checks clean (issue 30 §1): what Slurm moved is
+translated as Slurm moved it, for the spec's release (slurm_conf/keys/moved.json, held
+here to every release's key tables); accounts and QOS that slurm.conf only names become
+spec accounts and QOS, or slurmdbd's own with --accounting; topology members no node
+defines are dropped as slurmctld drops them; every difference is reported on its line."""
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from estate.catalogue import SLURM_SUITES
+from estate.cli import app
+from estate.importer.accounts import Accounting, read
+from estate.importer.mapping import Sources, import_slurm
+from estate.model.slurm_keys import KEYS_DIR, conf_keys, moved, scheduler_options
+from estate.pipeline import build
+
+RELEASES = sorted(SLURM_SUITES)
+TABLE = json.loads((KEYS_DIR / "moved.json").read_text())
+BASE = ("ClusterName=x\nSlurmctldHost=head\nNodeName=n[1-4] CPUs=4 RealMemory=4000\n"
+        "PartitionName=p Nodes=n[1-4] Default=YES\n")
+
+
+def _check_errors(doc: dict) -> list[str]:
+    """The error ids `estate check` reports on the written spec."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "spec.yaml"
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        return [f.id for f in build(path, render=False).findings
+                if f.severity.value == "error"]
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_moved_table_agrees_with_the_release_key_tables(release):
+    """A renamed key's new name is a key of every release it applies to; a moved option
+    is no longer a documented SchedulerParameters option there."""
+    keys = conf_keys(release)
+    for name, entry in moved("keys", release).items():
+        assert "to" not in entry or entry["to"].lower() in keys, name
+        for line in entry.get("values", {}).values():
+            assert not line or line.split("=")[0].lower() in keys, (name, line)
+    for name, entry in moved("SchedulerParameters", release).items():
+        assert name not in scheduler_options(release) and entry["to"].lower() in keys, name
+
+
+def test_preempt_options_move_only_from_23_02():
+    assert "preempt_youngest_first" in scheduler_options("22.05")
+    assert "preempt_youngest_first" not in moved("SchedulerParameters", "22.05")
+    assert moved("SchedulerParameters", "24.11")["preempt_youngest_first"]["as"] == \
+        "youngest_first"
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_kill_invalid_depend_becomes_dependency_parameters(release):
+    text = BASE + ("SchedulerParameters=bf_continue,kill_invalid_depend,max_depend_depth=5,"
+                   "preempt_youngest_first\nDependencyParameters=disable_remote_singleton\n")
+    doc, report = import_slurm(Sources(text), version=release)
+    extra = doc["slurm"]["extra"]
+    assert extra["DependencyParameters"] == \
+        "kill_invalid_depend,max_depend_depth=5,disable_remote_singleton"
+    assert doc["slurm"]["scheduler_parameters"]["bf_continue"] is True
+    changed = {d.text for d in report.dropped if d.kind == "changed"}
+    assert {"SchedulerParameters kill_invalid_depend",
+            "SchedulerParameters max_depend_depth=5"} <= changed
+    if release == "22.05":
+        assert doc["slurm"]["scheduler_parameters"]["preempt_youngest_first"] is True
+    else:
+        assert extra["PreemptParameters"] == "youngest_first"
+        assert "SchedulerParameters preempt_youngest_first" in changed
+    assert _check_errors(doc) == []
+
+
+def test_removed_keys_become_what_slurm_says_replaces_them():
+    text = BASE + ("FastSchedule=2\nAccountingStoreJobComment=YES\nSbcastParameters=Compression=lz4\n"
+                   "AccountingStorageLoc=/var/log/slurm/acct\nSelectType=select/cons_res\n"
+                   "SelectTypeParameters=CR_Core,CR_ALLOCATE_FULL_SOCKET\n")
+    doc, report = import_slurm(Sources(text), version="24.11")
+    slurm = doc["slurm"]
+    assert slurm["config_overrides"] is True
+    assert slurm["extra"] == {"AccountingStoreFlags": "job_comment",
+                              "BcastParameters": "Compression=lz4"}
+    assert slurm["select_type_parameters"] == ["CR_Core"]
+    kinds = {d.line: d.kind for d in report.dropped}
+    assert kinds == {5: "changed", 6: "changed", 7: "changed", 8: "dropped", 9: "changed",
+                     10: "changed"}
+    assert "safe to remove" in next(d.reason for d in report.dropped if d.line == 8)
+    assert _check_errors(doc) == []
+
+
+def test_renamed_line_keys_are_read_under_their_new_names():
+    text = ("ClusterName=x\nSlurmctldHost=head\nNodeName=n[1-2] Procs=8 RealMemory=4000\n"
+            "PartitionName=p Nodes=n[1-2] Shared=EXCLUSIVE Default=YES\n")
+    doc, report = import_slurm(Sources(text))
+    assert doc["slurm"]["partitions"][0]["oversubscribe"] == "EXCLUSIVE"
+    assert doc["node_classes"][0]["sockets"] * doc["node_classes"][0]["cores_per_socket"] == 8
+    assert {(d.line, d.kind) for d in report.dropped if d.kind == "changed"} >= {
+        (3, "changed"), (4, "changed")}
+
+
+def test_a_key_only_a_newer_release_knows_names_it():
+    doc, report = import_slurm(Sources(BASE + "TLSType=tls/none\n"), version="22.05")
+    reason = next(d.reason for d in report.dropped if d.line == 5)
+    assert "Slurm 22.05" in reason and "--slurm-version 24.11" in reason
+    doc, report = import_slurm(Sources(BASE + "TLSType=tls/none\n"), version="24.11")
+    assert doc["slurm"]["extra"] == {"TLSType": "tls/none"}
+
+
+def test_accounts_and_qos_the_partitions_name_become_spec_ones():
+    text = BASE.replace("PartitionName=p Nodes=n[1-4] Default=YES",
+                        "PartitionName=p Nodes=n[1-2] Default=YES AllowAccounts=physics,bio "
+                        "AllowQos=normal,long\nPartitionName=q Nodes=n[3-4] "
+                        "DenyAccounts=guests QOS=part_q")
+    doc, report = import_slurm(Sources(text))
+    assert [a["name"] for a in doc["slurm"]["accounts"]] == ["physics", "bio", "guests"]
+    assert all(a["fairshare"] == 1 for a in doc["slurm"]["accounts"])
+    assert [q["name"] for q in doc["slurm"]["qos"]] == ["normal", "long", "part_q"]
+    assert any("slurmdbd" in d and "--accounting" in d for d in report.defaults)
+    assert _check_errors(doc) == []
+
+
+def test_accounting_reads_slurmdbd_associations():
+    """sacctmgr's parsable rows (as `read` asks for them) become the account tree."""
+    # Account|ParentName|User|Partition|Fairshare|QOS
+    out = {"associations": "root||||1|normal\nroot||root||1|normal\n"
+                           "physics|root|||40|normal,long\ntheory|physics|||parent|\n"
+                           "theory||alice||1|\nphysics||bob|p|1|\n",
+           "qos": "normal|0||\nlong|100|2-00:00:00|gres/gpu=8,cpu=64\n"}
+    asked = []
+
+    def run(argv):
+        asked.append(argv)
+        return out[argv[3]]
+    dbd = read("c", run)
+    assert asked[0][:5] == ["sacctmgr", "-nP", "show", "associations", "cluster=c"]
+    text = BASE.replace("Default=YES", "Default=YES AllowAccounts=physics,ghost")
+    doc, report = import_slurm(Sources(text), accounting=dbd)
+    accounts = {a["name"]: a for a in doc["slurm"]["accounts"]}
+    assert accounts["physics"] == {"name": "physics", "parent": "root", "fairshare": 40,
+                                   "qos": ["normal", "long"], "users": ["bob"]}
+    assert accounts["theory"] == {"name": "theory", "parent": "physics", "fairshare": 1,
+                                  "users": ["alice"]}
+    assert accounts["ghost"] == {"name": "ghost", "fairshare": 1}
+    qos = {q["name"]: q for q in doc["slurm"]["qos"]}
+    assert qos["long"] == {"name": "long", "priority": 100, "max_wall": "2-00:00:00",
+                           "max_gpus_per_user": 8}
+    texts = {d.text for d in report.dropped}
+    assert {"account theory Fairshare=parent", "association bob@physics partition=p",
+            "QOS long MaxTRESPU=gres/gpu=8,cpu=64"} <= texts
+    assert _check_errors(doc) == []
+
+
+def test_accounting_without_sacctmgr_writes_nothing(tmp_path, monkeypatch):
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(BASE)
+    monkeypatch.setenv("PATH", str(tmp_path))      # no sacctmgr on it
+    out = tmp_path / "spec.yaml"
+    res = CliRunner().invoke(app, ["import", str(conf), "-o", str(out), "--accounting"])
+    assert res.exit_code == 1 and "sacctmgr is not installed" in res.output
+    assert not out.exists()
+
+
+TOPOLOGY = ("SwitchName=leaf1 Nodes=n[1-2],ghost[1-3]\nSwitchName=leaf2 Nodes=n[3-4]\n"
+            "SwitchName=leaf3 Nodes=ghost[4-8]\nSwitchName=spine Switches=leaf[1-3]\n")
+
+
+def test_topology_members_no_node_defines_are_dropped():
+    doc, report = import_slurm(Sources(BASE, topology=TOPOLOGY))
+    assert doc["topology"]["switches"] == [
+        {"name": "leaf1", "nodes": "n[1-2]"}, {"name": "leaf2", "nodes": "n[3-4]"},
+        {"name": "spine", "switches": ["leaf1", "leaf2"]}]
+    dropped = {(d.line, d.text) for d in report.dropped if d.file == "topology.conf"}
+    assert dropped == {(1, "SwitchName=leaf1 Nodes=ghost[1-3]"),
+                       (3, "SwitchName=leaf3 Nodes=ghost[4-8]"), (3, "SwitchName=leaf3")}
+    assert "Invalid node name" in next(d.reason for d in report.dropped if d.line == 1)
+    assert _check_errors(doc) == []
