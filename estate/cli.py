@@ -170,6 +170,10 @@ from estate.report_cli import register as _register_report  # noqa: E402
 
 _register_report(app)
 
+from estate.handoff_cli import register as _register_handoff  # noqa: E402
+
+_register_handoff(app)
+
 from estate.drift_cli import register as _register_drift  # noqa: E402
 
 _register_drift(app)

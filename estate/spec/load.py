@@ -449,6 +449,9 @@ def load(path: str | Path) -> Loaded:
         return Loaded(None, Source(str(path)), findings)
     loaded = load_text(text, str(path))
     if loaded.spec is not None:
+        from estate.spec.handoff_overlay import merge   # the plane a node is lent to
+        loaded = merge(loaded, path)
+    if loaded.spec is not None:
         read_companions(loaded, path.parent)
     return loaded
 
