@@ -272,7 +272,8 @@ def conf_effects(change: Change, version: str) -> list[Effect]:
     sa, sb = set(a), set(b)
     removed, added = [l for l in a if l not in sb], [l for l in b if l not in sa]
     if not removed and not added:   # comments or file mode only: a reinstall
-        return [Effect(change.path, "(file)", "only comments or mode changed", action="file",
+        return [Effect(change.path, "(comments)", "only comments or the mode changed: "
+                       "installed again, nothing restarts", action="file",
                        scope=change.consumers)]
     old_rec, old_plain = _records(removed, conf)
     new_rec, new_plain = _records(added, conf)
@@ -391,6 +392,17 @@ def _merge(effects: list[Effect]) -> list[Effect]:
     return out
 
 
+def comments_only(c: Change) -> bool:
+    """Whether the lines that differ are all comments (`#`, `;`: a header naming another spec
+    file), so the file's readers need nothing."""
+    if c.old is None or c.new is None:
+        return False
+    a, b = c.old.bytes().splitlines(), c.new.bytes().splitlines()
+    sa, sb = set(a), set(b)
+    differ = [l for l in a if l not in sb] + [l for l in b if l not in sa]
+    return all(l.lstrip().startswith((b"#", b";")) for l in differ)   # ; in stunnel's
+
+
 def classify(old: Side, new: Side) -> list[Change]:
     """Every changed artifact with its effects, for the new side's Slurm release."""
     found = changes(old, new)
@@ -398,6 +410,10 @@ def classify(old: Side, new: Side) -> list[Change]:
     for c in found:
         if c.path in CONFS:
             c.effects = conf_effects(c, version)
+        elif comments_only(c):
+            c.effects = [Effect(c.path, "(comments)", "only comments or the mode changed: "
+                                "installed again, nothing restarts", action="file",
+                                scope=c.consumers)]
         else:
             action, service = up.artifact_action(c.path)
             c.effects = [Effect(c.path, "(file)", f"{c.status}; installed by its consumers"
