@@ -33,7 +33,7 @@ def run(slurm_conf: Path, gres: Path | None, topology: Path | None, cgroup: Path
     # imported here: every other command pays for the importer otherwise
     import yaml
 
-    from estate.importer.mapping import Sources, import_slurm
+    from estate.importer.mapping import ImportFailed, Sources, import_slurm
     from estate.importer.roundtrip import report_differences
     from estate.render.artifacts import write_file
     src = Sources(slurm_conf.read_text(), _read(gres), _read(topology), _read(cgroup),
@@ -48,7 +48,11 @@ def run(slurm_conf: Path, gres: Path | None, topology: Path | None, cgroup: Path
         if dbd is None:
             typer.echo(f"not written: --accounting: {why}", err=True)
             return 1
-    doc, report = import_slurm(src, version=version, accounting=dbd)
+    try:
+        doc, report = import_slurm(src, version=version, accounting=dbd)
+    except ImportFailed as exc:
+        typer.echo(f"not written: {exc}", err=True)
+        return 1
     report_differences(src.slurm, doc, report, src.slurm_name)
     for d in report.dropped:
         typer.echo(f"{d.kind} {d}", err=True)

@@ -23,6 +23,14 @@ CONTROLLER_CLASS = {"name": "controller", "sockets": 1, "cores_per_socket": 1,
                     "memory_mb": 1024}
 
 
+class ImportFailed(Exception):
+    """The source cannot become a spec at all; names the file and line (0: the file)."""
+
+    def __init__(self, file: str, line: int, message: str):
+        super().__init__(f"{file}:{line}: {message}" if line else f"{file}: {message}")
+        self.file, self.line = file, line
+
+
 @dataclass
 class Sources:
     slurm: str
@@ -161,12 +169,15 @@ def import_slurm(src: Sources, passwd=None, version: str = DEFAULT_SLURM,
     ctl = _controllers(lines, report, file)
     defs = nodemap.node_defs([ln for ln in lines if ln.keyword == "nodename"], report, file,
                              version)
+    if not defs:
+        raise ImportFailed(file, 0, "no NodeName line defines a node (an Include'd file "
+                           "is not followed: import the file that has the NodeName lines)")
     hooks, power = programs.programs(lines, report, file, can_read)
     if power is None:
         programs.no_cloud(defs, report, file)
     if not ctl:
         report.default("controllers: none in the source; the first node")
-        ctl = [(defs[0].hosts[0], "")] if defs else [("ctl1", "")]
+        ctl = [(defs[0].hosts[0], "")]
     classes, groups, addrs = _node_groups(defs, ctl, report)
     if any("gpus" in c for c in classes):
         report.default(f"GPU product and memory_gb: the GRES type and "
@@ -176,7 +187,8 @@ def import_slurm(src: Sources, passwd=None, version: str = DEFAULT_SLURM,
              "controllers": [n for n, _ in ctl], **slurm,
              **({"hooks": hooks} if hooks else {}),
              **({"power_saving": power} if power else {})}
-    sets = nodesets([ln for ln in lines if ln.keyword == "nodeset"], report, file)
+    sets = nodesets([ln for ln in lines if ln.keyword == "nodeset"],
+                    [h for d in defs for h in d.hosts], report, file)
     if sets:
         slurm["nodesets"] = sets
     slurm["partitions"] = partitions([ln for ln in lines if ln.keyword == "partitionname"],

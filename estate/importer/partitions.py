@@ -47,9 +47,11 @@ def _setting(p: dict, key: str, value: str) -> bool:
     return True
 
 
-def nodesets(lines: list[ConfLine], report: Report, file: str) -> list[dict]:
+def nodesets(lines: list[ConfLine], all_hosts: list[str], report: Report, file: str
+             ) -> list[dict]:
     """NodeSet lines with one selector, Nodes= (a hostlist) or Feature=, as slurm.nodesets;
-    others (Nodes=ALL, both, several features) are reported and dropped."""
+    others (Nodes=ALL, both, several features) are reported and dropped, and so are the
+    hosts no NodeName line defines."""
     out = []
     for line in lines:
         params = {k: v for k, (_, v) in line.params().items()}
@@ -59,6 +61,15 @@ def nodesets(lines: list[ConfLine], report: Report, file: str) -> list[dict]:
             report.drop(file, line.number, line.text, "a node set the spec has no form for "
                         "(it takes one Nodes= hostlist or one Feature=)")
             continue
+        if nodes is not None:
+            try:
+                nodes = _defined(line, nodes, all_hosts, report, file)
+            except hostlist.HostlistError as exc:
+                report.drop(file, line.number, line.text, f"Nodes: {exc}")
+                continue
+            if not nodes:
+                report.drop(file, line.number, line.text, "a node set without nodes")
+                continue
         out.append({"name": line.name, **({"nodes": nodes} if nodes else {"feature": feature})})
     return out
 
@@ -68,6 +79,20 @@ def _split_nodes(nodes: str, sets: set[str]) -> tuple[str, list[str]]:
     names = hostlist.expand(nodes)
     named = [n for n in dict.fromkeys(names) if n in sets]
     return hostlist.compress([n for n in names if n not in sets]), named
+
+
+def _defined(line: ConfLine, nodes: str, all_hosts: list[str], report: Report,
+             file: str) -> str:
+    """Nodes= without the hosts no NodeName line defines (reported: slurmctld refuses
+    such a partition or node set, 'Invalid node name specified')."""
+    names = hostlist.expand(nodes) if nodes else []
+    known = set(all_hosts)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        report.drop(file, line.number, f"Nodes={hostlist.compress(unknown)} ({line.pairs[0][0]}="
+                    f"{line.name})", "no NodeName line defines these hosts; slurmctld "
+                    "refuses a line naming them ('Invalid node name specified')")
+    return hostlist.compress([n for n in names if n in known])
 
 
 def partitions(lines: list[ConfLine], all_hosts: list[str], report: Report,
@@ -87,6 +112,7 @@ def partitions(lines: list[ConfLine], all_hosts: list[str], report: Report,
         except hostlist.HostlistError as exc:
             report.drop(file, line.number, line.text, f"Nodes: {exc}")
             continue
+        nodes = _defined(line, nodes, all_hosts, report, file)
         if not nodes and not named:
             report.drop(file, line.number, line.text, "a partition without nodes")
             continue

@@ -178,3 +178,26 @@ def test_topology_members_no_node_defines_are_dropped():
                        (3, "SwitchName=leaf3 Nodes=ghost[4-8]"), (3, "SwitchName=leaf3")}
     assert "Invalid node name" in next(d.reason for d in report.dropped if d.line == 1)
     assert _check_errors(doc) == []
+
+
+def test_a_file_without_nodes_is_not_written(tmp_path):
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=x\nInclude /etc/slurm/nodes.conf\nPartitionName=p Nodes=a1\n")
+    out = tmp_path / "spec.yaml"
+    res = CliRunner().invoke(app, ["import", str(conf), "-o", str(out)])
+    assert res.exit_code == 1 and not out.exists()
+    assert f"not written: {conf}: no NodeName line defines a node" in res.output
+
+
+def test_partitions_and_node_sets_lose_the_hosts_no_line_defines():
+    text = BASE.replace("PartitionName=p Nodes=n[1-4] Default=YES",
+                        "NodeSet=s Nodes=n[1-2],gone1\nPartitionName=p Nodes=n[3-4],gone2,s "
+                        "Default=YES\nPartitionName=q Nodes=gone[3-4]")
+    doc, report = import_slurm(Sources(text))
+    assert doc["slurm"]["nodesets"] == [{"name": "s", "nodes": "n[1-2]"}]
+    assert [(p["name"], p.get("nodes"), p.get("nodesets")) for p in doc["slurm"]["partitions"]] \
+        == [("p", "n[3-4]", ["s"])]
+    assert {(d.line, d.text) for d in report.dropped} >= {
+        (4, "Nodes=gone1 (NodeSet=s)"), (5, "Nodes=gone2 (PartitionName=p)"),
+        (6, "Nodes=gone[3-4] (PartitionName=q)")}
+    assert _check_errors(doc) == []
