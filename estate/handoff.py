@@ -126,6 +126,23 @@ class Refused(Exception):
     pass
 
 
+def read_overlay(spec: Path):
+    from estate.spec import load
+    return overlay_mod.read(spec, load)
+
+
+def write_overlay(spec: Path, overlay: Overlay) -> Path:
+    """Atomically (on failure the old file stays); an overlay without entries is removed:
+    the spec file alone holds again."""
+    from estate.render.artifacts import write_file
+    path = overlay_mod.path_for(spec)
+    if overlay.nodes:
+        write_file(overlay_mod.dump(spec, overlay), path)
+    else:
+        path.unlink(missing_ok=True)
+    return path
+
+
 # --- the plan: what the overlay becomes, and whether the result checks -----------------------
 
 def origin_planes(spec: Path) -> dict[str, str | None]:
@@ -141,7 +158,7 @@ def origin_planes(spec: Path) -> dict[str, str | None]:
 
 
 def proposed_overlay(spec: Path, hosts: list[str], to: str, opts: Options) -> Overlay:
-    current, found = overlay_mod.read(spec)
+    current, found = read_overlay(spec)
     if found:
         raise Refused("; ".join(f"{f.location}: {f.message}" for f in found))
     entries = dict(current.nodes) if current else {}
@@ -389,11 +406,11 @@ def _stop_slurmd(ctx: _Ctx) -> bool:
 
 def _write_overlay(ctx: _Ctx) -> bool:
     """Write the overlay: the spec now gives the nodes to the other plane."""
-    current, _ = overlay_mod.read(ctx.spec)
+    current, _ = read_overlay(ctx.spec)
     path = overlay_mod.path_for(ctx.spec)
     if (current or Overlay()) == ctx.overlay:
         return ctx.add("overlay", "already", f"{path} already says so")
-    overlay_mod.write(ctx.spec, ctx.overlay)
+    write_overlay(ctx.spec, ctx.overlay)
     lent = ", ".join(f"{h}={e.plane}" for h, e in sorted(ctx.overlay.nodes.items()))
     return ctx.add("overlay", "done", f"wrote {path} ({lent})" if ctx.overlay.nodes else
                    f"removed {path}: the spec file alone holds")

@@ -120,6 +120,24 @@ class Kubectl:
                              "k8s_control_plane")
 
 
+def reconfigure(run, timeout_s: float = 30.0) -> int:
+    """`scontrol reconfigure` until slurmctld takes it; the tries it took. Slurm 24.11's
+    slurmctld, just started, answered "slurm_reconfigure error: Connection reset by peer"
+    to the first one (measured in tests/live_slurm/test_handoff.py), after `scontrol ping`
+    already said UP; a moment later it takes it."""
+    from estate.handoff import StepError
+    end, tries = time.monotonic() + timeout_s, 0
+    while True:
+        tries += 1
+        ans = run(["scontrol", "reconfigure"])
+        if ans.returncode == 0:
+            return tries
+        if time.monotonic() > end:
+            raise StepError(f"scontrol reconfigure ({tries} tries in {timeout_s:.0f} s): "
+                            f"{(ans.stderr or ans.stdout).strip()}")
+        time.sleep(1)
+
+
 class NetnsSlurm:
     """The running netns lab (estate.lab.netns): Slurm in its controller's namespace."""
 
@@ -169,10 +187,9 @@ class NetnsSlurm:
             lab.wait_slurmctld(time.monotonic() + 60)
         except LabError as exc:
             raise StepError(str(exc)) from None
-        ans = self.run(["scontrol", "reconfigure"])
-        if ans.returncode:
-            raise StepError(f"scontrol reconfigure: {(ans.stderr or ans.stdout).strip()}")
-        return (f"installed {', '.join(changed)}; restarted slurmctld; scontrol reconfigure")
+        tries = reconfigure(self.run)
+        return (f"installed {', '.join(changed)}; restarted slurmctld; scontrol reconfigure"
+                + (f" (answered at try {tries})" if tries > 1 else ""))
 
     def stop_slurmd(self, host: str) -> str:
         if not self.lab.pids(host, "slurmd"):

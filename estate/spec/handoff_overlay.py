@@ -75,49 +75,44 @@ def proposed(spec: str | Path, overlay: Overlay):
         _PROPOSED.reset(token)
 
 
-def read(spec: str | Path) -> tuple[Overlay | None, list[Finding]]:
+def read(spec: str | Path, reader) -> tuple[Overlay | None, list[Finding]]:
     """The overlay beside the spec (None where there is none), or findings that say why it
-    does not load: it is read with the spec's own YAML limits and a strict schema."""
+    does not load: it is read with the spec's own YAML limits and a strict schema. reader:
+    estate.spec.load (its decode, parse_yaml and schema_findings), handed in by the loader,
+    which imports this module."""
     given = _PROPOSED.get()
     if given is not None and given[0] == Path(spec).resolve():
         return given[1], []
     path = path_for(spec)
     if not path.exists():
         return None, []
-    from estate.spec.load import decode, parse_yaml, schema_findings
     try:
         data = path.read_bytes()
     except OSError as exc:
         return None, [_error("spec.handoff_overlay", f"cannot read {path}: {exc.strerror}",
                              "fix its permissions, or remove it (estate handoff writes it)",
                              str(path))]
-    text, found = decode(data, str(path))
+    text, found = reader.decode(data, str(path))
     if text is None:
         return None, found
-    raw, source, found = parse_yaml(text, str(path))
+    raw, source, found = reader.parse_yaml(text, str(path))
     if found:
         return None, found
     try:
         return Overlay.model_validate(raw or {}), []
     except ValidationError as exc:
-        return None, schema_findings(exc, source)
+        return None, reader.schema_findings(exc, source)
 
 
-def write(spec: str | Path, overlay: Overlay) -> Path:
-    """Atomically; an overlay without entries is removed."""
-    from estate.render.artifacts import write_file
+def dump(spec: str | Path, overlay: Overlay) -> bytes:
+    """The overlay file's text (estate.handoff writes it atomically)."""
     import yaml
-    path = path_for(spec)
-    if not overlay.nodes:
-        path.unlink(missing_ok=True)
-        return path
     doc = {"nodes": {h: e.model_dump(exclude_defaults=True) | {"plane": e.plane}
                      for h, e in sorted(overlay.nodes.items())}}
     head = (f"# Written by `estate handoff`: the plane each node here is lent to. The spec\n"
             f"# ({Path(spec).name}) and this file are the estate; every command that loads\n"
             f"# the spec merges it. Hand a node back with `estate handoff`, not by hand.\n")
-    write_file((head + yaml.safe_dump(doc, sort_keys=True)).encode(), path)
-    return path
+    return (head + yaml.safe_dump(doc, sort_keys=True)).encode()
 
 
 def _error(id: str, message: str, hint: str, where: str, path: str = "<root>") -> Finding:
@@ -126,13 +121,13 @@ def _error(id: str, message: str, hint: str, where: str, path: str = "<root>") -
 
 # --- merging -------------------------------------------------------------------------------
 
-def merge(loaded, spec: str | Path):
+def merge(loaded, spec: str | Path, reader):
     """The loaded spec with its overlay applied (estate.spec.load.Loaded), unchanged where
     there is none; a broken overlay or a merge the schema refuses is an error finding."""
-    overlay, found = read(spec)
+    overlay, found = read(spec, reader)
     if overlay is None and not found:
         return loaded
-    from estate.spec.load import Loaded, schema_findings
+    Loaded, schema_findings = reader.Loaded, reader.schema_findings
     if found:
         return Loaded(None, loaded.source, loaded.findings + found, loaded.raw, loaded.files)
     where = str(path_for(spec))
@@ -259,7 +254,8 @@ def _runs(names, moving) -> list[tuple[int, Lent | None, list[str]]]:
     runs: list[tuple[int, Lent | None, list[str]]] = []
     for i, name in enumerate(names):
         lent = moving.get(name)
-        if runs and runs[-1][1] is lent:
+        plane = lent.plane if lent else None
+        if runs and (runs[-1][1].plane if runs[-1][1] else None) == plane:
             runs[-1][2].append(name)
         else:
             runs.append((i, lent, [name]))

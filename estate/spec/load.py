@@ -7,6 +7,7 @@ bad user input.
 from __future__ import annotations
 
 import re
+import sys
 import types
 import typing
 from dataclasses import dataclass, field
@@ -450,7 +451,7 @@ def load(path: str | Path) -> Loaded:
     loaded = load_text(text, str(path))
     if loaded.spec is not None:
         from estate.spec.handoff_overlay import merge   # the plane a node is lent to
-        loaded = merge(loaded, path)
+        loaded = merge(loaded, path, sys.modules[__name__])
     if loaded.spec is not None:
         read_companions(loaded, path.parent)
     return loaded
