@@ -18,13 +18,16 @@ production runner sends over ssh, in the lab controller's namespace.
 """
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from estate.capacity import gpu_budget
+from estate.cli import app
 from estate.handoff import Options, handoff
 from estate.handoff_runners import Kubectl, NetnsSlurm
 from estate.pipeline import build
@@ -128,11 +131,19 @@ def test_the_plan_shows_the_gpus_moving_between_planes(state):
     assert state["after"] == {"planes": {"slurm": 2, "kubernetes": 2}, "gpu": 2, "serve": 2}
 
 
-def test_a_handoff_back_returns_the_node_to_idle(lab, sides, state):
+def test_a_handoff_back_returns_the_node_to_idle(lab, state):
+    """Through the command line this time: `estate handoff SPEC gpu2 --to slurm --netns`."""
     spec = lab.spec_path
-    result = handoff(spec, [NODE], "slurm", *sides, Options(poll_s=0.5))
-    assert result.ok, result.as_dict()
+    out = CliRunner().invoke(app, ["handoff", str(spec), NODE, "--to", "slurm", "--netns",
+                                   "--output", "json"])
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.output)
+    for s in doc["steps"]:
+        print(f"  slurm      {s['step']:<12} {s['status']:<8} {s['detail'][:300]}")
+    assert [s["status"] for s in doc["steps"]][-3:] == ["done", "done", "done"], doc
+    assert doc["gpus"]["after"]["planes"] == state["before"]["planes"]
     assert not path_for(spec).exists()          # the spec file alone holds again
+    lab.load()                                  # the fixture's lab reads the spec again
     node = lab.view().nodes[NODE]
     assert node["State"] == "IDLE", node
     assert slurm_view._names(lab.view().partitions["gpu"]["Nodes"]) == {"gpu1", NODE}

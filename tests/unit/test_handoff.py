@@ -334,3 +334,38 @@ def test_the_command_dry_run_shows_the_gpus_moving(spec):
 def test_the_command_refuses_with_exit_1(spec):
     out = CliRunner().invoke(app, ["handoff", str(spec), "gpu2", "--to", "kubernetes"])
     assert out.exit_code == 1 and "refused" in out.output
+
+
+def test_interrupted_after_the_overlay_a_second_run_finishes(spec):
+    """The controllers' step fails once (an unreachable controller, say): the overlay is
+    written and the node drained, nothing else; the same command again goes on from
+    there, finding the earlier steps done."""
+    from estate.handoff import StepError
+    slurm = ScriptedSlurm(jobs=())
+
+    def unreachable(spec):
+        raise StepError("ssh ctl1: no answer within 120 s")
+    slurm.apply_controllers = unreachable
+    first = handoff(spec, ["gpu2"], "kubernetes", slurm, NoCluster(),
+                    Options(tenant="serve", poll_s=0))
+    assert not first.ok and first.steps[-1].name == "controllers"
+    assert "resumes here" in first.steps[-1].detail
+    assert read_overlay(spec)[0].nodes["gpu2"].plane == "kubernetes"
+    del slurm.apply_controllers            # reachable again
+    second = handoff(spec, ["gpu2"], "kubernetes", slurm, NoCluster(),
+                     Options(tenant="serve", poll_s=0))
+    st = {s.name: s.status for s in second.steps}
+    assert second.ok, second.as_dict()
+    assert st["drain"] == "already" and st["overlay"] == "already" and st["controllers"] == "done"
+    third = handoff(spec, ["gpu2"], "kubernetes", slurm, NoCluster(),
+                    Options(tenant="serve", poll_s=0))
+    assert third.ok and {s.name: s.status for s in third.steps}["drain"] == "already"
+    assert "not a Slurm node" in third.steps[1].detail
+
+
+def test_one_handoff_of_a_spec_at_a_time(spec):
+    from estate.handoff import locked
+    with locked(spec):
+        why = refused(handoff(spec, ["gpu2"], "kubernetes", Untouchable(), Untouchable(),
+                              Options(tenant="serve")))
+    assert "another estate handoff" in why
