@@ -428,6 +428,13 @@ def select_type_parameters(estate):
         yield problem(("slurm", "select_type_parameters"), f"{len(types)} resource types "
                       f"({', '.join(types) or 'none'}); select/cons_tres needs exactly one",
                       "keep one of CR_Core_Memory, CR_CPU_Memory, CR_Socket_Memory, ...")
+    elif types == ["CR_Memory"]:
+        # select/linear's CR_Memory; cons_tres: "fatal: Invalid SelectTypeParameters:
+        # CR_MEMORY (16), You need at least CR_(CPU|CORE|SOCKET)*" (22.05 and 24.11, seen
+        # loading a select/linear site's settings in tests/live_slurm/test_import_roundtrip.py)
+        yield problem(("slurm", "select_type_parameters"), "CR_Memory alone: "
+                      "select/cons_tres refuses it and slurmctld stops (it needs a CPU, "
+                      "core or socket unit)", "use CR_Core_Memory (or CR_CPU_Memory)")
 
 
 @validator("slurm.default_time_exceeds", E, "slurm", "a DefaultTime above the MaxTime")

@@ -125,6 +125,26 @@ def _node_groups(defs, ctl, report: Report):
     return classes, groups, [a for a in addrs if _is_ip(a)]
 
 
+def linear(lines: list[ConfLine], slurm: dict, report: Report, file: str) -> None:
+    """select/linear allocates whole nodes; Estate renders select/cons_tres, which keeps
+    that as OverSubscribe=EXCLUSIVE and needs a CPU unit beside CR_Memory."""
+    line = next((ln for ln in lines if ln.keyword == "selecttype"
+                 and ln.name.lower() == "select/linear"), None)
+    if line is None:
+        return
+    params = slurm.get("select_type_parameters", [])
+    slurm["select_type_parameters"] = ["CR_Core_Memory" if p == "CR_Memory" else p
+                                       for p in params] or ["CR_Core_Memory"]
+    whole = [p["name"] for p in slurm["partitions"] if "oversubscribe" not in p]
+    for p in slurm["partitions"]:
+        p.setdefault("oversubscribe", "EXCLUSIVE")
+    report.change(file, line.number, f"{line.text} (partitions {', '.join(whole)})",
+                  "written as select/cons_tres with SelectTypeParameters="
+                  f"{','.join(slurm['select_type_parameters'])} and OverSubscribe=EXCLUSIVE on "
+                  "these partitions: Estate renders cons_tres, and that is how it allocates "
+                  "whole nodes as select/linear does")
+
+
 def _is_ip(text: str) -> bool:
     try:
         ipaddress.IPv4Address(text)
@@ -194,6 +214,7 @@ def import_slurm(src: Sources, passwd=None, version: str = DEFAULT_SLURM,
     slurm["partitions"] = partitions([ln for ln in lines if ln.keyword == "partitionname"],
                                      [h for d in defs for h in d.hosts], report, file,
                                      {s["name"] for s in sets}, version)
+    linear(lines, slurm, report, file)
     slurm["slurmrestd"] = None   # the source runs none; Estate's default would add one
     doc = {"name": slurm["cluster_name"], "description": f"Imported from {file}",
            "segments": [_segment(addrs, report)], "node_classes": classes, "nodes": groups,
@@ -285,8 +306,9 @@ def _known_members(line: ConfLine, nodes: list[str], hosts: set[str], report: Re
     if unknown:
         report.drop(file, line.number, f"SwitchName={line.name} Nodes="
                     f"{hostlist.compress(unknown)}", "no NodeName line defines these hosts: "
-                    "slurmctld logs 'Invalid node name ... in switch config' and leaves them "
-                    "out of the switch, and so does the spec")
+                    "slurmctld logs them as invalid in the switch configuration (22.05: "
+                    "'Invalid node name', 24.11: 'Invalid hostnames in switch "
+                    "configuration') and leaves them out, and so does the spec")
     return [n for n in nodes if n in hosts]
 
 

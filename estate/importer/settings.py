@@ -138,6 +138,8 @@ def apply(slurm: dict, key: str, written: str, value: str, line: ConfLine, repor
             moved("SelectTypeParameters", version))
     elif key == "schedulerparameters":
         slurm["scheduler_parameters"] = _scheduler(slurm, value, report, file, line, version)
+    elif key == "selecttype" and value.lower() == "select/linear":
+        pass   # mapping.linear: it changes the partitions too
     elif key == "selecttype" and value.lower() in (was := moved("SelectType", version)):
         entry = was[value.lower()]
         report.change(file, line.number, f"{written}={value}",

@@ -44,14 +44,17 @@ SITES = Path(__file__).resolve().parents[1] / "data" / "slurm-sites"
 CONFS = sorted(p for p in SITES.glob("*.conf")
                if not p.name.endswith((".topology.conf", ".gres.conf")))
 TOOLS = ("slurmctld", "scontrol", "munged", "unshare", "ip", "setpriv")
-# Keys the harness sets on both sides: where state and logs go, who runs slurmctld, how
-# scontrol authenticates. None of them changes a node, partition or switch.
+# Keys the harness sets (or removes) on both sides: where state and logs go, who runs
+# slurmctld, how scontrol authenticates. None of them changes a node, partition or switch.
 HARNESS = ("statesavelocation", "slurmdspooldir", "slurmctldpidfile", "slurmdpidfile",
            "slurmctldlogfile", "slurmdlogfile", "plugindir", "authtype", "authinfo",
            "authalttypes", "authaltparameters", "slurmuser", "accountingstoragetype",
            "accountingstoragehost", "accountingstorageport", "accountingstorageenforce",
            "accountingstorageuser", "accountingstoragepass", "accountingstoragetres", "jobcomploc", "jobcomptype",
-           "jobcredentialprivatekey", "jobcredentialpubliccertificate", "include")
+           "jobcredentialprivatekey", "jobcredentialpubliccertificate", "include",
+           # the site's controller-side programs (slurm.extra keeps them): not here, and
+           # 24.11's prep/script stops at a missing one
+           "prologslurmctld", "epilogslurmctld")
 # scontrol fields that follow from others (compared through those) or from the run.
 DERIVED = {"CfgTRES", "AllocTRES", "TRES", "TotalCPUs", "TotalNodes", "CPULoad", "CPUAlloc",
            "AllocMem", "FreeMem", "LastBusyTime", "BootTime", "SlurmdStartTime",
@@ -59,8 +62,11 @@ DERIVED = {"CfgTRES", "AllocTRES", "TRES", "TotalCPUs", "TotalNodes", "CPULoad",
            "Owner", "MCS_label", "Comment", "Extra", "CurrentWatts", "AveWatts",
            "BillingWeights", "CapWatts", "ExtSensorsJoules",
            "ExtSensorsWatts", "ExtSensorsTemp", "Partitions"}
-# scontrol node fields a global slurm.conf key sets for every node
-GLOBAL = {"Port": "slurmdport"}
+# scontrol node and partition fields a global slurm.conf key sets for every object: the
+# partitions' power-saving fields show where ResumeProgram is set
+GLOBAL = {"Port": "slurmdport", "PowerDownOnIdle": "resumeprogram",
+          "ResumeTimeout": "resumeprogram", "SuspendTime": "resumeprogram",
+          "SuspendTimeout": "resumeprogram"}
 # scontrol field -> the slurm.conf key a report names for it
 ALIASES = {"CPUTot": "cpus", "AvailableFeatures": "feature", "ActiveFeatures": "feature",
            "DefMemPerNode": "defmempercpu", "PriorityJobFactor": "priority",
@@ -89,22 +95,34 @@ def munge():
         shutil.rmtree(state, ignore_errors=True)
 
 
-# What a release refuses in a site's own slurm.conf: release -> (the line, what the
-# baseline has instead, what slurmctld says). select/cons_res is gone since 23.11, and
-# 24.11 stops at it; Estate renders select/cons_tres, so the baseline the import is held
-# to is the site's file with that one line changed, and the refusal is asserted first.
-REFUSED = {"24.11": [(r"^SelectType=select/cons_res$", "SelectType=select/cons_tres",
-                      "fatal: Can't find plugin for select/cons_res")]}
+# What a release refuses in a site's own slurm.conf: release -> entries of the line it
+# stops at ("line"), what slurmctld says, where needed a second line that must be there
+# too ("when"), and the baseline's lines instead ("instead": pattern -> replacement).
+# select/cons_res is gone since 23.11, and 24.11 stops at it; select/linear beside
+# topology/tree too. Estate renders select/cons_tres, so the baseline the import is held
+# to is the site's file with those lines changed as the import changes them (linear's
+# CR_Memory alone is refused by cons_tres), and each refusal is asserted first.
+REFUSED = {"24.11": [
+    {"line": r"^SelectType=select/cons_res$",
+     "instead": {r"^SelectType=select/cons_res$": "SelectType=select/cons_tres"},
+     "says": "fatal: Can't find plugin for select/cons_res"},
+    {"line": r"^SelectType=select/linear$", "when": r"^TopologyPlugin=topology/tree$",
+     "instead": {r"^SelectType=select/linear$": "SelectType=select/cons_tres",
+                 r"^SelectTypeParameters=CR_Memory$": "SelectTypeParameters=CR_Core_Memory"},
+     "says": "fatal: select/linear with topology/tree is not supported"}]}
 
 
 def _baseline(text: str, topology: str | None, tmp: Path, sock: Path,
               release: tuple[str, str]) -> str:
     """The site's slurm.conf as the release can load it (REFUSED)."""
-    for i, (line, instead, says) in enumerate(REFUSED.get(release[0], [])):
-        if re.search(line, text, re.M):
+    for i, entry in enumerate(REFUSED.get(release[0], [])):
+        if re.search(entry["line"], text, re.M) and re.search(entry.get("when", ""), text,
+                                                              re.M):
             refused = _slurmctld(text, topology, tmp / f"refused{i}", sock, release)
-            assert refused.returncode != 0 and says in refused.stderr, refused.stderr
-            text = re.sub(line, instead, text, flags=re.M)
+            assert refused.returncode != 0 and entry["says"] in refused.stderr, \
+                refused.stderr
+            for pattern, line in entry["instead"].items():
+                text = re.sub(pattern, line, text, flags=re.M)
     return text
 
 
@@ -191,7 +209,8 @@ for i in $(seq 100); do
 done
 $in_root slurmctld -V; echo ===
 $in_root scontrol -o show node; echo ===; $in_root scontrol -o show partition; echo ===
-$in_root scontrol -o show topology || true
+$in_root scontrol -o show topology || true; echo ===
+$in_root scontrol show config | grep -E '^(DependencyParameters|PreemptParameters|SchedulerParameters) ' || true
 kill $pid; wait $pid || true
 """
 
@@ -270,9 +289,9 @@ def test_import_round_trip(conf, release, munge, tmp_path):
     gres_path = conf.with_name(conf.stem + ".gres.conf")
     gres = gres_path.read_text() if gres_path.exists() else None
     doc, report = import_slurm(Sources(text, gres=gres, topology=topology,
-                                       slurm_name=conf.name))
+                                       slurm_name=conf.name), version=release[0],
+                               can_read=lambda path: False)
     report_differences(text, doc, report, conf.name)
-    doc["slurm"]["version"] = release[0]        # rendered for the release that loads it
     rendered = {a.path: a.content.decode()
                 for a in render_slurm(Estate(Spec.model_validate(doc)))}
     baseline = _baseline(text, topology, tmp_path, munge, release)
@@ -281,7 +300,7 @@ def test_import_round_trip(conf, release, munge, tmp_path):
                  tmp_path / "imported", munge, release)
     assert before[0] and before[1], f"slurmctld showed no nodes or partitions: {before}"
     hosts = _hosts_of_lines(text)
-    problems = []
+    problems = _moved_options(report, _config(before[3]), _config(after[3]))
     for kind, a, b in zip(("node", "partition", "switch"), before, after):
         theirs, ours = _objects(a), _objects(b)
         if kind == "node":
@@ -289,6 +308,29 @@ def test_import_round_trip(conf, release, munge, tmp_path):
         else:
             problems += _unexplained(kind, theirs, ours, report)
     assert not problems, "\n".join(problems)
+
+
+def _config(lines: list[str]) -> dict[str, set[str]]:
+    """scontrol show config's option lists: key -> its comma-separated options."""
+    out = {}
+    for line in lines:
+        key, _, value = line.partition("=")
+        out[key.strip()] = {o for o in value.strip().split(",") if o and o != "(null)"}
+    return out
+
+
+def _moved_options(report, theirs: dict, ours: dict) -> list[str]:
+    """Each SchedulerParameters option the import moved (reported as changed) is where
+    slurmctld reads it now, under its new name, in the rendered configuration."""
+    out = []
+    for d in report.dropped:
+        moved = re.match(r"SchedulerParameters (\w+).*", d.text)
+        to = re.match(r"written as (\w+)=(\w+)", d.reason)
+        if d.kind == "changed" and moved and to:
+            key, option = to.groups()
+            if option not in ours.get(key, set()):
+                out.append(f"{d.text}: slurmctld shows {key}={sorted(ours.get(key, []))}")
+    return out
 
 
 def _hosts_of_lines(text: str) -> dict[str, list[int]]:
@@ -321,3 +363,30 @@ def _node_problems(theirs, ours, report, hosts) -> list[str]:
                     not _explained(report, name, field):
                 out.append(f"node {name}: {field} {a.get(field)!r} -> {b.get(field)!r}")
     return out
+
+
+DEPENDS = ("ClusterName=deps\nSlurmctldHost=head\nDebugFlags=Dependency\nSlurmctldDebug=debug\n"
+           "SchedulerParameters=bf_continue,kill_invalid_depend,max_depend_depth=3\n"
+           "NodeName=n[1-2] CPUs=2 RealMemory=1000\nPartitionName=p Nodes=n[1-2] Default=YES\n")
+
+
+def _depend_policy(run: Path) -> str:
+    log = (run / "slurmctld.log").read_text() + (run / "slurmctld.out").read_text()
+    return re.search(r"init_depend_policy: (.*)", log).group(1)
+
+
+def test_moved_dependency_options_take_effect_where_the_import_writes_them(release, munge,
+                                                                           tmp_path):
+    """slurmctld ignores kill_invalid_depend and max_depend_depth under SchedulerParameters
+    (moved in 20.02); the spec the import writes has them where they take effect."""
+    doc, report = import_slurm(Sources(DEPENDS), version=release[0])
+    conf = render_slurm(Estate(Spec.model_validate(doc)))
+    rendered = next(a.content.decode() for a in conf if a.path == "slurm/slurm.conf")
+    _run(DEPENDS, None, tmp_path / "original", munge, release)
+    _run(rendered, None, tmp_path / "imported", munge, release)
+    assert "kill_invalid_depend is set to 0" in _depend_policy(tmp_path / "original")
+    assert "max_depend_depth is set to 10" in _depend_policy(tmp_path / "original")
+    assert "kill_invalid_depend is set to 1" in _depend_policy(tmp_path / "imported")
+    assert "max_depend_depth is set to 3" in _depend_policy(tmp_path / "imported")
+    assert {d.text for d in report.dropped if d.kind == "changed"} >= {
+        "SchedulerParameters kill_invalid_depend", "SchedulerParameters max_depend_depth=3"}

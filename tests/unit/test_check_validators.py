@@ -262,6 +262,8 @@ CASES = [
     ("slurm.select_type_parameters", E, "prod",
      {"slurm.select_type_parameters": ["CR_Core", "CR_Socket_Memory"]},
      "slurm.select_type_parameters"),
+    ("slurm.select_type_parameters", E, "prod",
+     {"slurm.select_type_parameters": ["CR_Memory"]}, "slurm.select_type_parameters"),
     ("slurm.default_time_exceeds", E, "prod", {"slurm.partitions[2].default_time": "01:00:00"},
      "slurm.partitions[2].default_time"),
     ("slurm.allow_and_deny_accounts", W, "prod",

@@ -176,7 +176,7 @@ def test_topology_members_no_node_defines_are_dropped():
     dropped = {(d.line, d.text) for d in report.dropped if d.file == "topology.conf"}
     assert dropped == {(1, "SwitchName=leaf1 Nodes=ghost[1-3]"),
                        (3, "SwitchName=leaf3 Nodes=ghost[4-8]"), (3, "SwitchName=leaf3")}
-    assert "Invalid node name" in next(d.reason for d in report.dropped if d.line == 1)
+    assert "Invalid hostnames" in next(d.reason for d in report.dropped if d.line == 1)
     assert _check_errors(doc) == []
 
 
