@@ -191,6 +191,11 @@ HOST_TOOLS: dict[str, tuple[str, ...]] = {
 # (tests/unit/test_slurm_version.py).
 HOST_SUITE = "bookworm"
 SLURM_SUITES = {"22.05": "bookworm", "24.11": "trixie"}
+# Debian's next suite, and the Slurm it ships (forky: 26.05.5-1, December 2026). Estate
+# does not render for it until its live tier runs there; its key table
+# (slurm_conf/keys/next/, scripts/slurm-conf-keys.py --debs) already tells the importer
+# and the checks what that release knows.
+NEXT_SUITES = {"26.05": "forky"}
 # The Slurm a spec targets until it sets slurm.version: the host suite's.
 DEFAULT_SLURM = next(v for v, suite in SLURM_SUITES.items() if suite == HOST_SUITE)
 ROOT_ROLES = ("munge", "slurmdbd", "slurm_controller", "slurmrestd", "slurm_login",

@@ -19,7 +19,11 @@ packages the project installs (estate.catalogue): which plugins a release ships 
         > slurm_conf/keys/24.11.json
 
 --root ROOT reads another release's files from a Debian root (scripts/slurm-root.sh) and
-asks that root's dpkg database which packages they came from.
+asks that root's dpkg database which packages they came from. --debs DIR reads them from
+the .deb files in DIR (Debian's packages of a release Estate does not render for yet, such
+as the next suite's: slurm_conf/keys/next/), unpacked with dpkg-deb:
+
+    python3 scripts/slurm-conf-keys.py --debs /tmp/forky-debs > slurm_conf/keys/next/26.05.json
 """
 from __future__ import annotations
 
@@ -121,7 +125,25 @@ def plugins(plugin_dir: str) -> list[str]:
                   if not os.path.basename(p).startswith("lib"))
 
 
+OWNERS: dict[str, str] = {}   # path -> "package version", where --debs unpacked them
+
+
+def unpack(debs: str, root: str) -> None:
+    """Unpack every .deb in debs into root, noting which package each file came from."""
+    for deb in sorted(glob.glob(f"{debs}/*.deb")):
+        subprocess.run(["dpkg-deb", "-x", deb, root], check=True)
+        pkg = subprocess.run(["dpkg-deb", "-f", deb, "Package", "Version"], check=True,
+                             capture_output=True, text=True).stdout.split()
+        listing = subprocess.run(["dpkg-deb", "-c", deb], check=True, capture_output=True,
+                                 text=True).stdout
+        for line in listing.splitlines():
+            path = line.split()[-1].lstrip(".")
+            OWNERS[path] = f"{pkg[1]} {pkg[3]}"
+
+
 def package_version(path: str, root: str = "/") -> str:
+    if path in OWNERS:
+        return OWNERS[path]
     admin = ["--admindir", f"{root.rstrip('/')}/var/lib/dpkg"]
     owner = subprocess.run(["dpkg-query", *admin, "-S", path], capture_output=True,
                            text=True).stdout
@@ -157,4 +179,9 @@ if __name__ == "__main__":
     root = "/"
     if args[:1] == ["--root"]:
         root, args = args[1], args[2:]
+    if args[:1] == ["--debs"]:
+        import tempfile
+        root = tempfile.mkdtemp(prefix="slurm-debs.")
+        unpack(args[1], root)
+        args = args[2:]
     main(*args, root=root)

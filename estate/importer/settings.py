@@ -7,7 +7,8 @@ from typing import get_args
 from estate.importer import programs
 from estate.importer.parse import ConfLine
 from estate.importer.report import Report
-from estate.model.slurm_keys import OWNED, conf_keys, moved, scheduler_options, versions
+from estate.model.slurm_keys import (OWNED, conf_keys, moved, next_versions,
+                                     scheduler_options, versions)
 from estate.spec.model import PriorityFlag, ResourceLimit, SelectParameter
 
 TIMEOUTS = {"slurmctldtimeout": "slurmctld", "slurmdtimeout": "slurmd",
@@ -77,10 +78,15 @@ def _scheduler(slurm: dict, value: str, report, file, line, version: str) -> dic
 
 
 def _elsewhere(name: str, table) -> str:
-    """'; Slurm 24.11 knows it (--slurm-version)' where another release does."""
+    """'; Slurm 24.11 knows it (--slurm-version)' where another release does, or the
+    next suite's release that Estate does not render for yet."""
     others = [v for v in versions() if name in table(v)]
-    return (f"; Slurm {', '.join(others)} knows it (import with --slurm-version "
-            f"{others[-1]})") if others else ""
+    if others:
+        return (f"; Slurm {', '.join(others)} knows it (import with --slurm-version "
+                f"{others[-1]})")
+    newer = [v for v in next_versions() if name in table(v)]
+    return (f"; only Slurm {', '.join(newer)} (Debian's next suite) knows it, which Estate "
+            "does not render for yet") if newer else ""
 
 
 def _extend(slurm: dict, key: str, item: str) -> None:

@@ -42,7 +42,10 @@ OWNED = frozenset(k.lower() for k in (
 
 @lru_cache(maxsize=None)
 def _load(version: str) -> dict:
-    return json.loads((KEYS_DIR / f"{version}.json").read_text())
+    path = KEYS_DIR / f"{version}.json"
+    if not path.exists():    # a release of Debian's next suite (catalogue.NEXT_SUITES)
+        path = KEYS_DIR / "next" / f"{version}.json"
+    return json.loads(path.read_text())
 
 
 def at_least(version: str, oldest: tuple[int, int]) -> bool:
@@ -53,6 +56,12 @@ def at_least(version: str, oldest: tuple[int, int]) -> bool:
 
 def versions() -> list[str]:
     return sorted(p.stem for p in KEYS_DIR.glob("[0-9]*.json"))
+
+
+def next_versions() -> list[str]:
+    """Releases with a key table that Estate does not render for yet (Debian's next
+    suite's: slurm_conf/keys/next/)."""
+    return sorted(p.stem for p in (KEYS_DIR / "next").glob("[0-9]*.json"))
 
 
 def conf_keys(version: str = DEFAULT_VERSION) -> dict[str, str]:

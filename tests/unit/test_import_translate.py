@@ -13,14 +13,16 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from estate.catalogue import SLURM_SUITES
+from estate.catalogue import NEXT_SUITES, SLURM_SUITES
 from estate.cli import app
 from estate.importer.accounts import Accounting, read
 from estate.importer.mapping import Sources, import_slurm
-from estate.model.slurm_keys import KEYS_DIR, conf_keys, moved, scheduler_options
+from estate.model.slurm_keys import (KEYS_DIR, conf_keys, moved, next_versions,
+                                     scheduler_options)
 from estate.pipeline import build
 
 RELEASES = sorted(SLURM_SUITES)
+TABLES = RELEASES + next_versions()    # and the next suite's release (keys only)
 TABLE = json.loads((KEYS_DIR / "moved.json").read_text())
 BASE = ("ClusterName=x\nSlurmctldHost=head\nNodeName=n[1-4] CPUs=4 RealMemory=4000\n"
         "PartitionName=p Nodes=n[1-4] Default=YES\n")
@@ -35,7 +37,7 @@ def _check_errors(doc: dict) -> list[str]:
                 if f.severity.value == "error"]
 
 
-@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("release", TABLES)
 def test_moved_table_agrees_with_the_release_key_tables(release):
     """A renamed key's new name is a key of every release it applies to; a moved option
     is no longer a documented SchedulerParameters option there."""
@@ -201,3 +203,18 @@ def test_partitions_and_node_sets_lose_the_hosts_no_line_defines():
         (4, "Nodes=gone1 (NodeSet=s)"), (5, "Nodes=gone2 (PartitionName=p)"),
         (6, "Nodes=gone[3-4] (PartitionName=q)")}
     assert _check_errors(doc) == []
+
+
+def test_the_next_suites_release_has_its_own_table():
+    """Debian forky ships Slurm 26.05 (catalogue.NEXT_SUITES): its table is read from its
+    packages and differs from 24.11's (keys added and removed), so no release's answers
+    are assumed from another's."""
+    assert next_versions() == sorted(NEXT_SUITES) == ["26.05"]
+    source = json.loads((KEYS_DIR / "next" / "26.05.json").read_text())["source"]
+    assert "slurm-wlm-basic-plugins 26.05." in source["slurm.conf"]
+    assert "metricstype" in conf_keys("26.05") and "metricstype" not in conf_keys("24.11")
+    assert "accountingstorageloc" in conf_keys("24.11")
+    assert "accountingstorageloc" not in conf_keys("26.05")
+    doc, report = import_slurm(Sources(BASE + "MetricsType=metrics/openmetrics\n"),
+                               version="24.11")
+    assert "only Slurm 26.05 (Debian's next suite)" in report.dropped[0].reason
