@@ -21,7 +21,6 @@ from estate.catalogue import ROLES
 from estate.model import kubernetes as k8s
 from estate.model.destinations import destination
 from estate.model.slurm import node_lines
-from estate.model.slurm_keys import at_least
 from estate.spec.hostlist import Hostlist
 from estate.spec.resolved import Estate
 from estate.verify.slurm_view import Mismatch, SlurmView, compare as slurm_compare, \
@@ -122,23 +121,51 @@ def slurm_findings(estate: Estate, view: SlurmView, selected: set[str],
     return out
 
 
-# Fields whose change slurmctld takes only at its start before 23.11 (nodes added,
-# removed, or moved between partitions); the rest a reconfigure re-reads.
-_MEMBERSHIP = {"presence", "Partitions", "sinfo partition", "Nodes"}
+# scontrol's field names where slurm.conf spells the key otherwise (estate.model.
+# update_policy is keyed by slurm.conf's spelling)
+SCONTROL_KEYS = {"CPUTot": "CPUs", "AvailableFeatures": "Features", "QoS": "QOS",
+                 "JobDefaults": "DefCpuPerGPU", "Partitions": "partition:Nodes",
+                 "sinfo partition": "partition:Nodes"}
+TOPOLOGY_KEYS = {"switch": "topology.conf:SwitchName", "block": "topology.conf:BlockName"}
+
+
+def policy_key(m: Mismatch) -> str:
+    """The update policy's key for a difference in Slurm's view: "node:RealMemory",
+    "partition:MaxTime", the line kind itself ("node") for a node added or removed."""
+    kind = m.subject.partition(" ")[0]
+    if kind in TOPOLOGY_KEYS:
+        return TOPOLOGY_KEYS[kind]
+    key = SCONTROL_KEYS.get(m.field, m.field)
+    if ":" in key:
+        return key
+    return kind if key == "presence" else f"{kind}:{key}"
 
 
 def slurm_fix(estate: Estate, m: Mismatch, ctl: str, fixes: Fixes) -> str:
     """What brings slurmctld back to the spec. `estate apply` restarts slurmctld only when
     the rendered files change, so a slurmctld that runs on other settings than its
-    (restored) slurm.conf needs a reconfigure or restart of its own."""
+    (restored) slurm.conf needs a reconfigure or restart of its own; which one is the
+    update policy's (SchedMD's manual for the spec's release, estate.model.update_policy).
+    Measured on 22.05 (tests/lab/test_drift.py): RealMemory and Weight come back with a
+    reconfigure although the manual asks restarts for node changes, so the reconfigure
+    comes first and the manual's restart is the fallback it names."""
+    from estate.model.update_policy import policy
     if m.fix:                        # a node state: slurm_view says what to do
         return m.fix
+    version = estate.spec.slurm.version
+    found = policy(version, policy_key(m))
     first = f"{fixes.apply(ctl)} (puts the rendered slurm.conf back if it drifted), then "
-    if m.field in _MEMBERSHIP and not at_least(estate.spec.slurm.version, (23, 11)):
-        return first + (f"`systemctl restart slurmctld` on {ctl}: before 23.11 slurmctld "
-                        "adds and removes nodes only when it starts")
-    return first + (f"`scontrol reconfigure` on {ctl}: slurmctld re-reads slurm.conf "
+    node = m.subject.partition(" ")[2] if m.subject.startswith("node ") else None
+    restart = (f"`systemctl restart slurmctld` on {ctl}" +
+               (f", then slurmd on {node}" if node and found and
+                found.cls in ("restart_slurmd", "restart_all", "restart_all_drain") else ""))
+    if m.field == "presence" and found and found.cls != "reconfigure":
+        return first + f"{restart}: {found.origin} for {version}: {found.why[:160]}"
+    text = first + (f"`scontrol reconfigure` on {ctl}: slurmctld re-reads slurm.conf "
                     "(changes made with `scontrol update` last only until then)")
+    if found and found.cls != "reconfigure":
+        text += f"; if that leaves it, {restart} ({found.origin}, {version}: {found.cls})"
+    return text
 
 
 # --- hardware (slurmd -C) -------------------------------------------------------------
@@ -246,9 +273,7 @@ def file_findings(node: str, installed: list[tuple[str, str]], manifest: dict,
                                "missing", fix))
             continue
         if got.sha256 != info["sha256"]:
-            was = (last or {}).get(artifact, {}).get("sha256")
-            how = ("the last render's: the spec changed since it was applied" if
-                   got.sha256 and got.sha256 == was else "edited on the node")
+            how = _why_differs(got.sha256, artifact, last)
             out.append(Finding(node, "file", dest, f"sha256 {info['sha256'][:12]} ({artifact})",
                                f"sha256 {(got.sha256 or 'unreadable')[:12]} ({how})", fix))
         if dest == "/etc/hosts" and container:
@@ -259,6 +284,15 @@ def file_findings(node: str, installed: list[tuple[str, str]], manifest: dict,
             out.append(Finding(node, "file", f"{dest} owner", _owner(info["owner"]), got.owner,
                                fix))
     return out
+
+
+def _why_differs(sha: str | None, artifact: str, last: dict | None) -> str:
+    """The last render tells an edit on the node from a spec change not yet applied."""
+    if last is None:
+        return "differs; no last render to tell an edit from a spec change"
+    if sha and sha == last.get(artifact, {}).get("sha256"):
+        return "the last render's: the spec changed since it was applied"
+    return "edited on the node"
 
 
 def conf_cache_finding(node: str, want_sha: str, got_sha: str | None, ctl: str,

@@ -21,7 +21,6 @@ from estate.spec.resolved import Estate
 from estate.verify.context import VerifyContext
 
 ROOT = Path(__file__).resolve().parents[1]
-SSH_FAILED = 255          # ssh's own exit status: the node was not reached
 WORKERS = 8               # nodes read at once (each is a handful of short commands)
 
 
@@ -59,15 +58,22 @@ def _run(host, argv: list[str]):
 
 
 def node_report(ctx: VerifyContext, name: str, fixes: Fixes, last: dict | None) -> Part:
-    """One node's findings by aspect, with how many things were compared."""
+    """One node's findings by aspect, with how many things were compared; a node that
+    cannot be reached (or is lost half-way) is one finding, never an error of the run."""
+    try:
+        return _node_report(ctx, name, fixes, last)
+    except RuntimeError as exc:   # testinfra's ssh backend: ssh itself exited 255
+        result = exc.args[0] if exc.args else None
+        why = " ".join(str(getattr(result, "stderr", "") or exc).split())[-200:]
+        return {(name, "reach"): ([Finding(name, "reach", "ssh", "reachable",
+                                           f"unreachable ({why or 'ssh failed'})",
+                                           f"start {name} or fix its network or ssh, then "
+                                           f"{fixes.apply(name)}")], 1)}
+
+
+def _node_report(ctx: VerifyContext, name: str, fixes: Fixes, last: dict | None) -> Part:
     host, target = ctx.host(name), ctx.nodes[name]
     probe = _run(host, ["systemd-detect-virt", "--container"])
-    if probe.rc == SSH_FAILED:
-        why = " ".join((probe.stderr or "").split())[-200:] or "ssh failed"
-        return {(name, "reach"): ([Finding(name, "reach", "ssh", "reachable",
-                                           f"unreachable ({why})",
-                                           f"start {name} or fix its network/ssh, then "
-                                           f"{fixes.apply(name)}")], 1)}
     container = probe.stdout.strip() if probe.rc == 0 else None
     unsupported = unsupported_deploys(host, ctx, name, target.deploys)
     part: Part = {(name, "reach"): ([], 1)}
@@ -167,7 +173,7 @@ def slurm_report(ctx: VerifyContext, selected: set[str], unreachable: set[str],
     host = ctx.host(ctl)
     try:
         view = collect(lambda argv: host.check_output(shlex.join(argv)))
-    except AssertionError as exc:   # testinfra's check_output: the command failed
+    except (AssertionError, RuntimeError) as exc:   # a command failed; ssh failed
         report.add(ctl, "slurm", [Finding(ctl, "slurm", "scontrol", "answers",
                                           " ".join(str(exc).split())[:200],
                                           f"start slurmctld on {ctl} (systemctl start "

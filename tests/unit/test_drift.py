@@ -82,6 +82,10 @@ def test_memory_and_weight_changed_in_slurm_are_named_with_a_reconfigure(estate)
         assert f.status == d.DRIFT and f.aspect == "slurm"
         assert "`scontrol reconfigure` on ctl1" in f.fix
         assert "estate apply stacks/lab.yaml --limit ctl1 --lab" in f.fix
+        # 22.05's manual asks restarts for node changes: the fallback, after the reconfigure
+        # the lab measured enough
+        assert f.fix.endswith("if that leaves it, `systemctl restart slurmctld` on ctl1, "
+                              "then slurmd on gpu1 (slurm.conf(5) default, 22.05: restart_all)")
     # only the nodes asked about
     assert d.slurm_findings(estate, view(gpu1 + "\n" + gpu2), {"gpu2"}, FIX) == []
 
@@ -90,6 +94,7 @@ def test_a_partition_difference_is_the_controllers(estate):
     changed = PARTITION.replace("MaxTime=1-00:00:00", "MaxTime=2-00:00:00", 1)
     [f] = d.slurm_findings(estate, view(partitions=changed), LAB_NODES, FIX)
     assert (f.node, f.what, f.actual) == ("ctl1", "partition gpu MaxTime", "2-00:00:00")
+    assert "`scontrol reconfigure` on ctl1" in f.fix and "if that leaves it" not in f.fix
     assert d.slurm_findings(estate, view(partitions=changed), {"gpu1"}, FIX) == []
 
 
@@ -98,11 +103,16 @@ def test_a_node_missing_from_slurm_needs_a_restart_before_23_11(estate):
     found = [f for f in d.slurm_findings(estate, view(only_gpu1), LAB_NODES, FIX)
              if f.what == "presence"]
     assert [f.node for f in found] == ["gpu2"]
-    assert "systemctl restart slurmctld` on ctl1" in found[0].fix
+    assert "`systemctl restart slurmctld` on ctl1, then slurmd on gpu2" in found[0].fix
+    assert "require restarting both the slurmctld daemon and the slurmd" in found[0].fix
     [f] = [f for f in d.slurm_findings(lab_with(version="24.11"), view(only_gpu1), LAB_NODES,
                                        FIX)
            if f.what == "presence"]
     assert "scontrol reconfigure" in f.fix and "restart" not in f.fix
+    gpu1 = NODE.format(n="gpu1", addr="10.60.0.13", state="IDLE").replace("Weight=1", "Weight=7")
+    [f] = d.slurm_findings(lab_with(version="24.11"), view(gpu1 + "\n" + NODE.format(
+        n="gpu2", addr="10.60.0.14", state="IDLE")), LAB_NODES, FIX)
+    assert f.what == "Weight" and "restart" not in f.fix    # reconfigure-class from 23.11
 
 
 def test_a_down_node_gets_slurm_views_own_fix(estate):
@@ -165,9 +175,11 @@ def test_files_as_rendered_have_no_findings():
 
 def test_an_edited_file_is_told_from_one_the_spec_changed_since():
     edited = states(**{"/etc/slurm/slurm.conf": d.FileState("e" * 64, "0644", "root:root")})
-    [f] = d.file_findings("ctl1", INSTALLED, MANIFEST, edited, FIX)
+    [f] = d.file_findings("ctl1", INSTALLED, MANIFEST, edited, FIX, last=MANIFEST)
     assert (f.node, f.aspect, f.what) == ("ctl1", "file", "/etc/slurm/slurm.conf")
     assert "edited on the node" in f.actual
+    [f] = d.file_findings("ctl1", INSTALLED, MANIFEST, edited, FIX)
+    assert "no last render" in f.actual
     assert f.fix == "estate apply stacks/lab.yaml --limit ctl1 --lab"
     last = copy.deepcopy(MANIFEST)
     last["slurm/slurm.conf"]["sha256"] = "e" * 64
@@ -400,3 +412,24 @@ def test_the_fix_repeats_the_connection_options():
     assert connect_flags(True, None, "root") == " --lab"
     assert connect_flags(False, "/k", "ops") == " --ssh-key /k --ssh-user ops"
     assert connect_flags(False, None, "root") == ""
+
+
+def test_a_node_lost_over_ssh_is_one_reach_finding(estate, tmp_path):
+    """testinfra's ssh backend raises RuntimeError when ssh itself exits 255: that node is
+    named unreachable with its fix, and the run goes on."""
+    from estate import drift_live
+    from estate.provision.inventory import Connection
+    from estate.render import render_all, write_tree
+
+    write_tree(render_all(estate, str(LAB)), tmp_path / "render")
+    ctx = drift_live.VerifyContext(estate, tmp_path / "render", Connection(), tmp_path, None)
+
+    class Lost:
+        def run(self, command):
+            raise RuntimeError(type("Result", (), {"stderr": "ssh: connect to host "
+                                                    "10.60.0.14 port 22: No route to host"})())
+    ctx._hosts["gpu2"] = Lost()
+    part = drift_live.node_report(ctx, "gpu2", FIX, None)
+    [f] = part[("gpu2", "reach")][0]
+    assert f.status == d.DRIFT and "No route to host" in f.actual
+    assert f.fix.endswith("then estate apply stacks/lab.yaml --limit gpu2 --lab")
