@@ -4,7 +4,8 @@ Both sides are rendered (the old spec, or the tree last applied: a directory wit
 MANIFEST.json), and compared artifact by artifact. A changed Slurm file (slurm.conf,
 gres.conf, topology.conf, cgroup.conf) is read key by key: each changed key's class comes
 from the update policy of the spec's Slurm release (estate.model.update_policy, taken from
-SchedMD's manuals), and becomes an action on each node by what runs there (node_action).
+SchedMD's manuals), and becomes an action on each node by what runs there (per_node:
+CTLD_PART and SLURMD_PART).
 Every other artifact's change needs the action of estate.model.update_policy
 ARTIFACT_ACTIONS on the nodes that install it.
 
@@ -17,16 +18,18 @@ that, and `estate apply` refuses a spec with errors.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import re
 import subprocess
 from dataclasses import dataclass, field
+from itertools import chain, repeat
 from pathlib import Path
 
 from estate import fork
 from estate.check.findings import Finding, Severity
 from estate.model import update_policy as up
-from estate.spec.hostlist import Hostlist, HostlistError
+from estate.spec.hostlist import Hostlist, HostlistError, Range
 
 NONE = Hostlist()
 
@@ -41,6 +44,11 @@ class File:
     owner: str = "root"
     sha256: str = ""
     where: Path | None = None      # the file on disk, for a manifest's side
+
+    def digest(self) -> str:
+        if not self.sha256:
+            self.sha256 = hashlib.sha256(self.bytes()).hexdigest()
+        return self.sha256
 
     def bytes(self) -> bytes:
         if self.content is None:
@@ -69,14 +77,11 @@ class Side:
             bool(self.files or self.version)
 
 
-def render_side(spec_path: str | Path, source: str | None = None) -> Side:
-    """The spec rendered without its validators (the gate only, which bounds rendering);
-    source: the name the files' headers carry (the new spec's, so that two spec files
-    differ only where their contents do). Never raises on bad input."""
+def prepare(spec_path: str | Path) -> tuple[Side, object | None]:
+    """The spec loaded and resolved, with the gate's findings (the limits that bound
+    rendering; the other validators are `estate check`'s); no Estate where it fails."""
     from estate.check import check_gate, has_errors
     from estate.pipeline import internal_error
-    from estate.render import render_all
-    from estate.render.templates import RenderError
     from estate.spec.load import load
     from estate.spec.resolved import Estate
     side = Side(str(spec_path))
@@ -84,27 +89,73 @@ def render_side(spec_path: str | Path, source: str | None = None) -> Side:
         loaded = load(spec_path)
         side.findings = list(loaded.findings)
         if loaded.spec is None:
-            return side
+            return side, None
         estate = Estate(loaded.spec, loaded.files)
         gate = check_gate(estate, loaded.source.locate)
         side.findings += gate
         if has_errors(gate):
-            return side
-        try:
-            artifacts = render_all(estate, source or str(spec_path))
-        except RenderError as exc:
-            side.findings.append(Finding("render.unsafe_value", Severity.ERROR, "<root>",
-                                         str(exc), "change the spec value the message names"))
-            return side
+            return side, None
     except Exception as exc:  # noqa: BLE001 - reported as a finding, as build does
-        side.findings.append(internal_error(exc, "diff render"))
-        return side
-    side.files = {p: File(a.content, a.consumers, f"{a.mode:04o}", a.owner, a.sha256)
-                  for p, a in artifacts.items()}
+        side.findings.append(internal_error(exc, "diff load"))
+        return side, None
     side.version = estate.spec.slurm.version
     side.roles = Roles(Hostlist.from_names(estate.spec.slurm.controllers),
                        estate.role_hosts("slurm_worker"), estate.role_hosts("slurm_login"))
+    return side, estate
+
+
+def render_part(side: Side, estate, source: str, modules=None) -> dict[str, File] | None:
+    """Files of the builders in `modules` (default all); None, with a finding on the
+    side, where rendering fails. Never raises on bad input."""
+    from estate.pipeline import internal_error
+    from estate.render import assemble, render_each
+    from estate.render.templates import RenderError
+    try:
+        artifacts = assemble(render_each(estate, source, modules))
+    except RenderError as exc:
+        side.findings.append(Finding("render.unsafe_value", Severity.ERROR, "<root>",
+                                     str(exc), "change the spec value the message names"))
+        return None
+    except Exception as exc:  # noqa: BLE001
+        side.findings.append(internal_error(exc, "diff render"))
+        return None
+    return {p: File(a.content, a.consumers, f"{a.mode:04o}", a.owner)
+            for p, a in artifacts.items()}
+
+
+def render_side(spec_path: str | Path, source: str | None = None) -> Side:
+    """The spec rendered without its validators; source: the name the files' headers
+    carry (the new spec's, so that two spec files differ only where their contents do)."""
+    side, estate = prepare(spec_path)
+    if estate is not None:
+        side.files = render_part(side, estate, source or str(spec_path)) or {}
     return side
+
+
+def _warm() -> None:
+    """Import the builders before a fork, so that the two processes do not both import
+    them (on a busy machine the second core is not free)."""
+    from estate.render import _builders
+    for _ in _builders():
+        pass
+
+
+def _in_child(fn):
+    """fn() in a forked child where that is usable, else None (then the caller runs it)."""
+    from estate.pipeline import debugging
+    if not fork.usable() or debugging():
+        return None
+    try:
+        return fork.Forked(fn)
+    except OSError:
+        return None
+
+
+def _joined(child, fallback):
+    try:
+        return child.join()
+    except fork.ChildLost:
+        return fallback()
 
 
 def read_tree(directory: Path) -> Side:
@@ -131,24 +182,53 @@ def read_tree(directory: Path) -> Side:
 
 
 def both_sides(old: Path, new: Path) -> tuple[Side, Side]:
-    """Render both specs, the old one in a forked child where that is usable."""
-    from estate.pipeline import debugging
-    if fork.usable() and not debugging():
-        try:
-            child = fork.Forked(lambda: render_side(old, source=str(new)))
-        except OSError:
-            child = None
+    """Both specs rendered: the old one in a forked child, the new one here. (Keeping
+    the old side's tree between runs in estate.cache was tried: 0.292 s against 0.309 s
+    at 10,000 nodes, not worth a cache that must know all of Estate's code.)"""
+    old_side, old_estate = prepare(old)
+    new_side, new_estate = prepare(new)
+    if old_estate is None or new_estate is None:
+        return old_side, new_side
+    _warm()
+
+    def old_files():
+        return render_part(old_side, old_estate, str(new)), old_side.findings
+    child = _in_child(old_files)
+    try:
+        new_side.files = render_part(new_side, new_estate, str(new)) or {}
+    except BaseException:
         if child is not None:
-            try:
-                mine = render_side(new)
-            except BaseException:
-                child.cancel()
-                raise
-            try:
-                return child.join(), mine
-            except fork.ChildLost:
-                pass
-    return render_side(old, source=str(new)), render_side(new)
+            child.cancel()
+        raise
+    files, old_side.findings = _joined(child, old_files) if child else old_files()
+    old_side.files = files or {}
+    return old_side, new_side
+
+
+def new_side_split(spec: Path) -> Side:
+    side, estate = prepare(spec)
+    return side if estate is None else split_render(side, estate, spec)
+
+
+def split_render(side: Side, estate, spec: Path) -> Side:
+    """The spec rendered on two cores, as `estate render` does: the pipeline's
+    CHILD_BUILDERS in a forked child, the other builders here."""
+    from estate.pipeline import CHILD_BUILDERS
+    from estate.render import BUILDERS
+    _warm()
+    theirs = set(CHILD_BUILDERS)
+
+    def child_files():
+        return render_part(side, estate, str(spec), theirs), side.findings
+    child = _in_child(child_files)
+    mine = render_part(side, estate, str(spec),
+                       {m for m, _ in BUILDERS} - (theirs if child else set()))
+    files, found = _joined(child, child_files) if child else ({}, [])
+    side.findings += [f for f in found if f not in side.findings]
+    if mine is None or files is None:
+        return side
+    side.files = {**mine, **files}
+    return side
 
 
 # --- what changed ----------------------------------------------------------------------
@@ -215,7 +295,12 @@ def changes(old: Side, new: Side) -> list[Change]:
     for path in sorted(set(old.files) | set(new.files)):
         a, b = old.files.get(path), new.files.get(path)
         if a and b:
-            same = (a.sha256 == b.sha256 if a.sha256 and b.sha256 else a.bytes() == b.bytes())
+            # a manifest's side has hashes and reads a file only where they differ; two
+            # rendered sides compare bytes (memcmp, no hashing of 3.6 MB twice)
+            if a.content is None or b.content is None:
+                same = a.digest() == b.digest()
+            else:
+                same = a.content == b.content
             if same and (a.mode, a.owner) == (b.mode, b.owner):
                 continue
             status = "changed"
@@ -226,12 +311,45 @@ def changes(old: Side, new: Side) -> list[Change]:
     return out
 
 
+_NAME = re.compile(r"^([^\n]*?)([0-9]*)$", re.M)
+
+
+def hostlist_of(names) -> Hostlist:
+    """Hostlist.from_names for many names (a 10,000-node row of the report): one regex
+    over the joined names splits them, runs of one prefix and width become one range,
+    and Hostlist joins the rest as from_names would (10,000 Range objects took 25 ms)."""
+    names = list(names)
+    if len(names) < 64:
+        return Hostlist.from_names(names)
+    ranges: list[Range] = []
+    prefix, lo, hi, width = None, 0, -2, 0
+    for p, digits in _NAME.findall("\n".join(names)):
+        if not p and not digits:
+            continue   # findall's empty match at a line's end
+        if not digits:
+            if prefix is not None:
+                ranges.append(Range(prefix, lo, hi, width))
+                prefix = None
+            ranges.append(Range(p, single=True))
+            continue
+        n = int(digits)
+        if p == prefix and n == hi + 1 and len(digits) == width:
+            hi = n
+            continue
+        if prefix is not None:
+            ranges.append(Range(prefix, lo, hi, width))
+        prefix, lo, hi, width = p, n, n, len(digits)
+    if prefix is not None:
+        ranges.append(Range(prefix, lo, hi, width))
+    return Hostlist(ranges)
+
+
 def union(lists) -> Hostlist:
     """The hosts of several hostlists, each once (in first-seen order)."""
     lists = [hl for hl in lists if hl]
     if len(lists) <= 1 or all(hl == lists[0] for hl in lists):
         return lists[0] if lists else NONE
-    return Hostlist.from_names(dict.fromkeys(n for hl in lists for n in hl.names()))
+    return hostlist_of(dict.fromkeys(n for hl in lists for n in hl.names()))
 
 
 # --- Slurm files, key by key ---------------------------------------------------------
@@ -275,8 +393,8 @@ def conf_effects(change: Change, version: str) -> list[Effect]:
         return [Effect(change.path, "(comments)", "only comments or the mode changed: "
                        "installed again, nothing restarts", action="file",
                        scope=change.consumers)]
-    old_rec, old_plain = _records(removed, conf)
-    new_rec, new_plain = _records(added, conf)
+    old_rec, old_nodes, old_plain = _records(removed, conf)
+    new_rec, new_nodes, new_plain = _records(added, conf)
     out = []
     for key in sorted(set(old_plain) | set(new_plain), key=str.lower):
         if old_plain.get(key) != new_plain.get(key):
@@ -284,41 +402,64 @@ def conf_effects(change: Change, version: str) -> list[Effect]:
     for (kind, ident) in sorted(set(old_rec) | set(new_rec)):
         out += _record_effects(change.path, conf, kind, ident, old_rec.get((kind, ident)),
                                new_rec.get((kind, ident)), version)
-    return _merge(out)
+    for kind in sorted(conf.per_node):
+        out += _node_effects(change.path, conf, kind, old_nodes.get(kind, {}),
+                             new_nodes.get(kind, {}), version)
+    # lines regrouped (a NodeName line split in two), every node's values the same
+    return out or [Effect(change.path, "(regrouped)", "the same values on other lines: "
+                          "installed again, nothing restarts", action="file",
+                          scope=change.consumers)]
 
 
 def _records(lines: list[str], conf: Conf):
-    """(kind, id) -> fields for record lines ((kind, node) for per-node kinds: a node's
-    fields, its NodeAddr its own), and key -> values for plain `Key=Value` lines."""
-    records: dict[tuple[str, str], dict | list] = {}
+    """Records by (kind, id) -> fields; per-node kinds as kind -> {node: (fields, address)}
+    where fields is the line's, shared by its nodes (a changed 10,000-node NodeName line
+    is one tuple and a dict built at C speed, not 10,000 dicts); plain `Key=Value` lines
+    as key -> values."""
+    records: dict[tuple[str, str], dict] = {}
+    nodes: dict[str, dict[str, tuple]] = {}
     plain: dict[str, list[str]] = {}
     for line in lines:
         fields = _fields(line)
-        first = fields[0][0].lower()
-        kind = conf.records.get(first)
+        kind = conf.records.get(fields[0][0].lower())
         if kind is None:
             key, _, value = line.partition("=")
             plain.setdefault(key.strip(), []).append(value.strip())
             continue
-        ident = fields[0][1]
-        rest = dict(fields[1:])
+        ident, rest = fields[0][1], fields[1:]
         if kind not in conf.per_node:
-            records[(kind, ident)] = rest
+            records[(kind, ident)] = dict(rest)
             continue
         try:
             names = Hostlist.parse(ident).names()
         except HostlistError:
             names = (ident,)
-        addrs = _addresses(rest.pop("NodeAddr")) if "NodeAddr" in rest else None
-        for i, name in enumerate(names):
-            mine = dict(rest)
-            if addrs is not None:
-                mine["NodeAddr"] = addrs[i] if i < len(addrs) else ""
-            if kind == "node":
-                records[(kind, name)] = mine
-            else:   # a node's gres lines: a list of their fields
-                records.setdefault((kind, name), []).append(mine)
-    return records, plain
+        addr = [v for k, v in rest if k == "NodeAddr"]
+        shared = tuple(sorted((k, v) for k, v in rest if k != "NodeAddr"))
+        addrs = _addresses(addr[0]) if addr else repeat("")
+        nodes.setdefault(kind, []).append((names, shared, addrs))
+    return records, {kind: _per_node(kind, lines) for kind, lines in nodes.items()}, plain
+
+
+def _per_node(kind: str, lines: list[tuple]) -> dict[str, tuple]:
+    """node -> (its line's fields, its address); for gres, where a node may have several
+    lines, its record is all of them. Built with dict.update over zips (C speed); only
+    nodes named on two lines take the slow path."""
+    out: dict[str, tuple] = {}
+    if kind == "node":
+        for names, shared, addrs in lines:
+            out.update(zip(names, zip(repeat(shared), addrs)))
+        return out
+    for names, shared, _ in lines:
+        out.update(zip(names, repeat(((shared,), ""))))
+    if len(out) == sum(len(names) for names, _, _ in lines):
+        return out
+    out = {}
+    for names, shared, _ in lines:
+        for name in names:
+            held = out.get(name)
+            out[name] = ((held[0] + (shared,)) if held else (shared,), "")
+    return out
 
 
 def _addresses(text: str) -> tuple[str, ...]:
@@ -330,66 +471,77 @@ def _addresses(text: str) -> tuple[str, ...]:
 
 
 def _record_effects(path, conf, kind, ident, old, new, version) -> list[Effect]:
-    per_node = kind in conf.per_node
-    scope = Hostlist.from_names([ident]) if per_node else None
-    line_key = kind if not conf.prefix else conf.prefix + next(
-        k for k, v in conf.records.items() if v == kind)
+    """A partition, node set or switch line: its fields that differ, or the line added
+    or removed (the line kind's own rule)."""
     if old is None or new is None:
-        e = _classified(path, line_key, version, scope if not per_node or kind != "node"
-                        else None)
+        line_key = kind if not conf.prefix else conf.prefix + next(
+            k for k, v in conf.records.items() if v == kind)
+        e = _classified(path, line_key, version, None)
         e.key = f"{'+' if old is None else '-'}{kind} {ident}"
-        out = [e]
-        if kind == "node":   # the node itself: slurmd started there, or drained away
-            out.append(Effect(path, e.key, "a new node: install its files, start slurmd"
-                              if old is None else "leaves the cluster: drain it, then stop "
-                              "slurmd", action="restart_slurmd" if old is None
-                              else "drain_restart", scope=scope))
-        return out
-    if isinstance(old, list):   # gres: the fields of lines that differ
-        a = {tuple(sorted(d.items())) for d in old}
-        b = {tuple(sorted(d.items())) for d in new}
-        diff_keys = {k for t in a ^ b for k, _ in t}
-        keys = {k for k in diff_keys
-                if {v for t in a - b for kk, v in t if kk == k} !=
-                {v for t in b - a for kk, v in t if kk == k}} or diff_keys
-    else:
-        keys = {k for k in set(old) | set(new) if old.get(k) != new.get(k)}
+        return [e]
     prefix = f"{kind}:" if not conf.prefix else conf.prefix
-    return [_classified(path, prefix + k, version, scope, ident) for k in sorted(keys)]
+    keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    return [_classified(path, prefix + k, version, None, ident) for k in keys]
+
+
+def _node_effects(path, conf, kind, old: dict, new: dict, version) -> list[Effect]:
+    """Nodes whose lines changed, grouped by what changed for them: one effect per key
+    over all the nodes it changed for; nodes that only moved to another line are left
+    out. Work per node is a dict lookup; a Hostlist is made per group."""
+    groups: dict[tuple, list[str]] = {}
+    get_old, get_new = old.get, new.get
+    for name in dict.fromkeys(chain(old, new)):
+        o, n = get_old(name), get_new(name)
+        if o != n:
+            groups.setdefault((o and o[0], n and n[0], (o or n)[1] != (n or o)[1],
+                               o is None, n is None), []).append(name)
+    prefix = f"{kind}:" if not conf.prefix else conf.prefix
+    out: list[Effect] = []
+    by_key: dict[tuple, list[str]] = {}
+    for (fo, fn, addr, added, removed), names in groups.items():
+        if added or removed:
+            by_key.setdefault(("+" if added else "-", ""), []).extend(names)
+            continue
+        if kind == "node":
+            a, b = dict(fo), dict(fn)
+            keys = [k for k in set(a) | set(b) if a.get(k) != b.get(k)]
+        else:   # gres: the keys whose values differ between the lines that differ
+            only_a, only_b = set(fo) - set(fn), set(fn) - set(fo)
+            every = sorted({k for line in only_a | only_b for k, _ in line})
+            keys = [k for k in every if _values(only_a, k) != _values(only_b, k)] or every
+        keys += ["NodeAddr"] if addr else []
+        for k in keys:
+            by_key.setdefault(("", k), []).extend(names)
+    line_key = kind if not conf.prefix else conf.prefix + "NodeName"
+    for (sign, key), names in sorted(by_key.items()):
+        scope = hostlist_of(names)
+        if sign:
+            e = _classified(path, line_key, version, None if kind == "node" else scope)
+            e.key = f"{sign}{kind} {scope}"
+            out.append(e)
+            if kind == "node":   # the nodes themselves: slurmd started there, or drained away
+                out.append(Effect(path, e.key, "a new node: install its files, start slurmd"
+                                  if sign == "+" else "leaves the cluster: drain it, then "
+                                  "stop slurmd", action="restart_slurmd" if sign == "+"
+                                  else "drain_restart", scope=scope))
+            continue
+        out.append(_classified(path, prefix + key, version, scope))
+    return out
+
+
+def _values(lines, key: str) -> set[str]:
+    return {v for line in lines for k, v in line if k == key}
 
 
 def _classified(path: str, key: str, version: str, scope: Hostlist | None,
                 ident: str = "") -> Effect:
     p = up.policy(version, key)
-    label = f"{key}" + (f" ({ident})" if ident and scope is None else "")
+    label = f"{key}" + (f" ({ident})" if ident else "")
     if p is None:
         return Effect(path, label, f"unclassified for Slurm {version}: every daemon "
                       "restarted to be safe (add it to estate/model/update_policy.py)",
                       cls="restart_all", scope=scope)
     return Effect(path, label, f"{p.origin}: {p.why}", cls=p.cls, scope=scope)
-
-
-def _merge(effects: list[Effect]) -> list[Effect]:
-    """Per-node effects of one key and class become one effect over their nodes: a
-    changed group of 250 nodes is one line, not 250."""
-    out, by = [], {}
-    for e in effects:
-        if e.scope is None or len(e.scope) != 1:
-            out.append(e)
-            continue
-        k = (e.artifact, e.key.split(" ")[0] if e.key[0] in "+-" else e.key, e.cls, e.action)
-        if k in by:
-            by[k].append(e)
-        else:
-            by[k] = [e]
-            out.append(e)
-    for group in by.values():
-        if len(group) > 1:
-            first = group[0]
-            first.scope = Hostlist(r for e in group for r in e.scope.ranges)
-            if first.key[0] in "+-":
-                first.key = f"{first.key.split(' ')[0]} {first.scope}"
-    return out
 
 
 def comments_only(c: Change) -> bool:
@@ -437,23 +589,6 @@ SLURMD_PART = {"reconfigure": "reconfigure", "restart_slurmctld": "reconfigure",
                "restart_all_drain": "drain_restart"}
 
 
-def node_action(effect: Effect, node: str, roles: Roles, installs: bool) -> str | None:
-    """What one effect needs on one node: a class by the daemons that run there (a
-    controller restarts slurmctld, a worker slurmd; a worker outside a node-scoped
-    change's nodes gets the new file by reconfigure), an action on its scope's nodes."""
-    if effect.action:
-        return effect.action if effect.scope is None or node in effect.scope else None
-    acts = []
-    if node in roles.controllers:
-        acts.append(CTLD_PART[effect.cls])
-    if node in roles.slurmd:
-        inside = effect.scope is None or node in effect.scope
-        acts.append(SLURMD_PART[effect.cls] if inside else "reconfigure")
-    if not acts and installs:
-        acts.append("file")
-    return up.strongest(acts) if acts else None
-
-
 @dataclass
 class NodeRow:
     hosts: Hostlist
@@ -462,30 +597,56 @@ class NodeRow:
 
 
 def per_node(found: list[Change], old: Side, new: Side) -> list[NodeRow]:
-    """Nodes grouped by the strongest action they need and why."""
+    """Nodes grouped by the strongest action they need and why. Each effect hands its
+    action to sets of names (controllers, the workers in and out of its scope, the other
+    nodes that install the file); a node's contributions are then grouped as tuples, so
+    10,000 nodes cost dict appends, not a membership test per node and effect."""
     roles = Roles(*(union([getattr(old.roles, r), getattr(new.roles, r)])
                     for r in ("controllers", "slurmd", "login")))
-    slurm_changed = any(c.path in CONFS or c.path == "(slurm release)" for c in found)
-    universe = [c.consumers for c in found]
-    if slurm_changed:   # a Slurm change reaches every daemon, whether it installs the file
-        universe += [roles.controllers, roles.slurmd]
-    universe += [e.scope for c in found for e in c.effects if e.scope is not None]
-    names = dict.fromkeys(n for hl in universe for n in hl.names())
-    groups: dict[tuple, list[str]] = {}
-    for node in names:
-        acts = []
-        for c in found:
-            installs = node in c.consumers
-            for e in c.effects:
-                a = node_action(e, node, roles, installs)
-                if a:
-                    acts.append((a, e.label()))
-        if not acts:
+    ctld_names, slurmd_names = roles.controllers.names(), roles.slurmd.names()
+    daemons = set(ctld_names) | set(slurmd_names)
+    contrib: dict[str, list] = {}
+
+    def give(names, action: str, labels: tuple) -> None:
+        item = (action, labels)
+        for n in names:
+            held = contrib.get(n)
+            if held is None:
+                contrib[n] = [item]
+            else:
+                held.append(item)
+
+    # effects of one class over the same nodes are given once, with all their labels
+    # (a changed partition's four settings are one pass over 10,000 workers, not four)
+    alike: dict[tuple, list[str]] = {}
+    for c in found:
+        for e in c.effects:
+            scope = e.scope if e.scope is not None else (c.consumers if e.action else None)
+            alike.setdefault((e.cls, e.action, scope, c.consumers if e.cls else None),
+                             []).append(e.label())
+    for (cls, action, scope, installs), labels in alike.items():
+        labels = tuple(labels)
+        if action:
+            give(scope.names(), action, labels)
             continue
-        best = up.strongest(a for a, _ in acts)
-        because = tuple(dict.fromkeys(w for a, w in acts if a == best))
-        groups.setdefault((best, because), []).append(node)
-    rows = [NodeRow(Hostlist.from_names(n), a, list(w)) for (a, w), n in groups.items()]
+        give(ctld_names, CTLD_PART[cls], labels)
+        if scope is None:
+            give(slurmd_names, SLURMD_PART[cls], labels)
+        else:
+            inside = set(scope.names())
+            give([n for n in slurmd_names if n in inside], SLURMD_PART[cls], labels)
+            give([n for n in slurmd_names if n not in inside], "reconfigure", labels)
+        give([n for n in installs.names() if n not in daemons], "file", labels)
+    groups: dict[tuple, list[str]] = {}
+    for n, items in contrib.items():
+        groups.setdefault(tuple(items), []).append(n)
+    merged: dict[tuple, list[str]] = {}
+    for items, names in groups.items():
+        best = up.strongest(a for a, _ in items)
+        because = tuple(dict.fromkeys(w for a, ws in items if a == best for w in ws))
+        merged.setdefault((best, because), []).extend(names)
+    # names in the order the roles' hostlists give them: ranges again, no sort
+    rows = [NodeRow(hostlist_of(n), a, list(w)) for (a, w), n in merged.items()]
     return sorted(rows, key=lambda r: (-up.rank(r.action), str(r.hosts)))
 
 
@@ -585,10 +746,25 @@ class Report:
 
 def diff(old: Path, new: Path | None = None, against: Path | None = None,
          scontrol: str | None = None) -> Report:
-    """OLD NEW (two specs), or NEW --against DIR (the last applied tree)."""
+    """OLD NEW (two specs), or NEW --against DIR (the last applied tree). The collector
+    is off meanwhile: what the renders allocate lives until the report is made, and at
+    10,000 nodes the collector only walks it again and again (as for `estate render`,
+    estate/__main__.py)."""
+    import gc
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        return _diff(old, new, against, scontrol)
+    finally:
+        if was:
+            gc.enable()
+
+
+def _diff(old: Path, new: Path | None, against: Path | None, scontrol: str | None) -> Report:
     if against is not None:
         spec = new if new is not None else old
-        old_side, new_side = read_tree(against), render_side(spec)
+        new_side = new_side_split(spec)
+        old_side = read_tree(against)
         old_side.version = new_side.version
         old_side.roles = new_side.roles
     else:

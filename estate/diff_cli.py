@@ -39,21 +39,65 @@ def register(app: typer.Typer) -> None:
         (from the release's update policy: slurm_conf/update-policy/), the order, and
         with --live the running jobs it touches. Exit 0: no change; 3: changes; 1: a
         side does not render."""
-        from estate.diff import diff
         if (new is None) == (against is None):
             raise typer.BadParameter("give OLD NEW (two specs), or SPEC --against DIR")
-        report = diff(old, new, against, live)
-        if not (report.old.ok and report.new.ok):
-            from estate.commands import print_findings
-            for side in (report.old, report.new):
-                if not side.ok:
-                    echo(f"{side.label} does not render:")
-                    print_findings(side.findings, output, Path(side.label))
-            raise typer.Exit(1)
-        print_report(report, output, show_diff)
-        if report.jobs is not None and report.jobs.error:
-            raise typer.Exit(1)
-        raise typer.Exit(CHANGED if report.changed else 0)
+        raise typer.Exit(run(old, new, against, live, show_diff, output))
+
+
+def run(old: Path, new: Path | None, against: Path | None, live: str | None,
+        show_diff: bool, output: Output) -> int:
+    """The command's work and its exit status (typer's command and plain() call it)."""
+    from estate.diff import diff
+    report = diff(old, new, against, live)
+    if not (report.old.ok and report.new.ok):
+        from estate.commands import print_findings
+        for side in (report.old, report.new):
+            if not side.ok:
+                echo(f"{side.label} does not render:")
+                print_findings(side.findings, output, Path(side.label))
+        return 1
+    print_report(report, output, show_diff)
+    if report.jobs is not None and report.jobs.error:
+        return 1
+    return CHANGED if report.changed else 0
+
+
+FLAGS = {"--no-diff": ("show_diff", False), "--diff": ("show_diff", True)}
+VALUED = {"--output": "output", "--against": "against", "--live": "live"}
+
+
+def plain(argv: list[str]):
+    """The call for a plain `diff` command line (OLD NEW or SPEC --against DIR, with
+    --output, --live, --diff/--no-diff, each at most once), without typer: what
+    estate.commands.plain does for check and render (typer and every command's module
+    are 0.06-0.08 s of a start). None for anything else: typer then parses it, and says
+    what is wrong."""
+    if argv[:1] != ["diff"]:
+        return None
+    words, opts, positional = argv[1:], {}, []
+    while words:
+        word, *words = words
+        if word in FLAGS:
+            key, value = FLAGS[word]
+        elif word in VALUED and words and words[0] and not words[0].startswith("-"):
+            key, (value, *words) = VALUED[word], words
+        elif word and not word.startswith("-"):
+            positional.append(word)
+            continue
+        else:
+            return None
+        if key in opts:
+            return None
+        opts[key] = value
+    if len(positional) != (1 if "against" in opts else 2):
+        return None
+    if opts.get("output", "auto") not in {o.value for o in Output}:
+        return None
+    from functools import partial
+    return partial(run, Path(positional[0]),
+                   Path(positional[1]) if len(positional) > 1 else None,
+                   Path(opts["against"]) if "against" in opts else None, opts.get("live"),
+                   opts.get("show_diff", True), Output(opts.get("output", "auto")))
 
 
 def print_report(report, output: Output, show_diff: bool) -> None:

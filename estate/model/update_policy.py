@@ -11,7 +11,7 @@ writes has no class for a release of the catalogue.
 Slurm classes, weakest first (CLASSES): reconfigure, restart_slurmctld, restart_slurmd,
 restart_all (slurmctld and every slurmd), restart_all_drain (every daemon restarted and
 running steps lost: drain the workers first). What a class means for one node depends
-on what runs there (estate.diff.node_action).
+on what runs there (estate.diff.per_node).
 """
 from __future__ import annotations
 
