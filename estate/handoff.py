@@ -72,6 +72,9 @@ class KubeSide(Protocol):
 
     def join(self, host: str, spec: Path) -> str: ...
 
+    def leave(self, host: str) -> str:
+        """On the node: kubeadm reset and the kubelet stopped (else it registers again)."""
+
     def apply_queues(self, spec: Path) -> str: ...
 
 
@@ -242,6 +245,12 @@ def handoff(spec: Path, hosts: list[str], to: str, slurm: SlurmSide, kube: KubeS
     result = Result(hosts, to)
     if to not in PLANES:
         result.add("plan", "refused", f"--to must be one of {', '.join(PLANES)}", log)
+        return result
+    try:    # the drain reason reaches scontrol and the overlay: the spec's free-text rules
+        Lent(plane=to if to in PLANES else "slurm", reason=opts.reason)
+    except ValueError as exc:
+        result.add("plan", "refused", f"--reason: {exc.errors()[0]['msg']}"
+                   if hasattr(exc, "errors") else f"--reason: {exc}", log)
         return result
     if opts.at_deadline not in POLICIES:
         result.add("plan", "refused", f"--at-deadline must be one of {', '.join(POLICIES)}",
@@ -555,13 +564,20 @@ def _kube_drain(ctx: _Ctx) -> bool:
         steps += [["kubectl", "cordon", host],
                   ["kubectl", "drain", host, "--ignore-daemonsets", "--delete-emptydir-data",
                    f"--timeout={timeout}"],
+                  ["ssh", host, "kubeadm reset -f && systemctl disable --now kubelet"],
                   ["kubectl", "delete", "node", host]]
     why = ctx.kube.unavailable()
     if why:
         return _skipped(ctx, "kubernetes", why, steps)
     done = []
-    for argv in steps:
-        if argv[1] == "delete" or ctx.kube.kubectl(["get", "node", argv[2]]).returncode == 0:
+    for host in ctx.hosts:
+        if ctx.kube.kubectl(["get", "node", host]).returncode:
+            done.append(f"{host} not in the cluster")
+            continue
+        for argv in [a for a in steps if a[2 if a[0] == "kubectl" else 1] == host]:
+            if argv[0] == "ssh":
+                done.append(ctx.kube.leave(host))
+                continue
             ans = ctx.kube.kubectl(argv[1:])
             if ans.returncode and "NotFound" not in ans.stderr:
                 status = "waiting" if argv[1] == "drain" else "failed"
@@ -569,7 +585,7 @@ def _kube_drain(ctx: _Ctx) -> bool:
                                f"{(ans.stderr or ans.stdout).strip()[-300:]}; the node stays "
                                "cordoned: run the handoff again to go on")
             done.append(shlex.join(argv))
-    return ctx.add("kubernetes", "done", "; ".join(done) or "not in the cluster")
+    return ctx.add("kubernetes", "done", "; ".join(done))
 
 
 TO_KUBERNETES = [_drain, _wait_jobs, _stop_slurmd, _write_overlay, _controllers, _kube_join,

@@ -94,8 +94,8 @@ def _sides(spec: Path, netns: bool, lab: bool, ssh_key, ssh_user, strict: bool):
     conn_args = (["--lab"] if lab else
                  [*(["--ssh-key", ssh_key] if ssh_key else []), "--ssh-user", ssh_user,
                   "--strict-host-keys" if strict else "--no-strict-host-keys"])
-    return _LazySlurm(spec, netns, lab, ssh_key, ssh_user, strict, conn_args), \
-        _LazyKube(spec, conn_args)
+    slurm = _LazySlurm(spec, netns, lab, ssh_key, ssh_user, strict, conn_args)
+    return slurm, _LazyKube(spec, conn_args, None if netns else slurm)
 
 
 class _LazySlurm:
@@ -129,16 +129,17 @@ class _LazySlurm:
 
 
 class _LazyKube:
-    def __init__(self, spec, conn_args):
-        self._args = (spec, conn_args)
+    def __init__(self, spec, conn_args, slurm):
+        self._args = (spec, conn_args, slurm)
         self._side = None
 
     def __getattr__(self, name):
         if self._side is None:
             from estate.handoff_runners import Kubectl
             from estate.pipeline import build
-            spec, conn_args = self._args
+            spec, conn_args, slurm = self._args
             est = build(spec, render=False).estate
             k8s = est.spec.kubernetes if est else None
-            self._side = Kubectl(conn_args, k8s.control_plane[0] if k8s else None)
+            on_node = (lambda host, argv: slurm._ssh(host, argv)) if slurm else None
+            self._side = Kubectl(conn_args, k8s.control_plane[0] if k8s else None, on_node)
         return getattr(self._side, name)

@@ -92,10 +92,20 @@ class SshSlurm:
 
 
 class Kubectl:
-    """The cluster through ESTATE_KUBECONFIG; the joins through estate apply."""
+    """The cluster through ESTATE_KUBECONFIG; the joins through estate apply; a node's
+    own commands through on_node(host, argv) (SshSlurm's ssh)."""
 
-    def __init__(self, conn_args: list[str], control_plane: str | None):
-        self.conn_args, self.control_plane = conn_args, control_plane
+    def __init__(self, conn_args: list[str], control_plane: str | None, on_node=None):
+        self.conn_args, self.control_plane, self.on_node = conn_args, control_plane, on_node
+
+    def leave(self, host: str) -> str:
+        from estate.handoff import StepError
+        for argv in (["kubeadm", "reset", "-f"], ["systemctl", "disable", "--now", "kubelet"]):
+            done = self.on_node(host, argv) if self.on_node else _Done(1, "", "no way to "
+                                                                        "reach the node")
+            if done.returncode:
+                raise StepError(f"{host}: {shlex.join(argv)}: {done.stderr.strip()[-300:]}")
+        return f"{host}: kubeadm reset, kubelet stopped"
 
     def unavailable(self) -> str | None:
         from estate.kubectl import KUBECONFIG_ENV

@@ -26,11 +26,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from estate.capacity import gpu_budget
 from estate.cli import app
 from estate.handoff import Options, handoff
 from estate.handoff_runners import Kubectl, NetnsSlurm
-from estate.pipeline import build
 from estate.spec.handoff_overlay import path_for
 from estate.verify import slurm_view
 from tests.live_slurm.conftest import lab_on_each_release
@@ -61,7 +59,10 @@ def state():
 
 
 def planes(spec: Path) -> dict:
-    b = gpu_budget(build(spec).estate).as_dict()
+    """What `estate plan SPEC --output json` says of the planes, the partition, the tenant."""
+    out = CliRunner().invoke(app, ["plan", str(spec), "--output", "json"])
+    assert out.exit_code == 0, out.output
+    b = json.loads(out.output)
     return {"planes": b["planes"], "gpu": b["partitions"].get("gpu", {}).get("gpus", 0),
             "serve": b["tenants"]["serve"]["gpus"]}
 

@@ -369,3 +369,26 @@ def test_one_handoff_of_a_spec_at_a_time(spec):
         why = refused(handoff(spec, ["gpu2"], "kubernetes", Untouchable(), Untouchable(),
                               Options(tenant="serve")))
     assert "another estate handoff" in why
+
+
+def test_a_reason_with_a_control_character_is_refused(spec):
+    why = refused(handoff(spec, ["gpu2"], "kubernetes", Untouchable(), Untouchable(),
+                          Options(tenant="serve", reason="drain\x1b[31m")))
+    assert why.startswith("--reason:")
+
+
+def test_to_slurm_without_a_cluster_lists_cordon_drain_leave_delete(spec):
+    write_overlay(spec, ov.Overlay(nodes={"gpu2": ov.Lent(plane="kubernetes",
+                                                          tenant="serve")}))
+    slurm = ScriptedSlurm(jobs=())
+    slurm.defined = False
+    slurm.state = "IDLE"
+    slurm.start_slurmd = lambda host, spec: (setattr(slurm, "defined", True), "started")[1]
+    result = handoff(spec, ["gpu2"], "slurm", slurm, NoCluster(), Options(poll_s=0))
+    assert result.ok, result.as_dict()
+    detail = result.steps[1].detail
+    order = ["kubectl cordon gpu2", "kubectl drain gpu2 --ignore-daemonsets",
+             "kubeadm reset -f", "kubectl delete node gpu2"]
+    assert all(o in detail for o in order)
+    assert [detail.index(o) for o in order] == sorted(detail.index(o) for o in order)
+    assert not ov.path_for(spec).exists()
