@@ -226,15 +226,20 @@ def budget(build_result) -> dict | None:
 
 @contextmanager
 def locked(spec: Path):
-    """One handoff of a spec at a time: the overlay is read, changed and written whole."""
-    path = spec.with_name(f".{spec.stem}.handoff.lock")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    """One handoff of a spec at a time: the overlay is read, changed and written whole.
+    The lock is on the spec file itself (flock on a read-only descriptor): no lock file
+    is left beside it, and handoffs of two specs in one directory do not wait on each
+    other."""
+    try:
+        fd = os.open(spec, os.O_RDONLY)
+    except OSError as exc:
+        raise Refused(f"cannot read {spec}: {exc.strerror}") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise Refused(f"another estate handoff of {spec} is running ({path} is "
-                          "locked); let it finish, then run this again") from None
+            raise Refused(f"another estate handoff of {spec} is running (it holds a lock "
+                          "on the spec file); let it finish, then run this again") from None
         yield
     finally:
         os.close(fd)
