@@ -252,7 +252,7 @@ def handoff(spec: Path, hosts: list[str], to: str, slurm: SlurmSide, kube: KubeS
         result.add("plan", "refused", f"--to must be one of {', '.join(PLANES)}", log)
         return result
     try:    # the drain reason reaches scontrol and the overlay: the spec's free-text rules
-        Lent(plane=to if to in PLANES else "slurm", reason=opts.reason)
+        Lent(plane=to, reason=opts.reason)
     except ValueError as exc:
         result.add("plan", "refused", f"--reason: {exc.errors()[0]['msg']}"
                    if hasattr(exc, "errors") else f"--reason: {exc}", log)
@@ -271,8 +271,8 @@ def handoff(spec: Path, hosts: list[str], to: str, slurm: SlurmSide, kube: KubeS
             ctx = _Ctx(spec, hosts, to, slurm, kube, opts, new, after, result, log)
             for step in steps:
                 if opts.dry_run:
-                    result.add(step.__name__.strip("_"), "planned", " ".join(step.__doc__.split()),
-                               log)
+                    result.add(step.__name__.strip("_"), "planned",
+                               " ".join(step.__doc__.split()), log)
                     continue
                 if not step(ctx):
                     break
