@@ -7,6 +7,7 @@ the first pair of a NodeName/PartitionName/SwitchName line names the object.
 """
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, field
 
@@ -64,8 +65,14 @@ def logical_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
+# Slurm's key=value pattern allows blanks around '=' ("ClusterName = nsls2"); quoted values
+# are kept as they are
+_SPACED = re.compile(r'"[^"]*"|[ \t]*=[ \t]*')
+
+
 def _pairs(text: str) -> list[tuple[str, str]]:
     """key=value tokens; values may be double-quoted. 'Include path' is a pair too."""
+    text = _SPACED.sub(lambda m: m.group(0) if m.group(0).startswith('"') else "=", text)
     lexer = shlex.shlex(text, posix=True)
     lexer.whitespace_split = True
     lexer.commenters = ""

@@ -2,7 +2,10 @@
 the report (with the reason)."""
 from __future__ import annotations
 
+import posixpath
 from typing import get_args
+
+from pydantic import TypeAdapter, ValidationError
 
 from estate.importer import programs
 from estate.importer.parse import ConfLine
@@ -10,6 +13,7 @@ from estate.importer.report import Report
 from estate.model.slurm_keys import (OWNED, conf_keys, moved, next_versions,
                                      scheduler_options, versions)
 from estate.spec.model import PriorityFlag, ResourceLimit, SelectParameter
+from estate.spec.types import SlurmConfValue
 
 TIMEOUTS = {"slurmctldtimeout": "slurmctld", "slurmdtimeout": "slurmd",
             "messagetimeout": "message", "unkillablesteptimeout": "unkillable_step",
@@ -102,6 +106,18 @@ def _plugin(value: str) -> str:
     return value.split("/", 1)[-1]
 
 
+_VALUE = TypeAdapter(SlurmConfValue)
+
+
+def _one_value(value: str) -> bool:
+    """Whether slurm.extra can carry the value (the spec's own type decides)."""
+    try:
+        _VALUE.validate_python(value)
+    except ValidationError:
+        return False
+    return True
+
+
 def _moved_key(slurm: dict, entry: dict, written: str, value: str, line: ConfLine,
                report: Report, file: str, version: str) -> None:
     """A key Slurm renamed (to), replaced by value (values) or removed: the replacement is
@@ -170,12 +186,19 @@ def apply(slurm: dict, key: str, written: str, value: str, line: ConfLine, repor
             key == "preemptmode" and value.lower() == "off":
         pass   # no preemption: the spec's default
     elif key == "statesavelocation":
-        slurm["state_dir"] = value
+        slurm["state_dir"] = posixpath.normpath(value) if value.startswith("/") else value
+        if slurm["state_dir"] != value:
+            report.change(file, line.number, f"{written}={value}",
+                          f"written as {written}={slurm['state_dir']} (the same directory)")
     elif key in RENDERED and RENDERED[key].lower() == value.lower():
         pass
     elif key in OWNED:
         report.drop(file, line.number, f"{written}={value}",
                     "Estate writes this key itself; the rendered value is Estate's")
+    elif key in conf_keys(version) and not _one_value(value):
+        report.drop(file, line.number, f"{written}={value}", "slurm.extra holds one "
+                    "slurm.conf token per key (no blanks, quotes or '#'); set it on the "
+                    "nodes another way, or leave Slurm's default")
     elif key in conf_keys(version):
         _extend(slurm, conf_keys(version)[key], value)
     else:

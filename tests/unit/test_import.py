@@ -272,3 +272,11 @@ def test_several_gpu_types_on_a_node_become_a_class_of_gpu_kinds():
     assert report_differences(BASIC.replace("Gres=gpu:a100:4 TmpDisk=1000",
                                             "Gres=gpu:a100:4,gpu:t4:2"), doc, report, "s")
     assert not [d for d in report.dropped if d.text.endswith(" Gres")], report.dropped
+
+
+def test_blanks_around_the_equals_sign_are_read_as_slurm_reads_them():
+    """Slurm's key=value pattern allows blanks around '=' ("ClusterName = nsls2"); a
+    quoted value keeps its own."""
+    pairs = parse('ClusterName = nsls2\nFoo="a = b" Bar= 3\n')
+    assert pairs[0].pairs == [("ClusterName", "nsls2")]
+    assert pairs[1].pairs == [("Foo", "a = b"), ("Bar", "3")]
