@@ -139,10 +139,12 @@ def release(request, munge) -> tuple[str, str]:
     return version, release_root(version)
 
 
+_KEY = re.compile(r"^\s*(\w+)\s*=")     # Slurm allows blanks around '='
+
+
 def _harness_conf(text: str, run: Path, sock: Path) -> str:
     keep = [ln for ln in text.splitlines()
-            if not any(p.lower().startswith(tuple(f"{k}=" for k in HARNESS))
-                       for p in ln.split()[:1])]
+            if not ((m := _KEY.match(ln)) and m.group(1).lower() in HARNESS)]
     return "\n".join(keep + [
         f"StateSaveLocation={run}/state", f"SlurmdSpoolDir={run}/spool",
         f"SlurmctldPidFile={run}/slurmctld.pid", f"SlurmctldLogFile={run}/slurmctld.log",
