@@ -21,7 +21,8 @@ from estate.model import kubernetes as k8s
 from estate.spec.load import load
 from estate.spec.resolved import Estate
 from estate.verify import k8s_view
-from estate.verify.slurm_view import SlurmView
+from estate.model.update_policy import policy
+from estate.verify.slurm_view import Mismatch, SlurmView
 from tests.unit.test_ownership import estate_of
 from tests.unit.test_slurm_view import NODE, PARTITION, SINFO, TOPOLOGY, nodes
 
@@ -82,10 +83,25 @@ def test_memory_and_weight_changed_in_slurm_are_named_with_a_reconfigure(estate)
         assert f.status == d.DRIFT and f.aspect == "slurm"
         assert "`scontrol reconfigure` on ctl1" in f.fix
         assert "estate apply stacks/lab.yaml --limit ctl1 --lab" in f.fix
-        # 22.05's manual asks restarts for node changes: the fallback, after the reconfigure
-        # the lab measured enough
-        assert f.fix.endswith("if that leaves it, `systemctl restart slurmctld` on ctl1, "
-                              "then slurmd on gpu1 (slurm.conf(5) default, 22.05: restart_all)")
+        # a restart is named after the reconfigure where the update policy classes the
+        # key stronger for the release (SchedMD's manual, or Estate's measured judgement)
+        stronger = policy("22.05", f"node:{f.what}").cls != "reconfigure"
+        assert ("if that leaves it, `systemctl restart slurmctld` on ctl1" in f.fix) is stronger
+
+
+def test_a_processor_count_names_the_restart_22_05_asks_after_the_reconfigure(estate):
+    """slurm.conf(5) 22.05: changing a node's processor count needs slurmctld and slurmd
+    restarted; drift names the reconfigure first and that restart as the fallback."""
+    gpu1 = NODE.format(n="gpu1", addr="10.60.0.13", state="IDLE").replace("CPUTot=4", "CPUTot=2")
+    gpu2 = NODE.format(n="gpu2", addr="10.60.0.14", state="IDLE")
+    [f] = d.slurm_findings(estate, view(gpu1 + "\n" + gpu2), LAB_NODES, FIX)
+    assert f.what == "CPUTot" and d.policy_key(Mismatch("node gpu1", "CPUTot", "", "")) == \
+        "node:CPUs"
+    assert f.fix.endswith("if that leaves it, `systemctl restart slurmctld` on ctl1, then "
+                          "slurmd on gpu1 (slurm.conf(5) default, 22.05: restart_all)")
+    [f] = d.slurm_findings(lab_with(version="24.11"), view(gpu1 + "\n" + gpu2), LAB_NODES,
+                           FIX)
+    assert "if that leaves it" not in f.fix
     # only the nodes asked about
     assert d.slurm_findings(estate, view(gpu1 + "\n" + gpu2), {"gpu2"}, FIX) == []
 
