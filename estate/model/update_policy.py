@@ -85,6 +85,17 @@ JUDGED = (
            "slurmctld and slurmd is required ... When changed, all job information ... "
            "will be lost\"; 24.11's manual dropped the sentence but the select plugin's "
            "state is still per plugin", since=(23, 11)),
+    Judged("node:RealMemory", "reconfigure", "measured (tests/live_slurm/test_diff.py): "
+           "22.05's slurmctld takes a node's changed RealMemory on scontrol reconfigure, "
+           "with a job running there, and the node stays usable; the manual's NODE "
+           "CONFIGURATION rule (restart both daemons) still holds for adding or removing "
+           "nodes and the other fields", before=(23, 11)),
+    Judged("node", "restart_all", "slurm.conf(5) 22.05: \"Changes in node configuration "
+           "(e.g. adding nodes ...) require restarting both the slurmctld daemon and the "
+           "slurmd daemons\"; measured (tests/live_slurm/test_diff.py): scontrol "
+           "reconfigure after adding a node makes 22.05's slurmctld exit (\"fatal: "
+           "MaxNodeCount has changed (2->3) during reconfig, slurmctld must be "
+           "restarted\"), so restart it, never reconfigure", before=(23, 11)),
     # The line keywords themselves: the manuals document their fields, not the keyword.
     Judged("NodeName", "reconfigure", "the line keyword: its fields and the node "
            "section's rule (\"node\") classify a NodeName line"),
@@ -169,6 +180,8 @@ def policy(version: str, key: str) -> Policy | None:
     a line field is at least its line kind's own rule. None: unclassified."""
     t = table(version)
     found = t.get(key.lower())
+    if found and found.origin == "judged":   # Estate's own word is final, line rule or not
+        return found
     kind = key.split(":")[0].lower() if ":" in key else None
     line_rule = t.get(kind) if kind in ("node", "partition", "nodeset") else None
     if found and line_rule:

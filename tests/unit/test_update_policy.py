@@ -92,7 +92,10 @@ def test_every_release_has_a_policy_that_names_its_manuals(version):
 def test_the_manuals_rules_and_estates_judgements():
     p = up.policy
     # slurm.conf(5) 22.05, NODE CONFIGURATION: node changes restart both daemons
-    assert p("22.05", "node:RealMemory").cls == "restart_all"
+    assert p("22.05", "node:CPUs").cls == "restart_all"
+    # ... but 22.05's slurmctld takes a RealMemory change on reconfigure (measured live)
+    assert p("22.05", "node:RealMemory").cls == "reconfigure"
+    assert p("22.05", "node:RealMemory").origin == "judged"
     assert "restarting both the slurmctld daemon and the slurmd daemons" in \
         p("22.05", "node").why
     # 24.11: "restarting or reconfiguring all slurmctld and slurmd daemons"
@@ -193,13 +196,21 @@ def test_a_new_node_restarts_every_daemon_before_23_11_and_reconfigures_after(tm
     assert {"common/hosts", "slurm/gres.conf", "slurm/topology.conf"} <= paths
 
 
-def test_a_nodes_memory_restarts_its_slurmd_on_22_05_only(tmp_path):
-    before = actions(diff(variant(tmp_path, "old", "22.05"),
-                          variant(tmp_path, "new", "22.05", less_memory)))
-    after = actions(diff(variant(tmp_path, "old", "24.11"),
-                         variant(tmp_path, "new", "24.11", less_memory)))
-    assert (before["ctl1"], before["gpu1"]) == ("restart_slurmctld", "restart_slurmd")
-    assert (after["ctl1"], after["gpu1"]) == ("reconfigure", "reconfigure")
+def test_a_nodes_memory_is_a_reconfigure_on_both_releases(tmp_path):
+    """What slurmctld does (tests/live_slurm/test_diff.py), not the 22.05 manual's node
+    rule; a node's CPUs keep that rule."""
+    for version in RELEASES:
+        acts = actions(diff(variant(tmp_path, "old", version),
+                            variant(tmp_path, "new", version, less_memory)))
+        assert (acts["ctl1"], acts["gpu1"]) == ("reconfigure", "reconfigure"), version
+
+
+def test_a_nodes_cpus_restart_both_daemons_on_22_05(tmp_path):
+    def more_cores(data):
+        next(c for c in data["node_classes"] if c["name"] == "gpu-2x")["cores_per_socket"] = 8
+    acts = actions(diff(variant(tmp_path, "old", "22.05"),
+                        variant(tmp_path, "new", "22.05", more_cores)))
+    assert (acts["ctl1"], acts["gpu1"]) == ("restart_slurmctld", "restart_slurmd")
 
 
 def test_no_change_and_against_the_applied_tree(tmp_path):
