@@ -69,6 +69,7 @@ class Side:
     files: dict[str, File] = field(default_factory=dict)
     version: str = ""
     roles: Roles = field(default_factory=Roles)
+    partitions: dict[str, Hostlist] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
 
     @property
@@ -101,6 +102,8 @@ def prepare(spec_path: str | Path) -> tuple[Side, object | None]:
     side.version = estate.spec.slurm.version
     side.roles = Roles(Hostlist.from_names(estate.spec.slurm.controllers),
                        estate.role_hosts("slurm_worker"), estate.role_hosts("slurm_login"))
+    from estate.model import model
+    side.partitions = {p.name: p.members.hostlist() for p in model(estate).partitions}
     return side, estate
 
 
@@ -650,16 +653,67 @@ def per_node(found: list[Change], old: Side, new: Side) -> list[NodeRow]:
     return sorted(rows, key=lambda r: (-up.rank(r.action), str(r.hosts)))
 
 
-def steps(rows: list[NodeRow]) -> list[tuple[str, Hostlist]]:
-    """The cluster's order: files, slurmctld, reconfigure, then the workers (estate.diff
-    apply_order batches those)."""
-    order = ("file", "restart_service", "restart_slurmctld", "reconfigure", "restart_slurmd",
-             "drain_restart", "k8s_rollout", "node_rejoin")
-    by = {a: Hostlist(r for row in rows if row.action == a for r in row.hosts.ranges)
-          for a in order}
-    # a slurmctld restart or any slurmd restart is followed by a reconfigure (configless
-    # slurmd gets the new files from slurmctld)
-    return [(a, by[a]) for a in order if by[a]]
+KEEP_UP = 0.75   # the share of each partition's nodes kept up while workers restart
+# What runs when, after the files are installed everywhere: controllers before workers,
+# the one cluster-wide reconfigure before the workers that restart (their slurmd then
+# reads the new configuration from slurmctld), Kubernetes last.
+ORDER = ("file", "restart_service", "restart_slurmctld", "reconfigure", "restart_slurmd",
+         "drain_restart", "k8s_rollout", "node_rejoin")
+BATCHED = ("restart_slurmd", "drain_restart")
+
+
+@dataclass
+class Step:
+    action: str
+    hosts: Hostlist
+    batch: int = 0     # 1, 2, ... for workers restarted in batches
+
+
+def apply_order(rows: list[NodeRow], partitions: dict[str, Hostlist],
+                keep_up: float = KEEP_UP) -> list[Step]:
+    """The order `estate apply` should follow: every node's files; then by ORDER, with
+    the workers that restart or drain in batches, each batch holding at most
+    1 - keep_up of any partition's nodes (at least one node: a partition of one goes
+    down for its restart). A node is placed in the first batch with room in all its
+    partitions, so batches stay few (four at 0.75)."""
+    by = {a: [n for row in rows if row.action == a for n in row.hosts.names()] for a in ORDER}
+    out = []
+    for action in ORDER:
+        names = by[action]
+        if not names:
+            continue
+        if action not in BATCHED:
+            out.append(Step(action, hostlist_of(names)))
+            continue
+        for i, batch in enumerate(batches(names, partitions, keep_up), 1):
+            out.append(Step(action, hostlist_of(batch), i))
+    return out
+
+
+def batches(names: list[str], partitions: dict[str, Hostlist],
+            keep_up: float) -> list[list[str]]:
+    budget = {p: max(1, int(len(hl) * (1 - keep_up))) for p, hl in partitions.items()}
+    member: dict[str, list[str]] = {}
+    wanted = set(names)
+    for p, hl in partitions.items():
+        for n in hl.names():
+            if n in wanted:
+                member.setdefault(n, []).append(p)
+    out: list[list[str]] = []
+    used: list[dict[str, int]] = []
+    for n in names:
+        parts = member.get(n, ())
+        for batch, count in zip(out, used):
+            if all(count.get(p, 0) < budget[p] for p in parts):
+                break
+        else:
+            batch, count = [], {}
+            out.append(batch)
+            used.append(count)
+        batch.append(n)
+        for p in parts:
+            count[p] = count.get(p, 0) + 1
+    return out
 
 
 # --- the running work --------------------------------------------------------------------
@@ -721,9 +775,15 @@ class Report:
     nodes: list[NodeRow]
     jobs: Jobs | None = None
 
+    keep_up: float = KEEP_UP
+
     @property
     def changed(self) -> bool:
         return bool(self.changes)
+
+    def steps(self) -> list[Step]:
+        return apply_order(self.nodes, {**self.old.partitions, **self.new.partitions},
+                           self.keep_up)
 
     def as_dict(self, with_diff: bool = True) -> dict:
         return {
@@ -738,14 +798,15 @@ class Report:
             } for c in self.changes],
             "nodes": [{"hosts": str(r.hosts), "count": len(r.hosts), "action": r.action,
                        "says": up.SAY[r.action], "because": r.because} for r in self.nodes],
-            "steps": [{"action": a, "says": up.SAY[a], "hosts": str(h), "count": len(h)}
-                      for a, h in steps(self.nodes)],
+            "steps": [{"action": st.action, "says": up.SAY[st.action], "hosts": str(st.hosts),
+                       "count": len(st.hosts), "batch": st.batch or None}
+                      for st in self.steps()],
             "jobs": None if self.jobs is None else vars(self.jobs),
         }
 
 
 def diff(old: Path, new: Path | None = None, against: Path | None = None,
-         scontrol: str | None = None) -> Report:
+         scontrol: str | None = None, keep_up: float = KEEP_UP) -> Report:
     """OLD NEW (two specs), or NEW --against DIR (the last applied tree). The collector
     is off meanwhile: what the renders allocate lives until the report is made, and at
     10,000 nodes the collector only walks it again and again (as for `estate render`,
@@ -754,7 +815,9 @@ def diff(old: Path, new: Path | None = None, against: Path | None = None,
     was = gc.isenabled()
     gc.disable()
     try:
-        return _diff(old, new, against, scontrol)
+        report = _diff(old, new, against, scontrol)
+        report.keep_up = keep_up
+        return report
     finally:
         if was:
             gc.enable()

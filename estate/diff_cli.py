@@ -15,6 +15,7 @@ import typer
 from estate.output import Output, echo, output_option, print_rows
 
 CHANGED = 3
+KEEP_UP = 0.75   # estate.diff.KEEP_UP, here without importing it for --help
 
 
 def register(app: typer.Typer) -> None:
@@ -33,6 +34,10 @@ def register(app: typer.Typer) -> None:
                                             "(squeue beside it)."),
             show_diff: bool = typer.Option(True, "--diff/--no-diff",
                                            help="Print each artifact's unified diff."),
+            keep_up: float = typer.Option(KEEP_UP, "--keep-up", min=0.0, max=0.99,
+                                          metavar="SHARE", help="The share of each "
+                                          "partition's nodes the order keeps up while "
+                                          "workers restart (batches of the rest)."),
             output: Output = output_option()) -> None:
         """What a spec change does before it is applied: each changed artifact (its diff
         and the nodes that install it), each node's strongest action in Slurm's terms
@@ -41,14 +46,14 @@ def register(app: typer.Typer) -> None:
         side does not render."""
         if (new is None) == (against is None):
             raise typer.BadParameter("give OLD NEW (two specs), or SPEC --against DIR")
-        raise typer.Exit(run(old, new, against, live, show_diff, output))
+        raise typer.Exit(run(old, new, against, live, show_diff, output, keep_up))
 
 
 def run(old: Path, new: Path | None, against: Path | None, live: str | None,
-        show_diff: bool, output: Output) -> int:
+        show_diff: bool, output: Output, keep_up: float = KEEP_UP) -> int:
     """The command's work and its exit status (typer's command and plain() call it)."""
     from estate.diff import diff
-    report = diff(old, new, against, live)
+    report = diff(old, new, against, live, keep_up)
     if not (report.old.ok and report.new.ok):
         from estate.commands import print_findings
         for side in (report.old, report.new):
@@ -63,7 +68,8 @@ def run(old: Path, new: Path | None, against: Path | None, live: str | None,
 
 
 FLAGS = {"--no-diff": ("show_diff", False), "--diff": ("show_diff", True)}
-VALUED = {"--output": "output", "--against": "against", "--live": "live"}
+VALUED = {"--output": "output", "--against": "against", "--live": "live",
+          "--keep-up": "keep_up"}
 
 
 def plain(argv: list[str]):
@@ -93,16 +99,21 @@ def plain(argv: list[str]):
         return None
     if opts.get("output", "auto") not in {o.value for o in Output}:
         return None
+    try:
+        keep_up = float(opts.get("keep_up", KEEP_UP))
+    except ValueError:
+        return None
+    if not 0.0 <= keep_up <= 0.99:
+        return None
     from functools import partial
     return partial(run, Path(positional[0]),
                    Path(positional[1]) if len(positional) > 1 else None,
                    Path(opts["against"]) if "against" in opts else None, opts.get("live"),
-                   opts.get("show_diff", True), Output(opts.get("output", "auto")))
+                   opts.get("show_diff", True), Output(opts.get("output", "auto")), keep_up)
 
 
 def print_report(report, output: Output, show_diff: bool) -> None:
     from estate.model.update_policy import SAY
-    from estate.diff import steps
     if output is Output.json:
         echo(json.dumps(report.as_dict(with_diff=show_diff), indent=2))
         return
@@ -117,9 +128,10 @@ def print_report(report, output: Output, show_diff: bool) -> None:
     print_rows("per node: the strongest action", ["nodes", "count", "action", "because"],
                [[str(r.hosts), str(len(r.hosts)), SAY[r.action], "; ".join(r.because)]
                 for r in report.nodes], output)
-    print_rows("order", ["step", "action", "nodes"],
-               [[str(i), SAY[a], str(h)] for i, (a, h) in enumerate(steps(report.nodes), 1)],
-               output)
+    print_rows(f"order (workers in batches keeping {report.keep_up:.0%} of each partition up)",
+               ["step", "action", "batch", "nodes"],
+               [[str(i), SAY[st.action], str(st.batch or ""), str(st.hosts)]
+                for i, st in enumerate(report.steps(), 1)], output)
     if report.jobs is not None:
         j = report.jobs
         echo(f"running jobs: {j.error}" if j.error else

@@ -14,7 +14,9 @@ import pytest
 import yaml
 
 from estate.catalogue import SLURM_SUITES
-from estate.diff import CONFS, _fields, _lines, diff, unified_diff
+from estate.diff import CONFS, _fields, _lines, batches, diff, hostlist_of, unified_diff
+from estate.diff_cli import plain
+from estate.spec.hostlist import Hostlist
 from estate.model import update_policy as up
 from estate.pipeline import build
 from estate.render import write_tree
@@ -257,3 +259,42 @@ def test_the_unified_diff_numbers_lines_as_difflib_does_on_the_whole_file():
     b = a.replace("line 1500\n", "line 1500 changed\n")
     whole = "".join(difflib.unified_diff(a.splitlines(True), b.splitlines(True), "a", "b"))
     assert unified_diff(a, b, "a", "b") == whole
+
+
+def test_workers_restart_in_batches_that_keep_each_partition_up(tmp_path):
+    def more_cores(data):
+        next(c for c in data["node_classes"] if c["name"] == "gpu-2x")["cores_per_socket"] = 8
+    report = diff(variant(tmp_path, "old", "22.05"),
+                  variant(tmp_path, "new", "22.05", more_cores), keep_up=0.5)
+    steps = [(s.action, str(s.hosts), s.batch) for s in report.steps()]
+    # controllers first; gpu[1-2] make up both partitions: one at a time keeps half up
+    assert steps == [("file", "login1", 0), ("restart_slurmctld", "ctl1", 0),
+                     ("restart_slurmd", "gpu1", 1), ("restart_slurmd", "gpu2", 2)]
+
+
+def test_batches_respect_every_partition_a_node_is_in():
+    parts = {"all": Hostlist.parse("n[01-20]"), "small": Hostlist.parse("n[01-04]"),
+             "one": Hostlist.parse("n20")}
+    names = list(Hostlist.parse("n[01-20]").names())
+    out = batches(names, parts, keep_up=0.75)
+    assert sum(map(len, out)) == 20 and sorted(n for b in out for n in b) == names
+    for b in out:
+        assert sum(n in parts["all"] for n in b) <= 5       # 25% of 20
+        assert sum(n in parts["small"] for n in b) <= 1     # 25% of 4
+    assert len(out) == 4
+
+
+def test_hostlist_of_is_from_names():
+    for expr in ("gpu[00001-00300]", "a,b,n[1-100],n[200-299],x[008-012],x[9-11]"):
+        names = list(Hostlist.parse(expr).names())
+        assert hostlist_of(names) == Hostlist.from_names(names)
+        assert hostlist_of(names[::-1]) == Hostlist.from_names(names[::-1])
+
+
+def test_the_plain_call_takes_what_typer_would_and_leaves_the_rest_to_it():
+    assert plain(["diff", "a.yaml", "b.yaml", "--no-diff", "--output", "json"]) is not None
+    assert plain(["diff", "b.yaml", "--against", "dir", "--keep-up", "0.5"]) is not None
+    for argv in (["diff", "a.yaml"], ["diff", "a", "b", "c"], ["diff", "a", "b", "--bogus"],
+                 ["diff", "a", "b", "--output", "xml"], ["diff", "a", "b", "--keep-up", "2"],
+                 ["diff", "a", "--against"], ["check", "a"]):
+        assert plain(argv) is None, argv
