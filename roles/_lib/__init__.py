@@ -288,11 +288,14 @@ def service_current(service: str, digest: str, action: str = "restart"):
         f"{{ journalctl -u {q_service} -n 5 --no-pager -o cat >&2; exit 1; }}"))
 
 
-def slurm_configs() -> list[str]:
+def slurm_configs(installed: list | None = None) -> list[str]:
     """Install the consumed Slurm configs under /etc/slurm, except slurmdbd's (the slurmdbd
-    role's); shared by the controller, worker and login roles, so no role imports another."""
+    role's); shared by the controller, worker and login roles, so no role imports another.
+    installed, where given, gets each install's operation (whether it changed a file)."""
     paths = [p for p in consumed("slurm/*.conf")
              if p != "slurm/slurmdbd.conf" and destination(p).startswith("/etc/slurm/")]
     for p in paths:
-        install(p)
+        op = install(p)
+        if installed is not None:
+            installed.append(op)
     return paths

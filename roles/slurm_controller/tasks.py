@@ -12,7 +12,7 @@ import shlex
 from pyinfra import host
 from pyinfra.api import OperationError, deploy
 from pyinfra.facts.server import Mounts
-from pyinfra.operations import files, systemd
+from pyinfra.operations import files, server, systemd
 from pyinfra.operations.util import any_changed
 
 from estate.model.services import CTLD_HOOKS, JWT_KEY
@@ -74,7 +74,8 @@ def slurm_controller() -> None:
                              "(estate apply runs it first here): check the NFS server and "
                              f"`systemctl status {shared.strip('/').replace('/', '-')}.mount`")
     files.directory(name="State directory", path=state_dir, user=user, group=user, mode="0700")
-    configs = slurm_configs()
+    put_back: list = []
+    configs = slurm_configs(put_back)
     inputs = [digest_of(configs)]
     for path in consumed(f"{CTLD_HOOKS}*"):
         install(path)   # the power programs: slurmctld runs them afresh each time
@@ -99,6 +100,10 @@ def slurm_controller() -> None:
     run_when_changed(name="Hand the new configs to configless slurmds",
                      command="scontrol reconfigure", stamp="/var/lib/estate/applied/reconfigure",
                      digest=digest_of(configs))
+    # A config put back over a hand edit has the digest already stamped, so neither step
+    # above runs, while slurmctld may run on the edit (estate drift finds that): reconfigure
+    server.shell(name="Reconfigure on the configs put back", commands=["scontrol reconfigure"],
+                 _if=any_changed(*put_back))
     bridge_minter()
 
 
