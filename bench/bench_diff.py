@@ -6,8 +6,8 @@ RealMemory); a second NEW changes ten groups, to show what the diff's own work a
 change grows. Every figure is a whole process of the venv's `estate` (interpreter start and
 imports included), measured in interleaved rounds (one of each in turn) so that a slower
 spell of the machine weighs on both sides of a ratio; one warm-up of each first (bytecode,
-estate.cache's entries, as on a user's second run; the very first diff is kept as
-first_diff_s). `estate diff` runs
+estate.cache's entries, with the old side's kept tree, as on a user's second run; the
+very first diff, which renders both sides, is kept as first_diff_s). `estate diff` runs
 with --no-diff --output json and must exit 3 (a change found). Measured:
 
 - render: `estate render OLD -o DIR` (the yardstick);
@@ -16,7 +16,9 @@ with --no-diff --output json and must exit 3 (a change found). Measured:
   estate/__main__.py sets up check and render (what hooking plain() into
   estate.commands.plain would give; not hooked: that file is not this command's);
 - diff_10_groups: `estate diff OLD NEW10` (plain);
-- diff_against: `estate diff NEW --against DIR` (plain), DIR the tree render wrote.
+- diff_against: `estate diff NEW --against DIR` (plain), DIR the tree render wrote;
+- diff_cold: `estate diff OLD' NEW` (plain), OLD' a spec never diffed before (OLD and one
+  more comment line each round): no kept tree, both sides rendered.
 
 Usage: python bench/bench_diff.py [--runs N] [--racks R] [--json FILE]
 """
@@ -101,16 +103,21 @@ def main() -> int:
         res["first_diff_s"] = round(timed(*cases["diff_plain"]), 3)   # renders both sides
         for argv, code in cases.values():   # warm-up
             timed(argv, code)
-        times = {k: [] for k in cases}
-        for _ in range(args.runs):
+        times = {k: [] for k in [*cases, "diff_cold"]}
+        text = old.read_text()
+        for i in range(args.runs):
             for k, (argv, code) in cases.items():
                 times[k].append(timed(argv, code))
+            # an old spec never seen before (one more comment): both sides rendered
+            cold = w / "cold.yaml"
+            cold.write_text(f"{text}\n# round {i}\n")
+            times["diff_cold"].append(timed([*plain, "diff", str(cold), str(new1), *tail], 3))
         diff1 = cases["diff"][0]
         report = json.loads(subprocess.run(diff1, capture_output=True, text=True).stdout)
     for k, ts in times.items():
         res[f"{k}_s"] = round(statistics.median(ts), 3)
         res[f"{k}_all"] = [round(t, 3) for t in ts]
-    for k in cases:
+    for k in times:
         if k != "render":
             res[f"ratio_{k}"] = round(res[f"{k}_s"] / res["render_s"], 2)
     res["changed_artifacts"] = len(report["artifacts"])
@@ -120,13 +127,13 @@ def main() -> int:
         args.json.write_text(json.dumps(res, indent=2))
     print(json.dumps(res, indent=2))
     print("| nodes | estate render | estate diff (CLI) | diff, plain path | ten groups | "
-          "--against | first diff |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+          "--against | old side cold | first diff |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     print(f"| {res['nodes']:,} | {res['render_s']} s | {res['diff_s']} s "
           f"({res['ratio_diff']}) | {res['diff_plain_s']} s ({res['ratio_diff_plain']}) | "
           f"{res['diff_10_groups_s']} s ({res['ratio_diff_10_groups']}) | "
           f"{res['diff_against_s']} s ({res['ratio_diff_against']}) | "
-          f"{res['first_diff_s']} s |")
+          f"{res['diff_cold_s']} s ({res['ratio_diff_cold']}) | {res['first_diff_s']} s |")
     return 0
 
 

@@ -20,9 +20,12 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import os
 import re
 import subprocess
+import sys
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import chain, repeat
 from pathlib import Path
 
@@ -185,13 +188,20 @@ def read_tree(directory: Path) -> Side:
 
 
 def both_sides(old: Path, new: Path) -> tuple[Side, Side]:
-    """Both specs rendered: the old one in a forked child, the new one here. (Keeping
-    the old side's tree between runs in estate.cache was tried: 0.292 s against 0.309 s
-    at 10,000 nodes, not worth a cache that must know all of Estate's code.)"""
+    """Both specs rendered. The old one is usually the same from run to run (the spec as
+    applied, while the new one is edited): its tree is kept in estate.cache, and when it
+    is there only the new one is rendered, on two cores as `estate render` renders.
+    Otherwise the old one renders in a forked child while the new one renders here, and
+    the old tree is kept."""
     old_side, old_estate = prepare(old)
     new_side, new_estate = prepare(new)
     if old_estate is None or new_estate is None:
         return old_side, new_side
+    parts = tree_parts(old_estate, old, str(new))
+    kept = kept_tree(parts)
+    if kept is not None:
+        old_side.files = kept
+        return old_side, split_render(new_side, new_estate, new)
     _warm()
 
     def old_files():
@@ -205,6 +215,8 @@ def both_sides(old: Path, new: Path) -> tuple[Side, Side]:
         raise
     files, old_side.findings = _joined(child, old_files) if child else old_files()
     old_side.files = files or {}
+    if files:
+        keep_tree(parts, files)
     return old_side, new_side
 
 
@@ -213,13 +225,19 @@ def new_side_split(spec: Path) -> Side:
     return side if estate is None else split_render(side, estate, spec)
 
 
+# What the child renders when one side is rendered on two cores. Not the pipeline's
+# CHILD_BUILDERS (network, slurm): its child also runs the validators, which a diff does
+# not. At 10,000 nodes (bench/bench_diff.py) network and slurm took the child 0.027 s and
+# the rest the parent 0.065 s; with monitoring and storage instead, 0.043 and 0.049 s.
+SPLIT_CHILD = frozenset({"estate.render.monitoring", "estate.render.storage"})
+
+
 def split_render(side: Side, estate, spec: Path) -> Side:
-    """The spec rendered on two cores, as `estate render` does: the pipeline's
-    CHILD_BUILDERS in a forked child, the other builders here."""
-    from estate.pipeline import CHILD_BUILDERS
+    """The spec rendered on two cores: SPLIT_CHILD's builders in a forked child, the
+    others here."""
     from estate.render import BUILDERS
     _warm()
-    theirs = set(CHILD_BUILDERS)
+    theirs = set(SPLIT_CHILD)
 
     def child_files():
         return render_part(side, estate, str(spec), theirs), side.findings
@@ -232,6 +250,67 @@ def split_render(side: Side, estate, spec: Path) -> Side:
         return side
     side.files = {**mine, **files}
     return side
+
+
+# --- the old side's tree, kept between runs -------------------------------------------
+
+TREE = "diff-tree"
+
+
+@lru_cache(maxsize=1)
+def code_fingerprint() -> tuple[str, ...]:
+    """What a rendered tree depends on besides the spec: Estate's code and templates
+    (all of them: no list of what a builder reads can go stale), by each file's path,
+    size and modification time as Python's own bytecode cache judges a source (211 files
+    in 7 ms; their bytes hashed: 10 ms), and the libraries that render."""
+    import jinja2
+    import yaml
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for top, suffix in (("estate", ".py"), ("slurm_conf", ""), ("k8s", "")):
+        for where, dirs, names in sorted(os.walk(root / top)):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(n for n in names if n.endswith(suffix)):
+                st = os.stat(os.path.join(where, name))
+                h.update(f"{os.path.join(where, name)}\0{st.st_size}\0{st.st_mtime_ns}\n"
+                         .encode())
+    return (h.hexdigest(), jinja2.__version__, yaml.__version__, sys.version)
+
+
+def tree_parts(estate, spec: Path, source: str) -> tuple | None:
+    """The cache key's parts: the spec's bytes and the files it brings, the name the
+    headers carry, and code_fingerprint()."""
+    try:
+        data = Path(spec).read_bytes()
+    except OSError:
+        return None
+    brought = sorted(estate.files.items())
+    return (data, source, *code_fingerprint(), *(f"{k}\0" for k, _ in brought),
+            *(v for _, v in brought))
+
+
+def kept_tree(parts: tuple | None) -> dict[str, File] | None:
+    """The tree kept for these parts, if any (a damaged entry is a miss, never an error;
+    ESTATE_NO_CACHE=1 turns it off with the rest of estate.cache)."""
+    from estate import cache
+    where = cache.directory()
+    if parts is None or where is None:
+        return None
+    if not (where / f"{TREE}-{cache.key(TREE, *parts)}.marshal").exists():
+        return None
+    value = cache.remembered(TREE, parts, dict)
+    try:
+        return {p: File(c, Hostlist.parse(h), m, o) for p, (c, h, m, o) in value.items()} \
+            if value else None
+    except (ValueError, TypeError, HostlistError):
+        return None
+
+
+def keep_tree(parts: tuple | None, files: dict[str, File]) -> None:
+    from estate import cache
+    if parts is not None:
+        cache.remembered(TREE, parts, lambda: {p: (f.content, str(f.consumers), f.mode,
+                                                   f.owner) for p, f in files.items()})
 
 
 # --- what changed ----------------------------------------------------------------------
@@ -396,8 +475,10 @@ def conf_effects(change: Change, version: str) -> list[Effect]:
         return [Effect(change.path, "(comments)", "only comments or the mode changed: "
                        "installed again, nothing restarts", action="file",
                        scope=change.consumers)]
-    old_rec, old_nodes, old_plain = _records(removed, conf)
-    new_rec, new_nodes, new_plain = _records(added, conf)
+    ids: dict[tuple, int] = {}   # a line's fields -> one number, shared by both sides
+    old_rec, old_nodes, old_plain = _records(removed, conf, ids)
+    new_rec, new_nodes, new_plain = _records(added, conf, ids)
+    fields_of = list(ids)
     out = []
     for key in sorted(set(old_plain) | set(new_plain), key=str.lower):
         if old_plain.get(key) != new_plain.get(key):
@@ -406,15 +487,15 @@ def conf_effects(change: Change, version: str) -> list[Effect]:
         out += _record_effects(change.path, conf, kind, ident, old_rec.get((kind, ident)),
                                new_rec.get((kind, ident)), version)
     for kind in sorted(conf.per_node):
-        out += _node_effects(change.path, conf, kind, old_nodes.get(kind, {}),
-                             new_nodes.get(kind, {}), version)
+        out += _node_effects(change.path, conf, kind, old_nodes.get(kind),
+                             new_nodes.get(kind), version, fields_of)
     # lines regrouped (a NodeName line split in two), every node's values the same
     return out or [Effect(change.path, "(regrouped)", "the same values on other lines: "
                           "installed again, nothing restarts", action="file",
                           scope=change.consumers)]
 
 
-def _records(lines: list[str], conf: Conf):
+def _records(lines: list[str], conf: Conf, ids: dict):
     """Records by (kind, id) -> fields; per-node kinds as kind -> {node: (fields, address)}
     where fields is the line's, shared by its nodes (a changed 10,000-node NodeName line
     is one tuple and a dict built at C speed, not 10,000 dicts); plain `Key=Value` lines
@@ -439,29 +520,33 @@ def _records(lines: list[str], conf: Conf):
             names = (ident,)
         addr = [v for k, v in rest if k == "NodeAddr"]
         shared = tuple(sorted((k, v) for k, v in rest if k != "NodeAddr"))
-        addrs = _addresses(addr[0]) if addr else repeat("")
-        nodes.setdefault(kind, []).append((names, shared, addrs))
+        addrs = _addresses(addr[0]) if addr else repeat("", len(names))
+        nodes.setdefault(kind, []).append((names, ids.setdefault(shared, len(ids)), addrs))
     return records, {kind: _per_node(kind, lines) for kind, lines in nodes.items()}, plain
 
 
 def _per_node(kind: str, lines: list[tuple]) -> dict[str, tuple]:
-    """node -> (its line's fields, its address); for gres, where a node may have several
-    lines, its record is all of them. Built with dict.update over zips (C speed); only
-    nodes named on two lines take the slow path."""
+    """node -> (the numbers of its lines' fields, its address), built with dict.update
+    over zips (C speed). gres names a node on several lines (one per socket, with the
+    same hostlist): lines with the same nodes are taken together; only nodes named on
+    lines that overlap otherwise take the slow path."""
     out: dict[str, tuple] = {}
     if kind == "node":
-        for names, shared, addrs in lines:
-            out.update(zip(names, zip(repeat(shared), addrs)))
+        for names, fid, addrs in lines:
+            out.update(zip(names, zip(repeat((fid,)), addrs)))
         return out
-    for names, shared, _ in lines:
-        out.update(zip(names, repeat(((shared,), ""))))
-    if len(out) == sum(len(names) for names, _, _ in lines):
+    together: dict[tuple, tuple] = {}
+    for names, fid, _ in lines:
+        together[names] = together.get(names, ()) + (fid,)
+    for names, fids in together.items():
+        out.update(zip(names, repeat((fids, ""))))
+    if len(out) == sum(len(names) for names in together):
         return out
     out = {}
-    for names, shared, _ in lines:
+    for names, fid, _ in lines:
         for name in names:
             held = out.get(name)
-            out[name] = ((held[0] + (shared,)) if held else (shared,), "")
+            out[name] = ((held[0] + (fid,)) if held else (fid,), "")
     return out
 
 
@@ -487,17 +572,25 @@ def _record_effects(path, conf, kind, ident, old, new, version) -> list[Effect]:
     return [_classified(path, prefix + k, version, None, ident) for k in keys]
 
 
-def _node_effects(path, conf, kind, old: dict, new: dict, version) -> list[Effect]:
+def _node_effects(path, conf, kind, old: dict | None, new: dict | None, version,
+                  fields_of: list[tuple]) -> list[Effect]:
     """Nodes whose lines changed, grouped by what changed for them: one effect per key
-    over all the nodes it changed for; nodes that only moved to another line are left
-    out. Work per node is a dict lookup; a Hostlist is made per group."""
+    over all the nodes it changed for; nodes that only moved to another line (a group's
+    line split in two) are left out. Records are (fields numbers, address), so the nodes
+    that differ are found by one set operation on the two dicts' items at C speed, and
+    only they are visited: the work in Python grows with the change."""
+    old, new = old or {}, new or {}
+    changed = sorted({n for n, _ in old.items() ^ new.items()}, key=_natural)
+
+    def fields(r):
+        return r and (tuple(fields_of[f] for f in r[0]), r[1])
+    olds = {n: fields(old.get(n)) for n in changed}
+    news = {n: fields(new.get(n)) for n in changed}
     groups: dict[tuple, list[str]] = {}
-    get_old, get_new = old.get, new.get
-    for name in dict.fromkeys(chain(old, new)):
-        o, n = get_old(name), get_new(name)
-        if o != n:
-            groups.setdefault((o and o[0], n and n[0], (o or n)[1] != (n or o)[1],
-                               o is None, n is None), []).append(name)
+    for name in changed:
+        o, n = olds.get(name), news.get(name)
+        groups.setdefault((o and o[0], n and n[0], (o or n)[1] != (n or o)[1],
+                           o is None, n is None), []).append(name)
     prefix = f"{kind}:" if not conf.prefix else conf.prefix
     out: list[Effect] = []
     by_key: dict[tuple, list[str]] = {}
@@ -505,8 +598,8 @@ def _node_effects(path, conf, kind, old: dict, new: dict, version) -> list[Effec
         if added or removed:
             by_key.setdefault(("+" if added else "-", ""), []).extend(names)
             continue
-        if kind == "node":
-            a, b = dict(fo), dict(fn)
+        if kind == "node":   # one line each
+            a, b = dict(fo[0]), dict(fn[0])
             keys = [k for k in set(a) | set(b) if a.get(k) != b.get(k)]
         else:   # gres: the keys whose values differ between the lines that differ
             only_a, only_b = set(fo) - set(fn), set(fn) - set(fo)
@@ -530,6 +623,11 @@ def _node_effects(path, conf, kind, old: dict, new: dict, version) -> list[Effec
             continue
         out.append(_classified(path, prefix + key, version, scope))
     return out
+
+
+def _natural(name: str) -> tuple:
+    """gpu9 before gpu10, as Slurm orders a hostlist."""
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
 
 
 def _values(lines, key: str) -> set[str]:

@@ -298,3 +298,21 @@ def test_the_plain_call_takes_what_typer_would_and_leaves_the_rest_to_it():
                  ["diff", "a", "b", "--output", "xml"], ["diff", "a", "b", "--keep-up", "2"],
                  ["diff", "a", "--against"], ["check", "a"]):
         assert plain(argv) is None, argv
+
+
+def test_the_old_sides_kept_tree_gives_the_same_report(tmp_path, monkeypatch):
+    import estate.diff as D
+    old, new = variant(tmp_path, "old", "22.05"), variant(tmp_path, "new", "22.05", max_time)
+    first = diff(old, new).as_dict()
+    _, estate = D.prepare(old)
+    kept = D.kept_tree(D.tree_parts(estate, old, str(new)))
+    if kept is None:
+        pytest.skip("no estate.cache directory here (ESTATE_NO_CACHE or an unsafe /tmp)")
+    fresh = D.render_side(old, source=str(new))
+    assert {p: (f.content, f.consumers, f.mode, f.owner) for p, f in kept.items()} == \
+        {p: (f.content, f.consumers, f.mode, f.owner) for p, f in fresh.files.items()}
+    assert diff(old, new).as_dict() == first
+    # another Estate (its code or templates changed) is another key: rendered again
+    monkeypatch.setattr(D, "code_fingerprint", lambda: ("another Estate",))
+    assert D.kept_tree(D.tree_parts(estate, old, str(new))) is None
+    assert diff(old, new).as_dict() == first
