@@ -26,7 +26,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import chain, repeat
+from itertools import repeat
 from pathlib import Path
 
 from estate import fork
