@@ -26,6 +26,7 @@ import pytest
 import yaml
 
 from estate.render.lab import container_name
+from tests.lab import drift_case
 
 pytestmark = pytest.mark.lab
 
@@ -312,6 +313,11 @@ def test_a_node_that_cannot_be_reached_is_named_and_the_others_converge(lab, tmp
         time.sleep(1)
     back = apply_json(tmp_path)
     assert {h: r["failed"] for h, r in back["hosts"].items() if r["failed"]} == {}
+
+
+def test_estate_drift_names_three_changes_and_none_after_apply(lab, tmp_path):
+    """estate drift (tests/lab/drift_case.py), on this module's provisioned lab."""
+    drift_case.check(tmp_path)
 
 
 def test_down_leaves_nothing_behind(lab):

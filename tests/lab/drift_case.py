@@ -10,14 +10,13 @@ is lowered the way an operator does it: slurm.conf on the controller, then `scon
 reconfigure`. `estate apply` puts the file back and, since it put a config back, runs
 `scontrol reconfigure` (its digest had not changed, so it would not restart slurmctld).
 
-Needs root, dockerd (started if absent), vagrant and debootstrap (make deps). A lab
-already up is reused and left up; one this test brought up is taken down at the end.
+It runs on test_lab_cycle.py's lab, before that module takes the lab down (one cold lab
+for the tier instead of two).
 """
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import time
 import xml.etree.ElementTree as ET
@@ -25,7 +24,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.lab
 
 ROOT = Path(__file__).resolve().parents[2]
 ESTATE = str(ROOT / ".venv" / "bin" / "estate")
@@ -50,21 +48,6 @@ def estate(*args, check=True) -> subprocess.CompletedProcess:
 def on(addr: str, command: str, check=True) -> subprocess.CompletedProcess:
     return subprocess.run([*SSH, f"root@{addr}", command], text=True, capture_output=True,
                           timeout=120, check=check)
-
-
-@pytest.fixture(scope="module")
-def lab():
-    if os.geteuid() != 0:
-        pytest.skip("the lab needs root (dockerd, iptables)")
-    missing = [t for t in ("dockerd", "docker", "vagrant", "debootstrap") if not shutil.which(t)]
-    if missing:
-        pytest.skip(f"the lab needs {', '.join(missing)}: run `make deps`")
-    was_up = bool(json.loads(estate("lab", "status", "--output", "json").stdout)["containers"])
-    estate("lab", "up", SPEC, "-o", OUT, "--nodes", NODES, "--no-verify",
-           "--report", str(ROOT / ".lab/drift-up.json"))
-    yield
-    if not was_up:
-        estate("lab", "down", "-o", OUT)
 
 
 def drift(tmp: Path, name: str) -> tuple[int, dict, ET.Element, str]:
@@ -98,7 +81,8 @@ def restore() -> None:
     wait_idle()
 
 
-def test_drift_names_three_changes_and_none_after_apply(lab, tmp_path):
+def check(tmp_path) -> None:
+    """The whole case, on a provisioned lab (tests/lab/test_lab_cycle.py's)."""
     rc, doc, _, out = drift(tmp_path, "before")
     assert rc == 0 and drifted(doc) == {}, out[-3000:]
     # the lab's emulation is said, not counted: 2-core containers emulate 4-core nodes
