@@ -723,6 +723,8 @@ def per_node(found: list[Change], old: Side, new: Side) -> list[NodeRow]:
     for c in found:
         for e in c.effects:
             scope = e.scope if e.scope is not None else (c.consumers if e.action else None)
+            if e.cls and SLURMD_PART[e.cls] == "reconfigure":
+                scope = None   # inside or outside its nodes, a worker reconfigures
             alike.setdefault((e.cls, e.action, scope, c.consumers if e.cls else None),
                              []).append(e.label())
     for (cls, action, scope, installs), labels in alike.items():
