@@ -316,3 +316,9 @@ def test_the_old_sides_kept_tree_gives_the_same_report(tmp_path, monkeypatch):
     monkeypatch.setattr(D, "code_fingerprint", lambda: ("another Estate",))
     assert D.kept_tree(D.tree_parts(estate, old, str(new))) is None
     assert diff(old, new).as_dict() == first
+
+
+def test_the_cli_default_share_is_the_orders():
+    import estate.diff
+    import estate.diff_cli
+    assert estate.diff_cli.KEEP_UP == estate.diff.KEEP_UP
