@@ -35,7 +35,7 @@ import gc
 import os
 import sys
 
-FAST_EXIT = frozenset({"check", "render"})
+FAST_EXIT = frozenset({"check", "render", "diff"})
 
 
 def main() -> None:

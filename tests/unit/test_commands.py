@@ -55,6 +55,22 @@ def test_plain_forms_give_typers_result(form, spec, broken, tmp_path):
     assert fast[0] == (0 if spec == "lab" and "{unwritable}" not in form else 1)
 
 
+@pytest.mark.parametrize("form", [
+    ["diff", "{spec}", "{new}", "--output", "text"],
+    ["diff", "{spec}", "{new}", "--output", "json", "--no-diff"],
+    ["diff", "{spec}", "{spec}"],
+])
+def test_plain_diff_gives_typers_result(form, tmp_path):
+    new = tmp_path / "new.yaml"
+    new.write_text(Path(LAB).read_text().replace('max_time: "1-00:00:00"', 'max_time: "2-00:00:00"',
+                                                 1))
+    argv = [w.format(spec=LAB, new=str(new)) for w in form]
+    assert commands.plain(argv) is not None, argv
+    fast, slow = _run(argv, via_typer=False), _run(argv, via_typer=True)
+    assert fast == slow
+    assert fast[0] == (0 if form[2] == "{spec}" else 3), fast
+
+
 @pytest.mark.parametrize("argv", [
     [], ["check"], ["--debug", "check", "s.yaml"], ["check", "--help"], ["check", "-h"],
     ["check", "a.yaml", "b.yaml"], ["check", "s.yaml", "-o", "d"],
