@@ -45,7 +45,10 @@ def main() -> None:
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     _plugins_off()
     _keep_compiled()
-    from estate.commands import plain
+    if sys.argv[1:2] == ["diff"]:
+        from estate.diff_cli import plain
+    else:
+        from estate.commands import plain
     call = plain(sys.argv[1:])
     if call is not None:
         _fast_exit(call())

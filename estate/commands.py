@@ -89,12 +89,8 @@ def crashed(exc: Exception) -> int:
 
 def plain(argv: list[str]) -> Callable[[], int] | None:
     """The call for `check SPEC` or `render SPEC -o DIR`, each with at most one
-    `--output FORMAT`, in any order, or a plain `diff` (estate.diff_cli.plain); None for
-    any other command line."""
-    if argv[:1] == ["diff"]:     # its own plain forms (estate.diff_cli)
-        from estate.diff_cli import plain as plain_diff
-        call = plain_diff(argv)
-        return None if call is None else partial(_safely, call)
+    `--output FORMAT`, in any order; None for any other command line (a plain `diff` is
+    estate.diff_cli.plain's)."""
     if argv[:1] not in (["check"], ["render"]):
         return None
     words, options, positional = argv[1:], {}, []

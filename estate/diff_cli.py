@@ -106,7 +106,9 @@ def plain(argv: list[str]):
     if not 0.0 <= keep_up <= 0.99:
         return None
     from functools import partial
-    return partial(run, Path(positional[0]),
+
+    from estate.commands import _safely   # a crash is one internal-error line, as for check
+    return partial(_safely, run, Path(positional[0]),
                    Path(positional[1]) if len(positional) > 1 else None,
                    Path(opts["against"]) if "against" in opts else None, opts.get("live"),
                    opts.get("show_diff", True), Output(opts.get("output", "auto")), keep_up)

@@ -174,9 +174,27 @@ def _collect(state, results: dict[str, HostResult], errors: _ErrorLog) -> None:
                 r.changed.append(name)
 
 
+BATCHED_PHASE = "compute"   # the workers: restarted in batches where the change asks
+
+
+def _parts(live: Inventory, batches: list[list[str]] | None) -> list[Inventory]:
+    """The phase's hosts as batches: the first takes every host no batch names (they do
+    not restart), each later one a batch of the diff's (estate.diff.apply_order)."""
+    if not batches or len(batches) < 2:
+        return [live]
+    named = {n for batch in batches for n in batch}
+    first = [n for n, _ in live.hosts if n not in named or n in batches[0]]
+    parts = [live.only(first)] + [live.only(n for n, _ in live.hosts if n in set(batch))
+                                  for batch in batches[1:]]
+    return [p for p in parts if p.hosts]
+
+
 def apply(inv: Inventory, only: list[str] | None = None,
-          parallel: int | None = None, log=print) -> Result:
-    """Run every phase's deploys on the hosts that have them; return per-host results."""
+          parallel: int | None = None, log=print,
+          batches: list[list[str]] | None = None) -> Result:
+    """Run every phase's deploys on the hosts that have them; return per-host results.
+    batches: the workers that restart, in the batches `estate diff` orders (each keeps a
+    share of every partition up); the compute phase runs them one batch after another."""
     errors = _ErrorLog()
     logging.getLogger("pyinfra").addHandler(errors)
     results = {name: HostResult() for name, _ in inv.hosts}
@@ -192,8 +210,12 @@ def apply(inv: Inventory, only: list[str] | None = None,
             if not live.hosts:
                 continue
             t0 = time.monotonic()
-            log(f"apply: phase {phase} ({', '.join(deploys)}) on {len(live.hosts)} nodes")
-            _run_phase(phase, live, deploys, results, errors, parallel)
+            parts = _parts(live, batches) if phase == BATCHED_PHASE else [live]
+            for i, part in enumerate(parts, 1):
+                of = f", batch {i} of {len(parts)}" if len(parts) > 1 else ""
+                log(f"apply: phase {phase} ({', '.join(deploys)}) on {len(part.hosts)} "
+                    f"nodes{of}")
+                _run_phase(phase, part, deploys, results, errors, parallel)
             phases[phase] = round(time.monotonic() - t0, 2)
     finally:
         logging.getLogger("pyinfra").removeHandler(errors)

@@ -76,8 +76,27 @@ def _say(line: str, output: Output) -> None:
         console.print(line, markup=False)
 
 
+def worker_batches(spec: Path, last: Path, keep_up: float | None) -> list[list[str]] | None:
+    """The workers that restart, in `estate diff`'s batches, from the spec against the tree
+    last applied from `last` (None where there is none: a first apply restarts nothing
+    that runs)."""
+    if not (last / "MANIFEST.json").is_file():
+        return None
+    from estate.diff import KEEP_UP, diff
+    try:
+        report = diff(spec, against=last, keep_up=KEEP_UP if keep_up is None else keep_up)
+    except (OSError, ValueError, KeyError) as exc:   # a tree an older Estate wrote, say
+        err.print(f"[yellow]warning[/yellow]: no apply order: cannot diff {spec} against "
+                  f"{last} ({exc}); the workers run at once")
+        return None
+    if not (report.old.ok and report.new.ok):
+        return None   # the render that follows says why
+    return [list(st.hosts.names()) for st in report.steps() if st.batch]
+
+
 def do_apply(estate, render_dir: Path, conn, limit: str | None, secrets: Path | None,
-             manifests: bool = True, only: list[str] | None = None):
+             manifests: bool = True, only: list[str] | None = None,
+             batches: list[list[str]] | None = None):
     from estate.catalogue import ORDER
     from estate.provision.apply import apply
     from estate.provision.inventory import pyinfra_inventory
@@ -87,7 +106,7 @@ def do_apply(estate, render_dir: Path, conn, limit: str | None, secrets: Path | 
         inv = pyinfra_inventory(estate, render_dir, secrets, conn, limit, manifests)
     except (ValueError, FileNotFoundError) as exc:
         _fail(str(exc))
-    return apply(inv, only=only, log=lambda m: err.print(f"[dim]{m}[/dim]"))
+    return apply(inv, only=only, log=lambda m: err.print(f"[dim]{m}[/dim]"), batches=batches)
 
 
 def register(app: typer.Typer) -> None:
@@ -115,8 +134,14 @@ def register(app: typer.Typer) -> None:
                                              "network's are applied either way."),
               only: str = typer.Option(None, "--only", help="Run only these deploys, e.g. "
                                        "common,storage (the others are not run on any node)."),
+              keep_up: float = typer.Option(None, "--keep-up", min=0.0, max=0.99,
+                                            help="With -o holding the last applied tree: "
+                                            "the share of each partition kept up while the "
+                                            "workers the change restarts go in batches "
+                                            "(estate diff's order and default)."),
               output: Output = output_option()):
-        """Render SPEC and apply the roles to its nodes (or --limit). Exit 1 if a node failed."""
+        """Render SPEC and apply the roles to its nodes (or --limit): controllers first, then
+        the workers, those a change restarts in batches. Exit 1 if a node failed."""
         import shutil
         import tempfile
 
@@ -126,12 +151,13 @@ def register(app: typer.Typer) -> None:
         private = out is None
         out = out or Path(tempfile.mkdtemp(prefix=f"estate-apply-{spec.stem}-"))
         try:
+            batches = None if private else worker_batches(spec, out, keep_up)
             result = _render(spec, out)
             conn = _connection(lab, ssh_key, ssh_user, strict_host_keys)
             with secrets_from_env() as from_env:
                 chosen = secrets or from_env or (LAB_SECRETS if lab else None)
                 res = do_apply(result.estate, out, conn, limit, chosen, manifests,
-                               only.split(",") if only else None)
+                               only.split(",") if only else None, batches)
         except ValueError as exc:
             _fail(str(exc))
         finally:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from estate import commands
+from estate import diff_cli
 from estate.output import Output
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +66,7 @@ def test_plain_diff_gives_typers_result(form, tmp_path):
     new.write_text(Path(LAB).read_text().replace('max_time: "1-00:00:00"', 'max_time: "2-00:00:00"',
                                                  1))
     argv = [w.format(spec=LAB, new=str(new)) for w in form]
-    assert commands.plain(argv) is not None, argv
+    assert diff_cli.plain(argv) is not None, argv
     fast, slow = _run(argv, via_typer=False), _run(argv, via_typer=True)
     assert fast == slow
     assert fast[0] == (0 if form[2] == "{spec}" else 3), fast
