@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+from estate.importer.accounts import associations, read
+from estate.importer.report import Report
 from estate.model.slurm import node_lines
 from estate.render.slurm import unset_by_release
 from estate.spec.load import load
@@ -108,6 +110,34 @@ def test_every_account_has_its_qos(lab):
     for acct in lab.slurm.accounts:
         for user in ["", *acct.users]:
             assert qos.get((acct.name, user)) == set(acct.qos), (acct.name, user, rows)
+
+
+def test_import_reads_the_spec_back_from_slurmdbd(lab):
+    """`estate import --accounting`'s reader on real sacctmgr and slurmdbd: the accounts
+    (parents, fair share, users, QOS) and the QOS (priority, MaxWall, GPUs per user) the
+    spec applied come back as the spec has them; the bridge's user, whose associations are
+    per partition, joins its account with the change reported."""
+    ctl = lab.slurm.controllers[0]
+    dbd = read(lab.slurm.cluster_name, run=lambda argv: lab.run(ctl, argv).stdout)
+    doc, report = {"slurm": {"partitions": []}}, Report()
+    associations(doc, dbd, report)
+    got = {a["name"]: a for a in doc["slurm"]["accounts"]}
+    bridged = {t.bridge.user: t.bridge.account for t in lab.estate.spec.kubernetes.tenants
+               if t.bridge}
+    for acct in lab.slurm.accounts:
+        a = got[acct.name]
+        assert (a["parent"], a["fairshare"], set(a.get("qos", []))) == \
+            (acct.parent, acct.fairshare, set(acct.qos)), a
+        assert a.get("users", []) == acct.users + [u for u, n in bridged.items()
+                                                   if n == acct.name], a
+    assert set(got) == {a.name for a in lab.slurm.accounts}
+    qos = {q["name"]: q for q in doc["slurm"]["qos"]}
+    for q in lab.slurm.qos:
+        assert qos[q.name].get("priority", 0) == q.priority
+        assert qos[q.name].get("max_gpus_per_user") == q.max_gpus_per_user
+        assert (qos[q.name].get("max_wall") is None) == (q.max_wall is None)
+    assert {d.text.split(" partition=")[0] for d in report.dropped} == {
+        f"association {u}@{n}" for u, n in bridged.items()}
 
 
 def test_a_user_in_two_accounts_has_one_default(lab):
