@@ -655,13 +655,18 @@ def network_up(nodes: list[Node]) -> None:
         for rule in IPT_RULES:
             sh("iptables", "-I", "FORWARD", *rule)
     for n in nodes:
-        veth = f"{VETH_PREFIX}{n.index}"
-        sh("ip", "netns", "add", n.netns)
-        sh("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", n.netns)
-        sh("ip", "link", "set", veth, "master", BRIDGE, "up")
-        sh("ip", "-n", n.netns, "addr", "add", f"{n.addr}/{n.prefixlen}", "dev", "eth0")
-        sh("ip", "-n", n.netns, "link", "set", "eth0", "up")
-        sh("ip", "-n", n.netns, "link", "set", "lo", "up")
+        node_network_up(n)
+
+
+def node_network_up(n: Node) -> None:
+    """The node's namespace, its eth0 on the lab's bridge at its address, and lo."""
+    veth = f"{VETH_PREFIX}{n.index}"
+    sh("ip", "netns", "add", n.netns)
+    sh("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", n.netns)
+    sh("ip", "link", "set", veth, "master", BRIDGE, "up")
+    sh("ip", "-n", n.netns, "addr", "add", f"{n.addr}/{n.prefixlen}", "dev", "eth0")
+    sh("ip", "-n", n.netns, "link", "set", "eth0", "up")
+    sh("ip", "-n", n.netns, "link", "set", "lo", "up")
 
 
 def _forward_policy() -> str | None:

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from estate.lab.netns import BRIDGE, VETH_PREFIX, Lab, sh
+from estate.lab.netns import Lab, node_network_up
 from estate.model.destinations import destination
 from tests.live_slurm.conftest import SAVE_MAX_WAIT, lab_on_each_release
 
@@ -170,17 +170,6 @@ def test_real_memory_is_a_reconfigure_on_both_releases(lab, job, tmp_path):
     assert wait_nodes(lab, ["gpu1", "gpu2"])["gpu1"]["RealMemory"] == "3072"
 
 
-def add_namespace(node) -> None:
-    """The new node's namespace on the lab's bridge (as netns.network_up makes each)."""
-    veth = f"{VETH_PREFIX}{node.index}"
-    sh("ip", "netns", "add", node.netns)
-    sh("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", node.netns)
-    sh("ip", "link", "set", veth, "master", BRIDGE, "up")
-    sh("ip", "-n", node.netns, "addr", "add", f"{node.addr}/{node.prefixlen}", "dev", "eth0")
-    sh("ip", "-n", node.netns, "link", "set", "eth0", "up")
-    sh("ip", "-n", node.netns, "link", "set", "lo", "up")
-
-
 def test_a_new_node_restarts_on_22_05_and_reconfigures_from_23_11(lab, job, tmp_path):
     def more(d):
         d["nodes"][1]["hosts"] = "gpu[1-3]"
@@ -195,7 +184,7 @@ def test_a_new_node_restarts_on_22_05_and_reconfigures_from_23_11(lab, job, tmp_
         ("reconfigure", "reconfigure", "reconfigure"))
     grown = Lab(new)
     gpu3 = next(n for n in grown.nodes() if n.name == "gpu3")
-    add_namespace(gpu3)
+    node_network_up(gpu3)
     grown.install("gpu3")
     install(grown, [n.name for n in grown.nodes() if n.name != "gpu3"])
     for node in grown.nodes():
