@@ -37,6 +37,8 @@ import struct
 import subprocess
 import sys
 
+from debian_package import package_version as dpkg_package_version
+
 LIB = "/usr/lib/x86_64-linux-gnu/slurm-wlm/libslurmfull.so"
 MAN = "/usr/share/man/man5/slurm.conf.5.gz"
 STRIDES = range(16, 129, 8)   # candidate sizeof(s_p_options_t) on x86_64
@@ -142,15 +144,7 @@ def unpack(debs: str, root: str) -> None:
 
 
 def package_version(path: str, root: str = "/") -> str:
-    if path in OWNERS:
-        return OWNERS[path]
-    admin = ["--admindir", f"{root.rstrip('/')}/var/lib/dpkg"]
-    owner = subprocess.run(["dpkg-query", *admin, "-S", path], capture_output=True,
-                           text=True).stdout
-    pkg = owner.split(":")[0].strip()
-    version = subprocess.run(["dpkg-query", *admin, "-W", "-f", "${Version}", pkg],
-                             capture_output=True, text=True).stdout
-    return f"{pkg} {version}".strip()
+    return OWNERS.get(path) or dpkg_package_version(path, root)
 
 
 def main(lib: str = LIB, man: str = MAN, root: str = "/") -> None:

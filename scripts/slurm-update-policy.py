@@ -27,8 +27,9 @@ from __future__ import annotations
 import gzip
 import json
 import re
-import subprocess
 import sys
+
+from debian_package import package_version
 
 MAN5 = "/usr/share/man/man5"
 # slurm.conf(5)'s sections whose entries are fields of one line kind
@@ -57,16 +58,6 @@ RULES = [
     ("reconfigure", r"reconfigur"),
 ]
 TOUCHES = re.compile(r"restart|reconfigur|terminated prior", re.I)
-
-
-def package_version(path: str, root: str) -> str:
-    admin = ["--admindir", f"{root.rstrip('/')}/var/lib/dpkg"]
-    owner = subprocess.run(["dpkg-query", *admin, "-S", path], capture_output=True,
-                           text=True).stdout
-    pkg = owner.split(":")[0].strip()
-    version = subprocess.run(["dpkg-query", *admin, "-W", "-f", "${Version}", pkg],
-                             capture_output=True, text=True).stdout
-    return f"{pkg} {version}".strip()
 
 
 def plain(roff: str) -> str:
