@@ -16,33 +16,19 @@ for the tier instead of two).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 import xml.etree.ElementTree as ET
+from functools import partial
 from pathlib import Path
 
-import pytest
+from tests.lab import lab_commands
+from tests.lab.lab_commands import OUT, SPEC, SSH
 
-
-ROOT = Path(__file__).resolve().parents[2]
-ESTATE = str(ROOT / ".venv" / "bin" / "estate")
-SPEC = "stacks/lab.yaml"
-OUT = "build/lab"
+estate = partial(lab_commands.estate, timeout=900)
 NODES = "ctl1,login1,gpu[1-2]"
 CTL, LOGIN, GPU2 = "10.60.0.11", "10.60.0.12", "10.60.0.14"
-SSH = ["ssh", "-q", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
-       "-o", "UserKnownHostsFile=/dev/null", "-i", str(ROOT / ".lab/ssh/id_ed25519")]
 APPLY = f"estate apply {SPEC} --limit {{}} --lab"
-
-
-def estate(*args, check=True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([ESTATE, *args], cwd=ROOT, text=True, capture_output=True,
-                          timeout=900, env={**os.environ, "COLUMNS": "160"})
-    if check and proc.returncode != 0:
-        pytest.fail(f"estate {' '.join(args)} exited {proc.returncode}:\n"
-                    f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return proc
 
 
 def on(addr: str, command: str, check=True) -> subprocess.CompletedProcess:

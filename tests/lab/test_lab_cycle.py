@@ -27,30 +27,16 @@ import yaml
 
 from estate.render.lab import container_name
 from tests.lab import drift_case
+from tests.lab.lab_commands import ESTATE, OUT, ROOT, SPEC, SSH, estate
 
 pytestmark = pytest.mark.lab
 
-ROOT = Path(__file__).resolve().parents[2]
-ESTATE = str(ROOT / ".venv" / "bin" / "estate")
-SPEC = "stacks/lab.yaml"
-OUT = "build/lab"
 NODES = "ctl1,login1,gpu[1-2],nfs1"
 # The Kubernetes nodes are not started by default (no kubeadm in any reachable registry);
 # the Pulumi graph runs on them too, where their roles end at "unsupported here".
 ALL_NODES = NODES + ",k8s[1-2]"
 STEPS = ["node-nfs1", "node-ctl1", "node-login1", "node-gpu1", "node-gpu2", "node-k8s1",
          "node-k8s2", "join-token-revoke"]
-SSH = ["ssh", "-q", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
-       "-o", "UserKnownHostsFile=/dev/null", "-i", str(ROOT / ".lab/ssh/id_ed25519")]
-
-
-def estate(*args, check=True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([ESTATE, *args], cwd=ROOT, text=True, capture_output=True,
-                          timeout=1200, env={**os.environ, "COLUMNS": "160"})
-    if check and proc.returncode != 0:
-        pytest.fail(f"estate {' '.join(args)} exited {proc.returncode}:\n"
-                    f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return proc
 
 
 def on(node_addr: str, command: str) -> str:
