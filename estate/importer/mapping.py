@@ -207,12 +207,12 @@ def import_slurm(src: Sources, passwd=None, version: str = DEFAULT_SLURM,
              "controllers": [n for n, _ in ctl], **slurm,
              **({"hooks": hooks} if hooks else {}),
              **({"power_saving": power} if power else {})}
-    sets = nodesets([ln for ln in lines if ln.keyword == "nodeset"],
-                    [h for d in defs for h in d.hosts], report, file)
+    hosts = [h for d in defs for h in d.hosts]
+    sets = nodesets([ln for ln in lines if ln.keyword == "nodeset"], hosts, report, file)
     if sets:
         slurm["nodesets"] = sets
     slurm["partitions"] = partitions([ln for ln in lines if ln.keyword == "partitionname"],
-                                     [h for d in defs for h in d.hosts], report, file,
+                                     hosts, report, file,
                                      {s["name"] for s in sets}, version)
     linear(lines, slurm, report, file)
     slurm["slurmrestd"] = None   # the source runs none; Estate's default would add one
@@ -220,7 +220,7 @@ def import_slurm(src: Sources, passwd=None, version: str = DEFAULT_SLURM,
            "segments": [_segment(addrs, report)], "node_classes": classes, "nodes": groups,
            "slurm": slurm}
     _accounting(lines, doc, report, file)
-    _other_files(src, doc, report, [h for d in defs for h in d.hosts])
+    _other_files(src, doc, report, hosts)
     users = next((ln.name for ln in lines if ln.keyword == "slurmuser"), "slurm")
     doc["identity"] = service_identity(report, users, **({"passwd": passwd} if passwd else {}))
     associations(doc, accounting, report)

@@ -52,7 +52,7 @@ def nodesets(lines: list[ConfLine], all_hosts: list[str], report: Report, file: 
     """NodeSet lines with one selector, Nodes= (a hostlist) or Feature=, as slurm.nodesets;
     others (Nodes=ALL, both, several features) are reported and dropped, and so are the
     hosts no NodeName line defines."""
-    out = []
+    out, known = [], frozenset(all_hosts)
     for line in lines:
         params = {k: v for k, (_, v) in line.params().items()}
         nodes, feature = params.pop("nodes", None), params.pop("feature", None)
@@ -63,7 +63,7 @@ def nodesets(lines: list[ConfLine], all_hosts: list[str], report: Report, file: 
             continue
         if nodes is not None:
             try:
-                nodes = _defined(line, nodes, all_hosts, report, file)
+                nodes = _defined(line, nodes, known, report, file)
             except hostlist.HostlistError as exc:
                 report.drop(file, line.number, line.text, f"Nodes: {exc}")
                 continue
@@ -81,12 +81,11 @@ def _split_nodes(nodes: str, sets: set[str]) -> tuple[str, list[str]]:
     return hostlist.compress([n for n in names if n not in sets]), named
 
 
-def _defined(line: ConfLine, nodes: str, all_hosts: list[str], report: Report,
+def _defined(line: ConfLine, nodes: str, known: frozenset[str], report: Report,
              file: str) -> str:
     """Nodes= without the hosts no NodeName line defines (reported: slurmctld refuses
     such a partition or node set, 'Invalid node name specified')."""
     names = hostlist.expand(nodes) if nodes else []
-    known = set(all_hosts)
     unknown = [n for n in names if n not in known]
     if unknown:
         report.drop(file, line.number, f"Nodes={hostlist.compress(unknown)} ({line.pairs[0][0]}="
@@ -97,7 +96,7 @@ def _defined(line: ConfLine, nodes: str, all_hosts: list[str], report: Report,
 
 def partitions(lines: list[ConfLine], all_hosts: list[str], report: Report,
                file: str, sets: set[str], version: str) -> list[dict]:
-    out = []
+    out, known = [], frozenset(all_hosts)
     for line, params in with_defaults(lines):
         params = renamed(line, params, "PartitionName", version, report, file)
         written, nodes = params.pop("nodes", ("Nodes", ""))
@@ -112,7 +111,7 @@ def partitions(lines: list[ConfLine], all_hosts: list[str], report: Report,
         except hostlist.HostlistError as exc:
             report.drop(file, line.number, line.text, f"Nodes: {exc}")
             continue
-        nodes = _defined(line, nodes, all_hosts, report, file)
+        nodes = _defined(line, nodes, known, report, file)
         if not nodes and not named:
             report.drop(file, line.number, line.text, "a partition without nodes")
             continue

@@ -38,6 +38,9 @@ def test_no_batches_without_a_last_tree_or_a_worker_restart(tmp_path):
 
 
 def test_the_compute_phase_runs_batch_after_batch(monkeypatch):
+    """Which hosts each phase run gets, in what order. _run_phase (pyinfra on the nodes)
+    is replaced by a recorder: this is the order alone; the lab tier's applies run the
+    roles for real."""
     ran = []
     monkeypatch.setattr(apply_mod, "_run_phase",
                         lambda phase, inv, deploys, results, errors, parallel:
