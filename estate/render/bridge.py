@@ -43,14 +43,19 @@ def minter(estate: Estate, source: str) -> list[Artifact]:
     if not bridge.has_minter(estate):
         return []
     ctl = Hostlist.from_names(bridge.minter_hosts(estate))
-    ctx = {"source": source, "grants": bridge.grants(estate), "token_dir": bridge.TOKEN_DIR,
-           "secret": bridge.SECRET, "kubeconfig_dir": bridge.KUBECONFIG_DIR,
-           "ca": bridge.TLS_CA, "interval": bridge.mint_interval(estate),
-           "unit": MINT_UNIT, "script": f"/usr/local/sbin/{MINT_UNIT}",
-           "connect_timeout": CONNECT_TIMEOUT_S, "max_time": MAX_TIME_S}
+    ctx = minter_context(estate, source)
     return [Artifact(f"{MINT_DIR}{MINT_UNIT}", render_template(
                 "slurm_conf/bridge-mint.sh.j2", ctx), ctl, PLANE, mode=0o755),
             Artifact(f"{MINT_DIR}{MINT_UNIT}.service", render_template(
                 "slurm_conf/bridge-mint.service.j2", ctx), ctl, PLANE),
             Artifact(f"{MINT_DIR}{MINT_UNIT}.timer", render_template(
                 "slurm_conf/bridge-mint.timer.j2", ctx), ctl, PLANE)]
+
+
+def minter_context(estate: Estate, source: str) -> dict:
+    """What the minter's script and units print."""
+    return {"source": source, "grants": bridge.grants(estate), "token_dir": bridge.TOKEN_DIR,
+            "secret": bridge.SECRET, "kubeconfig_dir": bridge.KUBECONFIG_DIR,
+            "ca": bridge.TLS_CA, "interval": bridge.mint_interval(estate),
+            "unit": MINT_UNIT, "script": f"/usr/local/sbin/{MINT_UNIT}",
+            "connect_timeout": CONNECT_TIMEOUT_S, "max_time": MAX_TIME_S}
