@@ -189,10 +189,17 @@ def read_tree(directory: Path) -> Side:
 
 def both_sides(old: Path, new: Path) -> tuple[Side, Side]:
     """Both specs rendered. The old one is usually the same from run to run (the spec as
-    applied, while the new one is edited): its tree is kept in estate.cache, and when it
-    is there only the new one is rendered, on two cores as `estate render` renders.
-    Otherwise the old one renders in a forked child while the new one renders here, and
-    the old tree is kept."""
+    applied, while the new one is edited): its tree and what the diff reads of its spec
+    (release, roles, partitions) are kept in estate.cache, and when they are there the old
+    spec is not even loaded, and only the new one is rendered, on two cores as `estate
+    render` renders. Otherwise the old one renders in a forked child while the new one
+    renders here, and both are kept."""
+    old_side = kept_side(old, str(new))
+    if old_side is not None:
+        new_side, new_estate = prepare(new)
+        if new_estate is None:
+            return old_side, new_side
+        return old_side, split_render(new_side, new_estate, new)
     old_side, old_estate = prepare(old)
     new_side, new_estate = prepare(new)
     if old_estate is None or new_estate is None:
@@ -201,6 +208,7 @@ def both_sides(old: Path, new: Path) -> tuple[Side, Side]:
     kept = kept_tree(parts)
     if kept is not None:
         old_side.files = kept
+        keep_side(old, str(new), old_estate, old_side)
         return old_side, split_render(new_side, new_estate, new)
     _warm()
 
@@ -217,6 +225,7 @@ def both_sides(old: Path, new: Path) -> tuple[Side, Side]:
     old_side.files = files or {}
     if files:
         keep_tree(parts, files)
+        keep_side(old, str(new), old_estate, old_side)
     return old_side, new_side
 
 
@@ -277,16 +286,27 @@ def code_fingerprint() -> tuple[str, ...]:
     return (h.hexdigest(), jinja2.__version__, yaml.__version__, sys.version)
 
 
-def tree_parts(estate, spec: Path, source: str) -> tuple | None:
-    """The cache key's parts: the spec's bytes and the files it brings, the name the
-    headers carry, and code_fingerprint()."""
+def spec_parts(spec: Path, source: str) -> tuple | None:
+    """What a spec's load depends on besides the files it names: its bytes, its handoff
+    overlay's (merged on every load), the name the headers carry, and code_fingerprint()."""
+    from estate.spec.handoff_overlay import path_for
     try:
         data = Path(spec).read_bytes()
+        overlay = path_for(spec)
+        lent = overlay.read_bytes() if overlay.exists() else b"\0no overlay"
     except OSError:
         return None
-    brought = sorted(estate.files.items())
-    return (data, source, *code_fingerprint(), *(f"{k}\0" for k, _ in brought),
-            *(v for _, v in brought))
+    return (data, lent, source, *code_fingerprint())
+
+
+def tree_parts(estate, spec: Path, source: str, brought: dict | None = None) -> tuple | None:
+    """The cache key's parts: spec_parts() and the files the spec brings (estate.files, or
+    `brought` read again from the spec's directory)."""
+    head = spec_parts(spec, source)
+    if head is None:
+        return None
+    brought = sorted((estate.files if brought is None else brought).items())
+    return (*head, *(f"{k}\0" for k, _ in brought), *(v for _, v in brought))
 
 
 def kept_tree(parts: tuple | None) -> dict[str, File] | None:
@@ -311,6 +331,47 @@ def keep_tree(parts: tuple | None, files: dict[str, File]) -> None:
     if parts is not None:
         cache.remembered(TREE, parts, lambda: {p: (f.content, str(f.consumers), f.mode,
                                                    f.owner) for p, f in files.items()})
+
+
+SIDE = "diff-side"
+
+
+def keep_side(spec: Path, source: str, estate, side: Side) -> None:
+    """What the diff reads of a spec that loaded without a finding (a spec with findings
+    is loaded again each time, so that they are reported): the files it brings, and
+    its release, roles and partitions as hostlist strings."""
+    from estate import cache
+    parts = spec_parts(spec, source)
+    if parts is None or side.findings:
+        return
+    r = side.roles
+    cache.remembered(SIDE, parts, lambda: {
+        "brought": sorted(estate.files), "version": side.version,
+        "roles": [str(r.controllers), str(r.slurmd), str(r.login)],
+        "partitions": {k: str(v) for k, v in side.partitions.items()}})
+
+
+def kept_side(spec: Path, source: str) -> Side | None:
+    """The old side from estate.cache with its tree, without loading its spec; None where
+    either is not kept (or a file it brings changed: the tree's key holds their bytes)."""
+    from estate import cache
+    parts = spec_parts(spec, source)
+    where = cache.directory()
+    if parts is None or where is None or \
+            not (where / f"{SIDE}-{cache.key(SIDE, *parts)}.marshal").exists():
+        return None
+    try:
+        meta = cache.remembered(SIDE, parts, dict)
+        base = Path(spec).parent
+        brought = {name: (base / name).read_bytes() for name in meta["brought"]}
+        files = kept_tree(tree_parts(None, spec, source, brought))
+        if files is None:
+            return None
+        return Side(str(spec), files, meta["version"],
+                    Roles(*(Hostlist.parse(h) for h in meta["roles"])),
+                    {k: Hostlist.parse(v) for k, v in meta["partitions"].items()})
+    except (OSError, KeyError, TypeError, ValueError, HostlistError):
+        return None
 
 
 # --- what changed ----------------------------------------------------------------------

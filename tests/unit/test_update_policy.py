@@ -318,6 +318,26 @@ def test_the_old_sides_kept_tree_gives_the_same_report(tmp_path, monkeypatch):
     assert diff(old, new).as_dict() == first
 
 
+def test_a_kept_old_side_is_not_loaded_again_until_its_overlay_changes(tmp_path, monkeypatch):
+    import estate.diff as D
+    from estate.spec.handoff_overlay import path_for
+    old, new = variant(tmp_path, "old", "22.05"), variant(tmp_path, "new", "22.05", max_time)
+    first = diff(old, new).as_dict()
+    if D.kept_side(old, str(new)) is None:
+        pytest.skip("no estate.cache directory here (ESTATE_NO_CACHE or an unsafe /tmp)")
+    loaded = []
+    real = D.prepare
+    monkeypatch.setattr(D, "prepare", lambda spec: loaded.append(Path(spec)) or real(spec))
+    assert diff(old, new).as_dict() == first
+    assert loaded == [new]                     # the old spec's release, roles, tree: kept
+    # a handoff overlay beside the old spec is merged on load: the kept side is not its
+    path_for(old).write_text("nodes: {gpu1: {plane: nowhere}}\n")
+    assert D.kept_side(old, str(new)) is None
+    report = diff(old, new)
+    assert old in loaded[1:] and not report.old.ok
+    assert [f.location.split(":")[0] for f in report.old.findings] == [str(path_for(old))]
+
+
 def test_the_cli_default_share_is_the_orders():
     import estate.diff
     import estate.diff_cli
