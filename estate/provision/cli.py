@@ -11,7 +11,9 @@ from pathlib import Path
 
 import typer
 
-from estate.output import LazyConsole, Output, annotation, output_option, print_rows
+from estate.output import (
+    LazyConsole, Output, annotation, lab_option, output_option, print_rows, ssh_key_option,
+    ssh_user_option, strict_host_keys_option)
 
 console = LazyConsole()
 err = LazyConsole(stderr=True)
@@ -120,11 +122,9 @@ def register(app: typer.Typer) -> None:
                                            help="Directory with munge.key and jwt_hs256.key. "
                                            "Default: $ESTATE_*_KEY_B64, else .lab/secrets "
                                            "with --lab."),
-              lab: bool = typer.Option(False, "--lab", help="Connect as the lab does (its key, "
-                                       "no host key checks, its secrets)."),
-              ssh_key: str = typer.Option(None, "--ssh-key"),
-              ssh_user: str = typer.Option("root", "--ssh-user"),
-              strict_host_keys: bool = typer.Option(True, "--strict-host-keys/--no-strict-host-keys"),
+              lab: bool = lab_option(), ssh_key: str = ssh_key_option(),
+              ssh_user: str = ssh_user_option(),
+              strict_host_keys: bool = strict_host_keys_option(),
               json_out: Path = typer.Option(None, "--json", help="Write the results as JSON."),
               manifests: bool = typer.Option(True, "--manifests/--no-manifests",
                                              help="Apply the rendered Kubernetes manifests from "
