@@ -877,6 +877,25 @@ def batches(names: list[str], partitions: dict[str, Hostlist],
     return out
 
 
+
+def worker_batches(spec: Path, last: Path, keep_up: float = KEEP_UP,
+                   warn=print) -> list[list[str]] | None:
+    """The workers that restart, in apply_order's batches, from the spec against the tree
+    last applied at `last` (`estate apply -o DIR`'s, or the Pulumi stack's record); None
+    where there is none (a first apply restarts nothing that runs) or it cannot be read."""
+    from estate.render.artifacts import MANIFEST
+    if not (last / MANIFEST).is_file():
+        return None
+    try:
+        report = diff(spec, against=last, keep_up=keep_up)
+    except (OSError, ValueError, KeyError) as exc:   # a tree an older Estate wrote, say
+        warn(f"no apply order: cannot diff {spec} against {last} ({exc}); the workers run "
+             "at once")
+        return None
+    if not (report.old.ok and report.new.ok):
+        return None   # the render that follows says why
+    return [list(st.hosts.names()) for st in report.steps() if st.batch]
+
 # --- the running work --------------------------------------------------------------------
 
 @dataclass

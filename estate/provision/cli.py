@@ -79,21 +79,10 @@ def _say(line: str, output: Output) -> None:
 
 
 def worker_batches(spec: Path, last: Path, keep_up: float | None) -> list[list[str]] | None:
-    """The workers that restart, in `estate diff`'s batches, from the spec against the tree
-    last applied from `last` (None where there is none: a first apply restarts nothing
-    that runs)."""
-    if not (last / "MANIFEST.json").is_file():
-        return None
-    from estate.diff import KEEP_UP, diff
-    try:
-        report = diff(spec, against=last, keep_up=KEEP_UP if keep_up is None else keep_up)
-    except (OSError, ValueError, KeyError) as exc:   # a tree an older Estate wrote, say
-        err.print(f"[yellow]warning[/yellow]: no apply order: cannot diff {spec} against "
-                  f"{last} ({exc}); the workers run at once")
-        return None
-    if not (report.old.ok and report.new.ok):
-        return None   # the render that follows says why
-    return [list(st.hosts.names()) for st in report.steps() if st.batch]
+    """estate.diff.worker_batches, its warning on stderr."""
+    from estate.diff import KEEP_UP, worker_batches as batches
+    return batches(spec, last, KEEP_UP if keep_up is None else keep_up,
+                   warn=lambda m: err.print(f"[yellow]warning[/yellow]: {m}"))
 
 
 def do_apply(estate, render_dir: Path, conn, limit: str | None, secrets: Path | None,

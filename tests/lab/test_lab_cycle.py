@@ -35,8 +35,10 @@ NODES = "ctl1,login1,gpu[1-2],nfs1"
 # The Kubernetes nodes are not started by default (no kubeadm in any reachable registry);
 # the Pulumi graph runs on them too, where their roles end at "unsupported here".
 ALL_NODES = NODES + ",k8s[1-2]"
+# the last step keeps the tree the run applied: the next run's workers restart in the
+# batches of a diff against it (estate.pulumi.plan.restart_batches)
 STEPS = ["node-nfs1", "node-ctl1", "node-login1", "node-gpu1", "node-gpu2", "node-k8s1",
-         "node-k8s2", "join-token-revoke"]
+         "node-k8s2", "join-token-revoke", "applied-tree"]
 
 
 def on(node_addr: str, command: str) -> str:
@@ -93,6 +95,8 @@ def test_the_pulumi_graph_converges_the_lab_from_cold(lab):
         assert any(u.startswith(f"{role}: ") and "kubeadm" in u for u in out["unsupported"]), out
     # No control plane handed out a token, so there is none to revoke.
     assert steps["join-token-revoke"]["outputs"]["revoked"] is None
+    from estate.pulumi.dryrun import APPLIED
+    assert (ROOT / APPLIED.format(stack="lab") / "MANIFEST.json").is_file()
 
 
 def test_a_second_run_of_the_pulumi_graph_changes_nothing(lab, tmp_path):
