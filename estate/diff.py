@@ -32,7 +32,10 @@ from pathlib import Path
 from estate import fork
 from estate.check.findings import Finding, Severity
 from estate.model import update_policy as up
-from estate.spec.hostlist import Hostlist, HostlistError, Range
+from estate.model.slurm_files import CONFS, Conf, fields as _fields, lines as _lines, \
+    records as _records
+from estate.model.update_policy import CTLD_PART, SLURMD_PART
+from estate.spec.hostlist import Hostlist, HostlistError, hostlist_of
 
 NONE = Hostlist()
 
@@ -454,39 +457,6 @@ def changes(old: Side, new: Side) -> list[Change]:
     return out
 
 
-_NAME = re.compile(r"^([^\n]*?)([0-9]*)$", re.M)
-
-
-def hostlist_of(names) -> Hostlist:
-    """Hostlist.from_names for many names (a 10,000-node row of the report): one regex
-    over the joined names splits them, runs of one prefix and width become one range,
-    and Hostlist joins the rest as from_names would (10,000 Range objects took 25 ms)."""
-    names = list(names)
-    if len(names) < 64:
-        return Hostlist.from_names(names)
-    ranges: list[Range] = []
-    prefix, lo, hi, width = None, 0, -2, 0
-    for p, digits in _NAME.findall("\n".join(names)):
-        if not p and not digits:
-            continue   # findall's empty match at a line's end
-        if not digits:
-            if prefix is not None:
-                ranges.append(Range(prefix, lo, hi, width))
-                prefix = None
-            ranges.append(Range(p, single=True))
-            continue
-        n = int(digits)
-        if p == prefix and n == hi + 1 and len(digits) == width:
-            hi = n
-            continue
-        if prefix is not None:
-            ranges.append(Range(prefix, lo, hi, width))
-        prefix, lo, hi, width = p, n, n, len(digits)
-    if prefix is not None:
-        ranges.append(Range(prefix, lo, hi, width))
-    return Hostlist(ranges)
-
-
 def union(lists) -> Hostlist:
     """The hosts of several hostlists, each once (in first-seen order)."""
     lists = [hl for hl in lists if hl]
@@ -495,35 +465,7 @@ def union(lists) -> Hostlist:
     return hostlist_of(dict.fromkeys(n for hl in lists for n in hl.names()))
 
 
-# --- Slurm files, key by key ---------------------------------------------------------
-
-@dataclass(frozen=True)
-class Conf:
-    """How to read one Slurm file: its policy key prefix, the line kinds that make records
-    (first key, lowercase -> kind) and which kinds name nodes (NodeName hostlists)."""
-    prefix: str
-    records: dict
-    per_node: frozenset = frozenset()
-
-
-CONFS = {
-    "slurm/slurm.conf": Conf("", {"nodename": "node", "partitionname": "partition",
-                                  "nodeset": "nodeset"}, frozenset({"node"})),
-    "slurm/gres.conf": Conf("gres.conf:", {"nodename": "gres"}, frozenset({"gres"})),
-    "slurm/topology.conf": Conf("topology.conf:", {"switchname": "switch",
-                                                   "blockname": "block"}),
-    "slurm/cgroup.conf": Conf("cgroup.conf:", {}),
-}
-
-
-def _lines(data: bytes) -> list[str]:
-    return [l.strip() for l in data.decode(errors="replace").splitlines()
-            if l.strip() and not l.lstrip().startswith("#")]
-
-
-def _fields(line: str) -> list[tuple[str, str]]:
-    return [tuple(t.split("=", 1)) if "=" in t else (t, "") for t in line.split()]
-
+# --- Slurm files, key by key: estate.model.slurm_files ----------------------------------
 
 def conf_effects(change: Change, version: str) -> list[Effect]:
     """The effects of one Slurm file's change: only the lines that differ are parsed."""
@@ -556,81 +498,15 @@ def conf_effects(change: Change, version: str) -> list[Effect]:
                           scope=change.consumers)]
 
 
-def _records(lines: list[str], conf: Conf, ids: dict):
-    """Records by (kind, id) -> fields; per-node kinds as kind -> {node: (fields, address)}
-    where fields is the line's, shared by its nodes (a changed 10,000-node NodeName line
-    is one tuple and a dict built at C speed, not 10,000 dicts); plain `Key=Value` lines
-    as key -> values."""
-    records: dict[tuple[str, str], dict] = {}
-    nodes: dict[str, dict[str, tuple]] = {}
-    plain: dict[str, list[str]] = {}
-    for line in lines:
-        fields = _fields(line)
-        kind = conf.records.get(fields[0][0].lower())
-        if kind is None:
-            key, _, value = line.partition("=")
-            plain.setdefault(key.strip(), []).append(value.strip())
-            continue
-        ident, rest = fields[0][1], fields[1:]
-        if kind not in conf.per_node:
-            records[(kind, ident)] = dict(rest)
-            continue
-        try:
-            names = Hostlist.parse(ident).names()
-        except HostlistError:
-            names = (ident,)
-        addr = [v for k, v in rest if k == "NodeAddr"]
-        shared = tuple(sorted((k, v) for k, v in rest if k != "NodeAddr"))
-        addrs = _addresses(addr[0]) if addr else repeat("", len(names))
-        nodes.setdefault(kind, []).append((names, ids.setdefault(shared, len(ids)), addrs))
-    return records, {kind: _per_node(kind, lines) for kind, lines in nodes.items()}, plain
-
-
-def _per_node(kind: str, lines: list[tuple]) -> dict[str, tuple]:
-    """node -> (the numbers of its lines' fields, its address), built with dict.update
-    over zips (C speed). gres names a node on several lines (one per socket, with the
-    same hostlist): lines with the same nodes are taken together; only nodes named on
-    lines that overlap otherwise take the slow path."""
-    out: dict[str, tuple] = {}
-    if kind == "node":
-        for names, fid, addrs in lines:
-            out.update(zip(names, zip(repeat((fid,)), addrs)))
-        return out
-    together: dict[tuple, tuple] = {}
-    for names, fid, _ in lines:
-        together[names] = together.get(names, ()) + (fid,)
-    for names, fids in together.items():
-        out.update(zip(names, repeat((fids, ""))))
-    if len(out) == sum(len(names) for names in together):
-        return out
-    out = {}
-    for names, fid, _ in lines:
-        for name in names:
-            held = out.get(name)
-            out[name] = ((held[0] + (fid,)) if held else (fid,), "")
-    return out
-
-
-def _addresses(text: str) -> tuple[str, ...]:
-    """NodeAddr's list, which Estate writes ranged as hostlists are (10.0.0.[1-4])."""
-    try:
-        return Hostlist.parse(text).names()
-    except HostlistError:
-        return tuple(text.split(","))
-
-
 def _record_effects(path, conf, kind, ident, old, new, version) -> list[Effect]:
     """A partition, node set or switch line: its fields that differ, or the line added
     or removed (the line kind's own rule)."""
     if old is None or new is None:
-        line_key = kind if not conf.prefix else conf.prefix + next(
-            k for k, v in conf.records.items() if v == kind)
-        e = _classified(path, line_key, version, None)
+        e = _classified(path, conf.line_key(kind), version, None)
         e.key = f"{'+' if old is None else '-'}{kind} {ident}"
         return [e]
-    prefix = f"{kind}:" if not conf.prefix else conf.prefix
     keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-    return [_classified(path, prefix + k, version, None, ident) for k in keys]
+    return [_classified(path, conf.key(kind, k), version, None, ident) for k in keys]
 
 
 def _node_effects(path, conf, kind, old: dict | None, new: dict | None, version,
@@ -652,7 +528,6 @@ def _node_effects(path, conf, kind, old: dict | None, new: dict | None, version,
         o, n = olds.get(name), news.get(name)
         groups.setdefault((o and o[0], n and n[0], (o or n)[1] != (n or o)[1],
                            o is None, n is None), []).append(name)
-    prefix = f"{kind}:" if not conf.prefix else conf.prefix
     out: list[Effect] = []
     by_key: dict[tuple, list[str]] = {}
     for (fo, fn, addr, added, removed), names in groups.items():
@@ -669,7 +544,7 @@ def _node_effects(path, conf, kind, old: dict | None, new: dict | None, version,
         keys += ["NodeAddr"] if addr else []
         for k in keys:
             by_key.setdefault(("", k), []).extend(names)
-    line_key = kind if not conf.prefix else conf.prefix + "NodeName"
+    line_key = conf.line_key(kind)
     for (sign, key), names in sorted(by_key.items()):
         scope = hostlist_of(names)
         if sign:
@@ -682,7 +557,7 @@ def _node_effects(path, conf, kind, old: dict | None, new: dict | None, version,
                                   "stop slurmd", action="restart_slurmd" if sign == "+"
                                   else "drain_restart", scope=scope))
             continue
-        out.append(_classified(path, prefix + key, version, scope))
+        out.append(_classified(path, conf.key(kind, key), version, scope))
     return out
 
 
@@ -742,14 +617,6 @@ def classify(old: Side, new: Side) -> list[Change]:
 
 
 # --- per node ----------------------------------------------------------------------------
-
-CTLD_PART = {"reconfigure": "reconfigure", "restart_slurmctld": "restart_slurmctld",
-             "restart_slurmd": "reconfigure", "restart_all": "restart_slurmctld",
-             "restart_all_drain": "restart_slurmctld"}
-SLURMD_PART = {"reconfigure": "reconfigure", "restart_slurmctld": "reconfigure",
-               "restart_slurmd": "restart_slurmd", "restart_all": "restart_slurmd",
-               "restart_all_drain": "drain_restart"}
-
 
 @dataclass
 class NodeRow:

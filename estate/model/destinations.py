@@ -12,7 +12,7 @@ from fnmatch import fnmatch
 from estate.model.kubernetes import (KUBE_VIP_INIT_PATH, KUBE_VIP_MANIFEST, KUBE_VIP_PATH,
                                      SBIN, SYSTEMD_UNITS)
 from estate.model.services import (CTLD_HOOKS, GPU_DEVICES, HOOK_DIR, HOOKS, MANIFESTS,
-                                   STATE_DROPIN)
+                                   SLURMD_RESTART, STATE_DROPIN)
 
 ESTATE_ETC = "/etc/estate"
 
@@ -21,6 +21,7 @@ TABLE: list[tuple[str, str]] = [
     ("common/hosts", "/etc/hosts"),
     ("network/nftables/*.nft", "/etc/nftables.conf"),
     ("slurm/slurmd.env", "/etc/default/slurmd"),
+    (SLURMD_RESTART + "*", ESTATE_ETC + "/slurmd-restart.txt"),
     ("slurm/slurmrestd/*.env", "/etc/default/slurmrestd"),
     ("slurm/slurmrestd-tls/*.conf", "/etc/stunnel/slurmrestd.conf"),
     ("slurm/bridge/*.service", "/etc/systemd/system/{name}"),
@@ -77,6 +78,7 @@ INSTALLERS: list[tuple[str, str]] = [
     ("slurm/bridge/*", "slurm_controller"),
     ("slurm/slurmd.env", "slurm_worker"),
     (GPU_DEVICES + "*", "slurm_worker"),
+    (SLURMD_RESTART + "*", "slurm_worker"),
     (HOOKS + "*", "slurm_worker"),
     (CTLD_HOOKS + "*", "slurm_controller"),
     ("slurm/accounting.sh", "slurm_controller"),

@@ -59,6 +59,8 @@ KEYS = {"munge": MUNGE_KEY, "jwt": JWT_KEY, "tls": TLS_SEED}
 
 # Artifact path prefixes that several stages select by.
 GPU_DEVICES = "slurm/gpu-devices/"
+# what a worker's slurmd restarts for (estate.model.slurm_files.slurmd_restart_facts)
+SLURMD_RESTART = "slurm/slurmd-restart/"
 IDENTITY = "common/identity.json"
 MANIFESTS = "kubernetes/manifests/"
 STATE_DROPIN = "slurm/systemd/slurmctld-state.conf"   # slurmctld waits for its shared state

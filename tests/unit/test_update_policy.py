@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from estate.catalogue import SLURM_SUITES
+from estate.model.services import SLURMD_RESTART
 from estate.diff import CONFS, _fields, _lines, batches, diff, hostlist_of, unified_diff
 from estate.diff_cli import plain
 from estate.spec.hostlist import Hostlist
@@ -196,6 +197,57 @@ def test_a_new_node_restarts_every_daemon_before_23_11_and_reconfigures_after(tm
     # the new node's files: its hosts entry everywhere, gres.conf and topology.conf
     paths = {c.path for c in after.changes}
     assert {"common/hosts", "slurm/gres.conf", "slurm/topology.conf"} <= paths
+
+
+def more_cores(data):
+    next(c for c in data["node_classes"] if c["name"] == "gpu-2x")["cores_per_socket"] = 8
+
+
+def restart_facts(side) -> dict[str, str]:
+    """worker -> the path of the slurmd restart facts it consumes"""
+    return {n: p for p, f in side.files.items() if p.startswith(SLURMD_RESTART)
+            for n in f.consumers.names()}
+
+
+@pytest.mark.parametrize("version", RELEASES)
+@pytest.mark.parametrize("change", [max_time, more_nodes, less_memory, more_cores])
+def test_a_workers_restart_facts_change_exactly_where_the_diff_restarts_its_slurmd(
+        version, change, tmp_path):
+    """Configless workers install no slurm.conf: the facts are what makes their role (and
+    the Pulumi step's trigger) restart slurmd, so they must change where estate diff says
+    slurmd restarts, and nowhere else."""
+    report = diff(variant(tmp_path, "old", version), variant(tmp_path, "new", version, change))
+    old, new = restart_facts(report.old), restart_facts(report.new)
+    assert new and set(new) == set(report.new.roles.slurmd.names())
+    moved = {n for n in new if old.get(n) != new[n]}
+    restarted = {n for n, a in actions(report).items()
+                 if a in ("restart_slurmd", "drain_restart")}
+    assert moved == restarted
+
+
+def test_a_nodes_cores_restart_its_slurmd_on_22_05_only(tmp_path):
+    """The case the facts were made for: 22.05 classes a node line's CPUs a restart of
+    both daemons, 24.11 a reconfigure."""
+    for version, restarts in (("22.05", True), ("24.11", False)):
+        report = diff(variant(tmp_path, "old", version),
+                      variant(tmp_path, "new", version, more_cores))
+        assert (actions(report)["gpu1"] == "restart_slurmd") is restarts
+        assert (restart_facts(report.old) != restart_facts(report.new)) is restarts
+
+
+def test_restart_facts_follow_gres_lines_that_split_a_node_line():
+    """Lines that do not share the NodeName lines' hostlists are taken node by node."""
+    from estate.model.slurm_files import slurmd_restart_facts
+    files = {"slurm/slurm.conf": b"SlurmdPort=6818\nNodeName=n[1-4] CPUs=4 Gres=gpu:2\n",
+             "slurm/gres.conf": b"NodeName=n[1-2] Name=gpu Type=a100 File=/dev/nvidia[0-1]\n"
+                                b"NodeName=n[3-4] Name=gpu Type=l4 File=/dev/nvidia[0-1]\n"}
+    for version in RELEASES:
+        got = {str(h): t.decode() for h, t in
+               slurmd_restart_facts(files, version, Hostlist.parse("n[1-5]"))}
+        assert set(got) == {"n[1-2]", "n[3-4]", "n5"}
+        assert "Type=a100" in got["n[1-2]"] and "Type=l4" in got["n[3-4]"]
+        assert all("SlurmdPort=6818" in t for t in got.values())
+        assert "Type=" not in got["n5"]
 
 
 def test_a_nodes_memory_is_a_reconfigure_on_both_releases(tmp_path):
