@@ -105,12 +105,26 @@ def prepare(spec_path: str | Path) -> tuple[Side, object | None]:
     except Exception as exc:  # noqa: BLE001 - reported as a finding, as build does
         side.findings.append(internal_error(exc, "diff load"))
         return side, None
+    describe(side, estate)
+    return side, estate
+
+
+def describe(side: Side, estate) -> None:
+    """What the diff reads of a spec besides its files: its release, roles, partitions."""
     side.version = estate.spec.slurm.version
     side.roles = Roles(Hostlist.from_names(estate.spec.slurm.controllers),
                        estate.role_hosts("slurm_worker"), estate.role_hosts("slurm_login"))
     from estate.model import model
     side.partitions = {p.name: p.members.hostlist() for p in model(estate).partitions}
-    return side, estate
+
+
+def built_side(label: str, estate, artifacts) -> Side:
+    """A side from a spec already rendered (estate apply's build), as render_part gives
+    its files."""
+    side = Side(label, {p: File(a.content, a.consumers, f"{a.mode:04o}", a.owner)
+                        for p, a in artifacts.items()})
+    describe(side, estate)
+    return side
 
 
 def render_part(side: Side, estate, source: str, modules=None) -> dict[str, File] | None:
@@ -746,15 +760,20 @@ def batches(names: list[str], partitions: dict[str, Hostlist],
 
 
 def worker_batches(spec: Path, last: Path, keep_up: float = KEEP_UP,
-                   warn=print) -> list[list[str]] | None:
-    """The workers that restart, in apply_order's batches, from the spec against the tree
-    last applied at `last` (`estate apply -o DIR`'s, or the Pulumi stack's record); None
-    where there is none (a first apply restarts nothing that runs) or it cannot be read."""
+                   warn=print, built: Side | None = None) -> list[list[str]] | None:
+    """The workers that restart, in apply_order's batches, from the spec (or `built`, the
+    side estate apply already rendered) against the tree last applied at `last` (`estate
+    apply -o DIR`'s, or the Pulumi stack's record); None where there is none (a first
+    apply restarts nothing that runs) or it cannot be read."""
     from estate.render.artifacts import MANIFEST
     if not (last / MANIFEST).is_file():
         return None
     try:
-        report = diff(spec, against=last, keep_up=keep_up)
+        if built is None:
+            report = diff(spec, against=last, keep_up=keep_up)
+        else:
+            report = against_tree(built, last)
+            report.keep_up = keep_up
     except (OSError, ValueError, KeyError) as exc:   # a tree an older Estate wrote, say
         warn(f"no apply order: cannot diff {spec} against {last} ({exc}); the workers run "
              "at once")
@@ -762,6 +781,7 @@ def worker_batches(spec: Path, last: Path, keep_up: float = KEEP_UP,
     if not (report.old.ok and report.new.ok):
         return None   # the render that follows says why
     return [list(st.hosts.names()) for st in report.steps() if st.batch]
+
 
 # --- the running work --------------------------------------------------------------------
 
@@ -872,13 +892,21 @@ def diff(old: Path, new: Path | None = None, against: Path | None = None,
 
 def _diff(old: Path, new: Path | None, against: Path | None, scontrol: str | None) -> Report:
     if against is not None:
-        spec = new if new is not None else old
-        new_side = new_side_split(spec)
-        old_side = read_tree(against)
-        old_side.version = new_side.version
-        old_side.roles = new_side.roles
-    else:
-        old_side, new_side = both_sides(old, new)
+        return against_tree(new_side_split(new if new is not None else old), against,
+                            scontrol)
+    old_side, new_side = both_sides(old, new)
+    return _compared(old_side, new_side, scontrol)
+
+
+def against_tree(new_side: Side, against: Path, scontrol: str | None = None) -> Report:
+    """NEW (rendered) against the tree last applied at `against`."""
+    old_side = read_tree(against)
+    old_side.version = new_side.version
+    old_side.roles = new_side.roles
+    return _compared(old_side, new_side, scontrol)
+
+
+def _compared(old_side: Side, new_side: Side, scontrol: str | None) -> Report:
     if not (old_side.ok and new_side.ok):
         return Report(old_side, new_side, [], [])
     found = classify(old_side, new_side)

@@ -34,9 +34,16 @@ def _fail(message: str) -> None:
 
 
 def _render(spec: Path, out: Path):
-    from estate.pipeline import NotRendered, render_to
+    from estate.render import write_tree
+    result = _rendered(spec)
+    write_tree(result.artifacts, out)
+    return result
+
+
+def _rendered(spec: Path):
+    from estate.pipeline import NotRendered, rendered
     try:
-        return render_to(spec, out)
+        return rendered(spec)
     except NotRendered as exc:
         _fail(str(exc))
 
@@ -78,11 +85,15 @@ def _say(line: str, output: Output) -> None:
         console.print(line, markup=False)
 
 
-def worker_batches(spec: Path, last: Path, keep_up: float | None) -> list[list[str]] | None:
-    """estate.diff.worker_batches, its warning on stderr."""
-    from estate.diff import KEEP_UP, worker_batches as batches
+def worker_batches(spec: Path, last: Path, keep_up: float | None,
+                   result=None) -> list[list[str]] | None:
+    """estate.diff.worker_batches, its warning on stderr; result: the spec's Build, so
+    that the diff takes the render apply writes instead of rendering the spec again."""
+    from estate.diff import KEEP_UP, built_side, worker_batches as batches
+    built = None if result is None else built_side(str(spec), result.estate,
+                                                   result.artifacts)
     return batches(spec, last, KEEP_UP if keep_up is None else keep_up,
-                   warn=lambda m: err.print(f"[yellow]warning[/yellow]: {m}"))
+                   warn=lambda m: err.print(f"[yellow]warning[/yellow]: {m}"), built=built)
 
 
 def do_apply(estate, render_dir: Path, conn, limit: str | None, secrets: Path | None,
@@ -136,12 +147,16 @@ def register(app: typer.Typer) -> None:
 
         from estate.provision.envsecrets import secrets_from_env
         from estate.provision.secrets import LAB_SECRETS
+        from estate.render import write_tree
         # Pulumi applies a stage's nodes in parallel: each run renders into its own tree.
         private = out is None
         out = out or Path(tempfile.mkdtemp(prefix=f"estate-apply-{spec.stem}-"))
         try:
-            batches = None if private else worker_batches(spec, out, keep_up)
-            result = _render(spec, out)
+            # rendered once: the diff against the tree last applied in `out`, then the
+            # same render written over it
+            result = _rendered(spec)
+            batches = None if private else worker_batches(spec, out, keep_up, result)
+            write_tree(result.artifacts, out)
             conn = _connection(lab, ssh_key, ssh_user, strict_host_keys)
             with secrets_from_env() as from_env:
                 chosen = secrets or from_env or (LAB_SECRETS if lab else None)
