@@ -212,3 +212,23 @@ def test_unit_words_read_back_as_themselves():
     assert unit_word('50% of "$HOME"\\') == '"50%% of \\"$$HOME\\"\\\\"'
     with pytest.raises(RenderError):
         unit_word("x\nExecStartPre=/bin/rm -rf /")
+
+
+# --- where the role says "unsupported here" ------------------------------------------------
+
+def test_unsupported_names_the_repository_the_registry_and_the_driver(lab):
+    """The role's (and its suite's) reasons, from what the node's shell answers: nothing
+    reachable and no driver (the lab's GPU workers) is three reasons; all there is none."""
+    from roles.dcgm_exporter.tasks import DRIVER, problems
+    image = runtime_facts(lab.estate)["dcgm_image"]
+    asked = []
+
+    def nothing(command: str) -> str:
+        asked.append(command)
+        return ""
+    found = problems(nothing, image)
+    assert [p.split(" (")[0] for p in found[:2]] == ["cannot reach nvidia.github.io:443",
+                                                     "cannot reach nvcr.io:443"]
+    assert found[2].startswith(f"no NVIDIA driver is loaded ({DRIVER} is missing)")
+    assert any(DRIVER in c for c in asked)
+    assert problems(lambda command: "ok", image) == []

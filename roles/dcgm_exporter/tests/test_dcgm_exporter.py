@@ -38,7 +38,7 @@ def test_runs_the_pinned_image_with_the_job_map_read_only(host, node, ctx):
     svc = host.service(SERVICE)
     assert svc.is_running and svc.is_enabled
     fmt = "{{.ImageName}} {{range .Mounts}}{{.Destination}}:{{.RW}} {{end}}"
-    out = host.run(f"podman inspect --format {shlex.quote(fmt)} {SERVICE}")
+    out = host.run(shlex.join(["podman", "inspect", "--format", fmt, SERVICE]))
     assert out.rc == 0, out.stderr
     assert out.stdout.split()[0] == ctx.runtime["dcgm_image"], out.stdout
     assert f"{JOB_MAP_DIR}:false" in out.stdout.split(), out.stdout
