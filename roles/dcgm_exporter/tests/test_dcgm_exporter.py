@@ -14,9 +14,17 @@ from roles.dcgm_exporter.tasks import SERVICE, problems
 ROLE = "dcgm_exporter"
 
 
+_ASKED: dict[tuple[int, str], str | None] = {}
+
+
 def unsupported_here(host, ctx, node) -> str | None:
-    found = problems(lambda command: host.run(command).stdout, ctx.runtime["dcgm_image"])
-    return "; ".join(found) or None
+    """Asked once per node and run: the file, service and telemetry checks all ask, and an
+    unreachable repository costs each probe its timeout."""
+    key = (id(ctx), node)
+    if key not in _ASKED:
+        found = problems(lambda command: host.run(command).stdout, ctx.runtime["dcgm_image"])
+        _ASKED[key] = "; ".join(found) or None
+    return _ASKED[key]
 
 
 def _skip_unsupported(host, ctx, node) -> None:
