@@ -35,6 +35,7 @@ TABLE: list[tuple[str, str]] = [
     # Debian's units read ARGS from /etc/default; prometheus.yml finds rules/ beside it
     ("monitoring/slurm-exporter.py", "/usr/local/lib/estate/slurm_exporter.py"),
     ("monitoring/slurm-exporter/*.json", "/etc/estate/monitoring/slurm-exporter.json"),
+    ("monitoring/dcgm-exporter/*.service", "/etc/systemd/system/estate-dcgm-exporter.service"),
     ("monitoring/prometheus.yml", "/etc/prometheus/prometheus.yml"),
     ("monitoring/rules/*.yml", "/etc/prometheus/rules/{name}"),
     ("monitoring/prometheus.env", "/etc/default/prometheus"),
@@ -88,6 +89,7 @@ INSTALLERS: list[tuple[str, str]] = [
     ("storage/*", "storage"),
     ("monitoring/node-exporter.env", "node_exporter"),
     ("monitoring/slurm-exporter*", "slurm_exporter"),
+    ("monitoring/dcgm-exporter/*", "dcgm_exporter"),
     ("monitoring/*", "monitoring"),
     ("kubernetes/containerd/*", "k8s_node"),
     ("kubernetes/nvidia/*", "gpu_node"),

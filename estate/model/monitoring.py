@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from estate.model.flows import dotted, flow
-from estate.model.slurm import node_lines
+from estate.model.slurm import gpu_workers
 from estate.spec.resolved import Estate
 
 
@@ -72,6 +72,13 @@ NFS_TRANSMISSIONS = "node_mountstats_nfs_operations_transmissions_total"
 NFS_REQUEST_TIME = "node_mountstats_nfs_operations_request_time_seconds_total"
 NODE_EXPORTER_ARGS = ("--collector.mountstats", "--collector.nfs")
 
+# NVIDIA's DCGM exporter (the vendored 4.8.2, default counters): each GPU's utilization in
+# percent, labelled gpu (its index, which names the job mapping's files) and, with
+# --hpc-job-mapping-dir, hpc_job: one series per job holding the GPU, none on a GPU no
+# job holds (upstream's transformation/hpc.go, hpcJobAttribute).
+DCGM_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+DCGM_JOB_LABEL = "hpc_job"
+
 # The DCGM exporter's HPC job mapping on Slurm GPU workers: Estate's Prolog and Epilog keep
 # one file per GPU index here, holding the IDs of the jobs on it (then run the site's own).
 JOB_MAP_DIR = "/run/estate/dcgm-job-map"
@@ -79,8 +86,7 @@ JOB_MAP_DIR = "/run/estate/dcgm-job-map"
 
 def gpu_job_map(estate: Estate) -> bool:
     """The mapping is rendered where the spec monitors and a Slurm worker has GPUs."""
-    return estate.spec.monitoring is not None and \
-        any(line.gres_count for line in node_lines(estate))
+    return estate.spec.monitoring is not None and bool(gpu_workers(estate))
 
 
 # The alerts, with the plane each names (their tenant label: the Slurm account, the
@@ -102,7 +108,7 @@ class Job:
 # win over the scrape's labels, and its targets get no node label of their own.
 JOBS = (Job("node", "node-exporter", None),
         Job("slurm", "slurm-exporter", "slurm"),
-        Job("dcgm", "dcgm-exporter", "kubernetes"),
+        Job("dcgm", "dcgm-exporter", None),   # Kubernetes and Slurm GPU workers
         Job("kube-state-metrics", "kube-state-metrics", "kubernetes", honor_labels=True))
 
 

@@ -133,6 +133,7 @@ ARTIFACT_ACTIONS: tuple[tuple[str, str, str], ...] = (
     ("monitoring/rules/*", "restart_service", "prometheus"),
     ("monitoring/node-exporter.env", "restart_service", "prometheus-node-exporter"),
     ("monitoring/slurm-exporter*", "restart_service", "estate-slurm-exporter"),
+    ("monitoring/dcgm-exporter/*", "restart_service", "estate-dcgm-exporter"),
     ("storage/exports/*", "restart_service", "nfs-server"),
     ("kubernetes/kubeadm/join/*", "node_rejoin", ""),
     ("kubernetes/kubeadm/init.yaml", "node_rejoin", ""),

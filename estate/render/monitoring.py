@@ -15,7 +15,8 @@ from pathlib import Path
 import yaml
 
 from estate.model.destinations import destination
-from estate.model.monitoring import (ALERTS, GPU_REQUEST, JOBS, KSM_REQUESTS, KSM_UNAVAILABLE,
+from estate.model.monitoring import (ALERTS, DCGM_GPU_UTIL, DCGM_JOB_LABEL, GPU_REQUEST, JOBS,
+                                     KSM_REQUESTS, KSM_UNAVAILABLE,
                                      KSM_WAITING, NFS_REQUEST_TIME, NFS_REQUESTS,
                                      NFS_TRANSMISSIONS, NODE_EXPORTER_ARGS, QUEUE_REASONS,
                                      NODE_STATES, SLURM_METRICS, UNHEALTHY, WAITING_REASONS,
@@ -132,6 +133,31 @@ def slurm_rules(estate: Estate) -> list[dict]:
     ]
 
 
+def _gpu_utilization_by_job() -> str:
+    """Each Slurm GPU's utilization (one series per job on it), with its job's account,
+    user and partition: the DCGM exporter's hpc_job label, from the Prolog's job mapping,
+    joined to slurm_job_info's job_id (max over the HA controllers' exporters). A GPU no
+    job holds has no hpc_job and is no tenant's."""
+    gpus = (f'label_replace({DCGM_GPU_UTIL}{{{DCGM_JOB_LABEL}!=""}}, "job_id", "$1", '
+            f'"{DCGM_JOB_LABEL}", "(.*)")')
+    jobs = "max by (job_id, account, user, partition) (slurm_job_info)"
+    return f"{gpus} * on (job_id) group_left (account, user, partition) {jobs}"
+
+
+def gpu_utilization_rules() -> list[dict]:
+    """GPU utilization attributed on the Slurm plane: per job, and per tenant (the
+    account) averaged over the GPUs its jobs hold, as tenant:gpus_allocated:sum counts
+    them."""
+    by_job = _gpu_utilization_by_job()
+    return [
+        {"record": "job:gpu_utilization:avg", "labels": {"plane": "slurm"},
+         "expr": f"avg by (job_id, account, user, partition) ({by_job})"},
+        {"record": "tenant:gpu_utilization:avg", "labels": {"plane": "slurm"},
+         "expr": f'avg by (tenant) (label_replace({by_job}, "tenant", "$1", "account", '
+                 f'"(.*)"))'},
+    ]
+
+
 def kubernetes_rules(estate: Estate) -> list[dict]:
     hold = duration(estate.spec.monitoring.alerts.deployment_failed_s)
     running = 'max by (namespace, pod) (kube_pod_status_phase{phase="Running"}) == 1'
@@ -177,7 +203,8 @@ def storage_rules(estate: Estate) -> list[dict]:
 def rules(estate: Estate) -> dict:
     """One group per plane: a group runs its rules in order, so each alert reads the
     records of the same evaluation."""
-    return {"groups": [{"name": "estate-slurm", "rules": slurm_rules(estate)},
+    return {"groups": [{"name": "estate-slurm",
+                        "rules": slurm_rules(estate) + gpu_utilization_rules()},
                        {"name": "estate-kubernetes", "rules": kubernetes_rules(estate)},
                        {"name": "estate-storage", "rules": storage_rules(estate)}]}
 

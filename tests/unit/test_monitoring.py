@@ -291,6 +291,63 @@ def test_a_wrong_expectation_fails(lab, promtool, tmp_path, case):
     assert f"alertname: {wrong}" in proc.stdout + proc.stderr
 
 
+# --- promtool: GPU utilization attributed to Slurm jobs and accounts ----------------------
+
+def _dcgm(node: str, gpu: str, util: float, **labels: str) -> dict:
+    return _series(mon.DCGM_GPU_UTIL, _flat(util), node=node, gpu=gpu, UUID=f"GPU-{node}-{gpu}",
+                   **labels)
+
+
+def _attribution_input() -> list[dict]:
+    """gpu1: GPU 0 held by research's job 101 at 80 %, GPU 1 idle (no job, no hpc_job);
+    gpu2: both GPUs held by ops's job 202 at 20 and 40 %; k8s2's GPU busy under a pod; both
+    HA controllers' exporters list the running jobs, and job 303 holds no GPU."""
+    slurm = {"plane": "slurm"}
+    out = [_dcgm("gpu1", "0", 80, hpc_job="101", **slurm), _dcgm("gpu1", "1", 0, **slurm),
+           _dcgm("gpu2", "0", 20, hpc_job="202", **slurm),
+           _dcgm("gpu2", "1", 40, hpc_job="202", **slurm),
+           _dcgm("k8s2", "0", 90, plane="kubernetes", namespace="inference", pod="llm-0")]
+    for exporter in ("ctl1", "ctl2"):
+        out += [_series("slurm_job_info", _flat(1), node=exporter, plane="slurm", job_id=job,
+                        account=account, user=user, partition="gpu")
+                for job, account, user in (("101", "research", "alice"), ("202", "ops", "bob"),
+                                           ("303", "vision", "alice"))]
+    return out
+
+
+def _attribution(research: float) -> dict:
+    def job(job_id, account, user, value):
+        return {"labels": f'job:gpu_utilization:avg{{account="{account}",job_id="{job_id}",'
+                          f'partition="gpu",plane="slurm",user="{user}"}}', "value": value}
+    return {"name": "GPU utilization by job and account", "interval": "1m",
+            "input_series": _attribution_input(),
+            "promql_expr_test": [
+                {"expr": "tenant:gpu_utilization:avg", "eval_time": "10m", "exp_samples": [
+                    {"labels": 'tenant:gpu_utilization:avg{plane="slurm",tenant="research"}',
+                     "value": research},
+                    {"labels": 'tenant:gpu_utilization:avg{plane="slurm",tenant="ops"}',
+                     "value": 30}]},
+                {"expr": "job:gpu_utilization:avg", "eval_time": "10m", "exp_samples": [
+                    job("101", "research", "alice", research), job("202", "ops", "bob", 30)]}]}
+
+
+def test_gpu_utilization_is_attributed_to_the_jobs_account(lab, promtool, tmp_path):
+    """Through the DCGM exporter's hpc_job label and slurm_job_info: research's GPU at 80 %,
+    not averaged with the idle GPU beside it (which no job holds), ops's two GPUs at 30 %
+    on average, each HA exporter's job counted once, the Kubernetes GPU no account's."""
+    proc = _test_rules(promtool, lab.artifacts, tmp_path, [_attribution(research=80)])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SUCCESS" in proc.stdout
+
+
+def test_an_idle_gpu_charged_to_the_account_fails_the_proof(lab, promtool, tmp_path):
+    """The proof can fail: research averaged with gpu1's idle GPU (40 %) is not what the
+    rules record."""
+    proc = _test_rules(promtool, lab.artifacts, tmp_path, [_attribution(research=40)])
+    assert proc.returncode != 0, proc.stdout
+    assert "tenant:gpu_utilization:avg" in proc.stdout + proc.stderr
+
+
 def test_the_thresholds_are_the_specs():
     data = spec_dict("lab")
     data["monitoring"]["alerts"] = {"queue_delay_s": 7200, "deployment_failed_s": 900,
@@ -309,9 +366,13 @@ def test_rules_read_only_the_slurm_exporters_declared_metrics(lab):
              for r in g["rules"]]
     used = {m for e in exprs for m in re.findall(r"\b(slurm_[a-z_]+)\b", e)}
     assert used and used <= set(mon.SLURM), used - set(mon.SLURM)
-    # and the labels the rules aggregate by are the metrics' own (plus the scrape's node)
-    for name in used:
-        assert set(mon.SLURM[name].labels) <= {"state", "partition", "account", "reason"}
+    # and every label the rules group or join the Slurm metrics by is one of theirs
+    # (the DCGM exporter's hpc_job joins as job_id; tenant is what the rules record)
+    own = {label for name in used for label in mon.SLURM[name].labels}
+    grouped = {label.strip() for e in exprs if re.search(r"\bslurm_", e)
+               for labels in re.findall(r"\b(?:by|on|group_left) \(([^)]*)\)", e)
+               for label in labels.split(",") if label.strip()}
+    assert grouped and grouped <= own | {"tenant"}, grouped - own
 
 
 def test_every_rule_names_its_plane_and_tenant(lab):
@@ -353,7 +414,8 @@ def test_every_node_is_scraped_and_the_exporters_where_they_run(lab):
     for job, addr, _, labels in found:
         jobs.setdefault(job, []).append(labels.get("node", addr))
     assert jobs["node"] == list(lab.estate.nodes)
-    assert jobs["slurm"] == ["ctl1"] and jobs["dcgm"] == ["k8s2"]
+    # the DCGM exporter on the GPU workers of both planes, each target under its own plane
+    assert jobs["slurm"] == ["ctl1"] and jobs["dcgm"] == ["gpu1", "gpu2", "k8s2"]
     assert jobs["kube-state-metrics"] == [str(lab.estate.address("k8s1", "management"))]
 
 

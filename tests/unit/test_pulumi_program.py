@@ -421,7 +421,8 @@ def test_the_lab_stack_connects_as_the_lab_and_accepts_what_containers_cannot_ru
     config = yaml.safe_load((ROOT / "stacks" / "Pulumi.lab.yaml").read_text())["config"]
     stack = planning.read_stack_config(config)
     assert stack.lab and set(stack.accept) == {"storage", "k8s_node", "k8s_packages", "gpu_node",
-                                               "k8s_control_plane", "k8s_worker"}
+                                               "k8s_control_plane", "k8s_worker",
+                                               "dcgm_exporter"}
     prod = yaml.safe_load((ROOT / "stacks" / "Pulumi.example-prod.yaml").read_text())["config"]
     assert planning.read_stack_config(prod).accept == ()   # everything must converge
 

@@ -1,9 +1,12 @@
 """Telemetry checks, through the monitoring host's Prometheus (from here: an admin host,
 which the `prometheus` flow admits): every scrape target of the nodes checked is up, and a
 running Slurm job shows in the Slurm metrics under its account and partition. Targets of
-nodes not checked (the container lab runs no Kubernetes node) are named, not failed."""
+nodes not checked (the container lab runs no Kubernetes node), and those whose exporter's
+role cannot run on the node (the lab's GPU workers have no NVIDIA driver for the DCGM
+exporter), are named with the reason, not failed."""
 from __future__ import annotations
 
+import importlib
 import json
 import shlex
 import time
@@ -14,7 +17,7 @@ import urllib.request
 import pytest
 
 from estate.model.services import PORTS
-from estate.verify.plugin import on_nodes
+from estate.verify.plugin import UNSUPPORTED, on_nodes
 
 ROLE = "cluster"
 
@@ -47,20 +50,62 @@ def _monitoring_host(ctx) -> list[str]:
     return [mon.host] if mon and mon.host in ctx.nodes else []
 
 
+# The scrape jobs whose exporter a role runs, where that role's suite may say a node
+# cannot have it (roles/<role>/tests: unsupported_here, as apply and the file checks read).
+EXPORTER_ROLES = {"dcgm": "dcgm_exporter"}
+_EXCUSED: dict[int, dict[tuple[str, str], str]] = {}
+
+
+def _excused(ctx) -> dict[tuple[str, str], str]:
+    """(job, node) -> why that target cannot be up here, asked once per run: the exporter's
+    role is unsupported on the node checked."""
+    if id(ctx) not in _EXCUSED:
+        out = {}
+        for job, role in EXPORTER_ROLES.items():
+            suite = importlib.import_module(f"roles.{role}.tests.test_{role}")
+            for name in ctx.with_deploy(role):
+                why = suite.unsupported_here(ctx.host(name), ctx, name)
+                if why:
+                    out[(job, name)] = why
+        _EXCUSED[id(ctx)] = out
+    return _EXCUSED[id(ctx)]
+
+
+def _key(target: dict) -> tuple[str | None, str | None]:
+    return target["labels"].get("job"), target["labels"].get("node")
+
+
 @on_nodes(_monitoring_host)
 def test_every_scrape_target_of_the_nodes_checked_is_up(node, ctx):
     base = _prometheus(ctx)
     interval = ctx.estate.spec.monitoring.scrape_interval_s
+    excused = _excused(ctx)
+
+    def checked(t: dict) -> bool:
+        return t["labels"].get("node") in ctx.nodes and _key(t) not in excused
 
     def targets():
         active = _api(base, "targets", state="active")["activeTargets"]
-        mine = [t for t in active if t["labels"].get("node") in ctx.nodes]
+        mine = [t for t in active if checked(t)]
         return active if mine and all(t["health"] == "up" for t in mine) else None
     active = _poll(targets, 3 * interval + 10) or _api(base, "targets")["activeTargets"]
     down = [f"{t['labels'].get('job')}/{t['labels'].get('node')}: {t['lastError']}"
-            for t in active if t["labels"].get("node") in ctx.nodes and t["health"] != "up"]
+            for t in active if checked(t) and t["health"] != "up"]
     assert not down, f"targets down: {down}"
-    assert any(t["labels"].get("node") in ctx.nodes for t in active), "no target of these nodes"
+    assert any(checked(t) for t in active), "no target of these nodes"
+
+
+@on_nodes(_monitoring_host)
+def test_the_targets_whose_exporter_cannot_run_here(node, ctx):
+    """Scraped (Prometheus has each as a target) but named, not failed: the exporter's
+    role is unsupported on its node, for the reason its suite gives."""
+    excused = _excused(ctx)
+    if not excused:
+        return
+    active = {_key(t) for t in _api(_prometheus(ctx), "targets", state="active")["activeTargets"]}
+    assert set(excused) <= active, f"not scrape targets: {sorted(set(excused) - active)}"
+    pytest.skip(f"{UNSUPPORTED}: " + "; ".join(f"{job}/{name}: {why}" for (job, name), why
+                                                in sorted(excused.items())))
 
 
 @on_nodes(_monitoring_host)
