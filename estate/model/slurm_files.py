@@ -58,6 +58,19 @@ def fields(line: str) -> list[tuple[str, str]]:
     return [tuple(t.split("=", 1)) if "=" in t else (t, "") for t in line.split()]
 
 
+def classified(lines: list[str], conf: Conf, plain: dict[str, list[str]]):
+    """(kind, fields) of each line that names a record (NodeName, PartitionName, ...);
+    plain `Key=Value` lines go into `plain` as key -> values."""
+    for line in lines:
+        fs = fields(line)
+        kind = conf.records.get(fs[0][0].lower())
+        if kind is None:
+            key, _, value = line.partition("=")
+            plain.setdefault(key.strip(), []).append(value.strip())
+        else:
+            yield kind, fs
+
+
 def records(lines: list[str], conf: Conf, ids: dict):
     """Records by (kind, id) -> fields; per-node kinds as kind -> {node: (fields, address)}
     where fields is the line's, shared by its nodes (a changed 10,000-node NodeName line
@@ -66,13 +79,7 @@ def records(lines: list[str], conf: Conf, ids: dict):
     records: dict[tuple[str, str], dict] = {}
     nodes: dict[str, dict[str, tuple]] = {}
     plain: dict[str, list[str]] = {}
-    for line in lines:
-        fs = fields(line)
-        kind = conf.records.get(fs[0][0].lower())
-        if kind is None:
-            key, _, value = line.partition("=")
-            plain.setdefault(key.strip(), []).append(value.strip())
-            continue
+    for kind, fs in classified(lines, conf, plain):
         ident, rest = fs[0][1], fs[1:]
         if kind not in conf.per_node:
             records[(kind, ident)] = dict(rest)
@@ -179,13 +186,8 @@ def _facts_of(path: str, conf: Conf, text: list[str], version: str, common: list
               per_line: dict[str, list[str]], node_idents: list[str]) -> None:
     plain: dict[str, list[str]] = {}
     recs: dict[tuple[str, str], dict] = {}
-    for line in text:
-        fs = fields(line)
-        kind = conf.records.get(fs[0][0].lower())
-        if kind is None:
-            key, _, value = line.partition("=")
-            plain.setdefault(key.strip(), []).append(value.strip())
-        elif kind not in conf.per_node:
+    for kind, fs in classified(text, conf, plain):
+        if kind not in conf.per_node:
             recs[(kind, fs[0][1])] = dict(fs[1:])
         else:
             _line_facts(path, conf, kind, fs, version, per_line)
