@@ -51,7 +51,10 @@ def _tool(name: str) -> str:
 
 
 def _unit(lab, node: str = "gpu1") -> str:
-    return lab.artifacts[f"{dcgm.UNITS}{node}.service"].content.decode()
+    """The unit `node` installs."""
+    [unit] = [a for p, a in lab.artifacts.items() if p.startswith(dcgm.UNITS)
+              and node in a.consumers]
+    return unit.content.decode()
 
 
 def _exec_start(text: str) -> list[str]:
@@ -89,13 +92,14 @@ def test_the_capabilities_are_the_manifests(lab):
     assert "SYS_ADMIN" in caps["add"] and "--privileged" not in argv
 
 
-def test_the_exporter_reads_the_job_map_read_only_and_listens_on_its_segment(lab):
+def test_the_exporter_reads_the_job_map_read_only_and_listens_at_the_flows_port(lab):
     argv = _exec_start(_unit(lab, "gpu2"))
     image = argv.index(dcgm.image())
     assert f"--volume={JOB_MAP_DIR}:{JOB_MAP_DIR}:ro" in argv[:image]
     assert "--network=host" in argv[:image] and "--device=nvidia.com/gpu=all" in argv[:image]
-    assert argv[image + 1:] == [f"--address={lab.estate.address('gpu2', 'management')}:9400",
-                                f"--hpc-job-mapping-dir={JOB_MAP_DIR}"]
+    # every address, as the node exporter: the firewall admits the monitoring host alone
+    # (test_only_the_monitoring_host_reaches_the_slurm_gpu_workers_exporter)
+    assert argv[image + 1:] == ["--address=:9400", f"--hpc-job-mapping-dir={JOB_MAP_DIR}"]
     assert f"RuntimeDirectory={JOB_MAP_DIR.removeprefix('/run/')}\n" in _unit(lab, "gpu2")
 
 
@@ -173,13 +177,13 @@ def test_podman_knows_the_stop_options(lab, command):
 
 # --- where it runs, who installs it, who may reach it ----------------------------------
 
-def test_one_unit_per_slurm_gpu_worker_installed_by_its_role(lab):
+def test_one_unit_for_the_slurm_gpu_workers_installed_by_their_role(lab):
     units = {p: a for p, a in lab.artifacts.items() if p.startswith(dcgm.UNITS)}
-    assert {str(a.consumers) for a in units.values()} == {"gpu1", "gpu2"}
-    assert destination(f"{dcgm.UNITS}gpu1.service") == f"/etc/systemd/system/{UNIT}"
+    assert {p: str(a.consumers) for p, a in units.items()} == {dcgm.UNIT: "gpu[1-2]"}
+    assert destination(dcgm.UNIT) == f"/etc/systemd/system/{UNIT}"
     deploys = {t.name: t.deploys for t in deploy_targets(lab.estate, lab.artifacts.manifest())}
     assert [n for n, d in deploys.items() if "dcgm_exporter" in d] == ["gpu1", "gpu2"]
-    assert installer(f"{dcgm.UNITS}gpu1.service", deploys["gpu1"]) == "dcgm_exporter"
+    assert installer(dcgm.UNIT, deploys["gpu1"]) == "dcgm_exporter"
 
 
 def test_only_the_monitoring_host_reaches_the_slurm_gpu_workers_exporter(lab):
