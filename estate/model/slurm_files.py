@@ -212,10 +212,13 @@ def _facts_of(path: str, conf: Conf, text: list[str], version: str, common: list
 def _line_facts(path: str, conf: Conf, kind: str, fs: list, version: str,
                 per_line: dict[str, list[str]]) -> None:
     """A NodeName line's settings that restart slurmd, for its hosts (gres: a line per
-    socket, the same hosts). Its NodeAddr is taken whole: a changed address restarts the
-    line's slurmds."""
+    socket, the same hosts). NodeAddr is left out: it is each node's own, so it would make
+    a text per node (10,000 files at 10,000 nodes), and taken a line at a time it changed
+    for every node of a line split in two (one rack's memory changed: every slurmd
+    restarted). estate diff still names the restart an address change needs; apply does
+    not make it: a new address is a re-provisioned node."""
     mine = [f"{path} {kind} {k}={v}" for k, v in fs[1:]
-            if restarts_slurmd(version, conf.key(kind, k))]
+            if k != "NodeAddr" and restarts_slurmd(version, conf.key(kind, k))]
     if kind != "node" and restarts_slurmd(version, conf.line_key(kind)):
         mine.append(f"{path} {kind} named")
     per_line.setdefault(fs[0][1], []).extend(mine)

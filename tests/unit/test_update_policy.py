@@ -235,6 +235,24 @@ def test_a_nodes_cores_restart_its_slurmd_on_22_05_only(tmp_path):
         assert (restart_facts(report.old) != restart_facts(report.new)) is restarts
 
 
+def test_a_line_split_in_two_restarts_no_slurmd(tmp_path):
+    """One rack's memory changed (a reconfigure on both releases) splits its NodeName line
+    from the others': the workers' restart facts stay as they were."""
+    from bench.bench_check_render import big_spec
+    from bench.bench_diff import changed
+    spec = big_spec(racks=5)
+    for version in RELEASES:
+        spec["slurm"]["version"] = version
+        old, new = tmp_path / f"old-{version}.yaml", tmp_path / f"new-{version}.yaml"
+        old.write_text(yaml.safe_dump(spec, sort_keys=False))
+        new.write_text(yaml.safe_dump(changed(spec, 1), sort_keys=False))
+        report = diff(old, new)
+        assert report.new.files["slurm/slurm.conf"].bytes().count(b"\nNodeName=") > \
+            report.old.files["slurm/slurm.conf"].bytes().count(b"\nNodeName=")
+        assert restart_facts(report.old) == restart_facts(report.new)
+        assert not {a for a in actions(report).values()} & {"restart_slurmd", "drain_restart"}
+
+
 def test_restart_facts_follow_gres_lines_that_split_a_node_line():
     """Lines that do not share the NodeName lines' hostlists are taken node by node."""
     from estate.model.slurm_files import slurmd_restart_facts
