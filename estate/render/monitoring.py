@@ -9,6 +9,7 @@ the rules read only the metrics estate.model.monitoring names.
 from __future__ import annotations
 
 import json
+from json.encoder import encode_basestring_ascii as _q
 import re
 from pathlib import Path
 
@@ -99,8 +100,17 @@ def config_text(config: dict) -> str:
     for job in config["scrape_configs"]:
         out.append(_dump([{k: v for k, v in job.items() if k != "static_configs"}]))
         out.append("  static_configs:\n")
-        out += [f"  - {json.dumps(sc)}\n" for sc in job["static_configs"]]
+        out += [_static_line(sc) for sc in job["static_configs"]]
     return "".join(out)
+
+
+def _static_line(sc: dict) -> str:
+    """json.dumps(sc) for a static config (targets, labels: strings only), with json's
+    own C string encoder: at 10,000 nodes a job's 10,000 dumps calls cost 0.03 s of
+    json's Python layer, these 0.01 s (tests/golden holds the bytes)."""
+    labels = ", ".join(f"{_q(k)}: {_q(v)}" for k, v in sc["labels"].items())
+    return f'  - {{"targets": [{", ".join(map(_q, sc["targets"]))}], "labels": {{{labels}}}}}\n'
+
 
 
 # --- rules --------------------------------------------------------------------------------
