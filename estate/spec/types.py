@@ -308,6 +308,9 @@ def _web_url(value: str) -> str:
     if problem:
         raise _error("url", f"{value!r} {problem}; write an http:// or https:// URL without "
                      "credentials, query or fragment, e.g. https://hooks.example.org/alerts")
+    if {".", ".."} & set(urlsplit(value).path.split("/")):
+        raise _error("path_traversal", f"{value!r} has '.' or '..' path segments; write the "
+                     "path the endpoint means")
     return value
 
 
