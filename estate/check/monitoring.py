@@ -108,11 +108,12 @@ def unknown_receiver(estate):
     if not am:
         return
     known = {r.name for r in am.receivers}
+    defined = ", ".join(sorted(known)) or "none"
     for loc, name in _named_receivers(am):
         if name not in known:
-            yield problem(loc, f"receiver '{name}' is not one of "
-                          f"monitoring.alertmanager.receivers ({', '.join(sorted(known)) or 'none'})"
-                          ": Alertmanager refuses a route to an undefined receiver",
+            yield problem(loc, f"receiver '{name}' is not one of monitoring.alertmanager."
+                          f"receivers ({defined}): Alertmanager refuses a route to an "
+                          "undefined receiver",
                           "define it under monitoring.alertmanager.receivers (with its webhooks "
                           "or emails), or name a defined one")
 
