@@ -103,9 +103,10 @@ ROLES: dict[str, Role] = {r.name: r for r in (
          external=("kubelet", "kubeadm", "kubectl")),
     Role("gpu_node", "kubernetes", ("curl", "gpg"), external=("nvidia-container-toolkit",)),
     # telemetry (spec.monitoring): the node exporter on every node, Prometheus (which
-    # ships promtool) on the monitoring host
+    # ships promtool) and Alertmanager (0.25, which ships amtool) on the monitoring host
     Role("node_exporter", None, ("prometheus-node-exporter",), ("prometheus-node-exporter",)),
-    Role("monitoring", None, ("prometheus",), ("prometheus",)),
+    Role("monitoring", None, ("prometheus", "prometheus-alertmanager"),
+         ("prometheus", "prometheus-alertmanager")),
     # Estate's own Slurm exporter (estate/telemetry/slurm_exporter.py) on the controllers:
     # Python with Debian's prometheus_client, and the Slurm clients it reads Slurm with
     Role("slurm_exporter", "slurm", ("python3", "python3-prometheus-client", "slurm-client",
@@ -183,10 +184,11 @@ HOST_TOOLS: dict[str, tuple[str, ...]] = {
     "network": ("iproute2", "iptables", "nftables", "procps", "psmisc", "util-linux"),
     # VM tier: real kernels for NFS (QEMU under TCG)
     "vm": ("qemu-system-x86", "qemu-utils"),
-    # promtool, which checks and tests the rendered Prometheus rules (tests/unit); podman,
-    # whose options the rendered DCGM exporter unit passes and which systemd-analyze verify
-    # finds as its ExecStart (tests/unit/test_dcgm_exporter.py; bookworm's, as on the nodes)
-    "telemetry": ("prometheus", "podman"),
+    # promtool and amtool, which check and test the rendered Prometheus rules and
+    # Alertmanager routes (tests/unit); podman, whose options the rendered DCGM exporter
+    # unit passes and which systemd-analyze verify finds as its ExecStart
+    # (tests/unit/test_dcgm_exporter.py; bookworm's, as on the nodes)
+    "telemetry": ("prometheus", "prometheus-alertmanager", "podman"),
     # .venv on Debian's own interpreter, built with PGO and LTO (scripts/venv.sh)
     "python": ("python3", "python3-venv"),
 }

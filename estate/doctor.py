@@ -53,6 +53,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "nftables": ("nft",), "containerd": ("containerd",), "nfs-kernel-server": ("exportfs",),
     "docker.io": ("dockerd", "docker"), "vagrant": ("vagrant",), "debootstrap": ("debootstrap",),
     "prometheus": ("prometheus", "promtool"),
+    "prometheus-alertmanager": ("prometheus-alertmanager", "amtool"),
     "prometheus-node-exporter": ("prometheus-node-exporter",), "podman": ("podman",),
 }
 # The service a catalogue role runs -> the command of COMMANDS that starts it, where the

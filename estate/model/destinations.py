@@ -39,6 +39,8 @@ TABLE: list[tuple[str, str]] = [
     ("monitoring/prometheus.yml", "/etc/prometheus/prometheus.yml"),
     ("monitoring/rules/*.yml", "/etc/prometheus/rules/{name}"),
     ("monitoring/prometheus.env", "/etc/default/prometheus"),
+    ("monitoring/alertmanager.yml", "/etc/prometheus/alertmanager.yml"),
+    ("monitoring/alertmanager.env", "/etc/default/prometheus-alertmanager"),
     ("monitoring/node-exporter.env", "/etc/default/prometheus-node-exporter"),
     ("storage/mounts/*.mount", "/etc/systemd/system/{name}"),
     ("kubernetes/containerd/*.toml", "/etc/containerd/config.toml"),

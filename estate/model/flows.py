@@ -96,7 +96,8 @@ class Matrix:
 
 # The names of the default flows: a spec flow with one of them replaces that default.
 DEFAULT_NAMES = frozenset(("ssh", "node-exporter", "dcgm-exporter", "slurm-exporter",
-                           "kube-state-metrics", "prometheus", "slurmctld", "slurmd",
+                           "kube-state-metrics", "prometheus", "alertmanager", "slurmctld",
+                           "slurmd",
                            "srun", "slurmdbd", "slurmrestd", "nfs", "kube-apiserver",
                            "kubelet", "etcd", "calico-typha", "calico-vxlan", "calico-bgp"))
 
@@ -198,7 +199,8 @@ def _access(estate: Estate) -> list[Flow]:
 
 def _telemetry(estate: Estate) -> list[Flow]:
     """The exporters admit the monitoring host (spec.monitoring) and the scrapers outside
-    the estate (firewall.monitoring), nobody else; the admin hosts reach Prometheus."""
+    the estate (firewall.monitoring), nobody else; the admin hosts reach Prometheus, and
+    Alertmanager beside it, which Prometheus on the same host sends its alerts to."""
     mon, fw = estate.spec.monitoring, estate.spec.firewall
     cidrs = tuple(str(c) for c in fw.monitoring)
     if mon is None and not cidrs:
@@ -223,7 +225,10 @@ def _telemetry(estate: Estate) -> list[Flow]:
             scrape("kube-state-metrics", _control_planes(estate), "kube-state-metrics "
                    "(Deployments and containers) on the control planes' host network"),
             _flow("prometheus", scraper, seg, (), "the admin hosts reach Prometheus's UI "
-                  "and API", path, cidrs=admin_cidrs(estate))]
+                  "and API", path, cidrs=admin_cidrs(estate)),
+            _flow("alertmanager", scraper, seg, scraper, "Prometheus sends its alerts to "
+                  "Alertmanager; the admin hosts reach its UI and API (amtool, silences)",
+                  path, cidrs=admin_cidrs(estate))]
     return out
 
 

@@ -85,7 +85,8 @@ SERVICE_ROLE = {"slurmctld": "slurm_controller", "slurmd": "slurm_worker",
                 "calico-bgp": "Kubernetes nodes", "srun": "Slurm nodes",
                 "ssh": "every node", "node-exporter": "every node",
                 "dcgm-exporter": "GPU workers", "slurm-exporter": "slurm_controller",
-                "kube-state-metrics": "k8s_control_plane", "prometheus": "monitoring host"}
+                "kube-state-metrics": "k8s_control_plane", "prometheus": "monitoring host",
+                "alertmanager": "monitoring host"}
 
 
 def flow_edges(estate: Estate) -> list[Flow]:

@@ -199,6 +199,11 @@ def test_verify_passes_and_names_what_is_unsupported(lab, tmp_path):
                  ("cluster", "every_scrape_target_of_the_nodes_checked_is_up"),
                  ("cluster", "a_running_job_shows_under_its_account_and_partition_then_in_"
                              "the_report"),
+                 ("cluster", "alertmanager_is_ready_and_prometheus_sends_it_the_alerts"),
+                 ("cluster", "alertmanager_routes_each_alert_to_the_specs_receiver"),
+                 ("monitoring", "alertmanager_runs_on_a_valid_configuration"),
+                 ("monitoring", "alertmanager_listens_on_the_monitoring_segment_only_with_no_"
+                                "cluster_port"),
                  ("firewall", "input_denies_by_default"),
                  ("cluster", "rest_api_reach_follows_the_flows")]:
         assert want in checks

@@ -1,9 +1,11 @@
-"""Telemetry checks, through the monitoring host's Prometheus (from here: an admin host,
-which the `prometheus` flow admits): every scrape target of the nodes checked is up, and a
-running Slurm job shows in the Slurm metrics under its account and partition. Targets of
-nodes not checked (the container lab runs no Kubernetes node), and those whose exporter's
-role cannot run on the node (the lab's GPU workers have no NVIDIA driver for the DCGM
-exporter), are named with the reason, not failed."""
+"""Telemetry checks, through the monitoring host's Prometheus and Alertmanager (from here:
+an admin host, which the `prometheus` and `alertmanager` flows admit): every scrape target
+of the nodes checked is up, a running Slurm job shows in the Slurm metrics under its
+account and partition, Prometheus sends its alerts to the Alertmanager, and that
+Alertmanager routes each alert to the receiver the spec names. Targets of nodes not checked
+(the container lab runs no Kubernetes node), and those whose exporter's role cannot run on
+the node (the lab's GPU workers have no NVIDIA driver for the DCGM exporter), are named
+with the reason, not failed."""
 from __future__ import annotations
 
 import importlib
@@ -16,7 +18,9 @@ import urllib.request
 
 import pytest
 
+from estate.model.monitoring import alertmanager_address
 from estate.model.services import PORTS
+from estate.render.monitoring import route_cases
 from estate.verify.plugin import UNSUPPORTED, on_nodes
 
 ROLE = "cluster"
@@ -29,11 +33,15 @@ def _prometheus(ctx) -> str | None:
     return f"http://{ctx.estate.address(mon.host, mon.segment)}:{PORTS['prometheus']}"
 
 
-def _api(base: str, path: str, **params) -> dict:
-    url = f"{base}/api/v1/{path}" + (f"?{urllib.parse.urlencode(params)}" if params else "")
+def _get(url: str) -> bytes:
     direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     with direct.open(url, timeout=10) as resp:
-        return json.loads(resp.read())["data"]
+        return resp.read()
+
+
+def _api(base: str, path: str, **params) -> dict:
+    url = f"{base}/api/v1/{path}" + (f"?{urllib.parse.urlencode(params)}" if params else "")
+    return json.loads(_get(url))["data"]
 
 
 def _poll(what, timeout: float):
@@ -159,3 +167,57 @@ def _charged(ctx, submit, account: str, started) -> None:
     hours = _poll(lambda: slurm_gpu_hours(run, started, datetime.now(timezone.utc))
                   .get(account), 30)
     assert hours and hours > 0, f"estate report charged {account} no GPU-hours for the job"
+
+
+# --- Alertmanager --------------------------------------------------------------------------
+
+def _alertmanager(ctx) -> str:
+    addr = alertmanager_address(ctx.estate)
+    assert addr, "the monitoring host has no address at the alertmanager flow"
+    return f"http://{addr}"
+
+
+def _ready(base: str) -> bool:
+    try:
+        return _get(f"{base}/-/ready").strip() == b"OK"
+    except OSError:
+        return False
+
+
+@on_nodes(_monitoring_host)
+def test_alertmanager_is_ready_and_prometheus_sends_it_the_alerts(node, ctx):
+    """Alertmanager answers on its flow's address as one instance (no gossip), and
+    Prometheus lists it among its active Alertmanagers (its v2 alerts endpoint)."""
+    am = _alertmanager(ctx)
+    assert _poll(lambda: _ready(am), 30), f"Alertmanager at {am} is not ready"
+    status = json.loads(_get(f"{am}/api/v2/status"))
+    assert status["cluster"]["status"] == "disabled", status["cluster"]
+    want = f"{am}/api/v2/alerts"
+
+    def active():
+        found = _api(_prometheus(ctx), "alertmanagers")["activeAlertmanagers"]
+        return found if any(a["url"] == want for a in found) else None
+    found = _poll(active, 3 * ctx.estate.spec.monitoring.scrape_interval_s + 10)
+    assert found, (f"Prometheus does not send its alerts to {want}: "
+                   f"{_api(_prometheus(ctx), 'alertmanagers')}")
+
+
+@on_nodes(_monitoring_host)
+def test_alertmanager_routes_each_alert_to_the_specs_receiver(node, ctx):
+    """The running Alertmanager's own routing (amtool on the monitoring host, reading the
+    configuration the daemon loaded over its API): each alert rule's labels, for each
+    tenant a route names and one none names, reach the receiver the spec says. Nothing is
+    sent: a route test notifies no one."""
+    am, cases = _alertmanager(ctx), route_cases(ctx.estate)
+    mark = "--- estate route case ---"
+    # one round trip: each case's argv quoted, the whole script one quoted argument of sh
+    script = f" && echo {shlex.quote(mark)} && ".join(
+        shlex.join(["amtool", "config", "routes", "test", f"--alertmanager.url={am}",
+                    *(f"{k}={v}" for k, v in labels.items())]) for labels, _ in cases)
+    out = ctx.host(node).run(shlex.join(["sh", "-c", script]))
+    assert out.rc == 0, out.stderr.strip()
+    answers = [a.strip() for a in out.stdout.split(mark)]
+    wrong = [f"{labels['alertname']} {{plane={labels['plane']}, tenant={labels['tenant']}}}"
+             f" -> {got!r}, the spec says {want!r}"
+             for (labels, want), got in zip(cases, answers) if got != want]
+    assert len(answers) == len(cases) and not wrong, wrong or out.stdout
