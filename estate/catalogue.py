@@ -105,13 +105,19 @@ ROLES: dict[str, Role] = {r.name: r for r in (
          external=("kubelet", "kubeadm", "kubectl")),
     Role("gpu_node", "kubernetes", ("curl", "gpg"), external=("nvidia-container-toolkit",)),
     # telemetry (spec.monitoring): the node exporter on every node, Prometheus (which
-    # ships promtool) on the monitoring host
+    # ships promtool) and Alertmanager (0.25, which ships amtool) on the monitoring host
     Role("node_exporter", None, ("prometheus-node-exporter",), ("prometheus-node-exporter",)),
-    Role("monitoring", None, ("prometheus",), ("prometheus",)),
+    Role("monitoring", None, ("prometheus", "prometheus-alertmanager"),
+         ("prometheus", "prometheus-alertmanager")),
     # Estate's own Slurm exporter (estate/telemetry/slurm_exporter.py) on the controllers:
     # Python with Debian's prometheus_client, and the Slurm clients it reads Slurm with
     Role("slurm_exporter", "slurm", ("python3", "python3-prometheus-client", "slurm-client",
                                      *SLURM_PLUGINS), ("estate-slurm-exporter",)),
+    # NVIDIA's DCGM exporter on the Slurm GPU workers (estate/render/dcgm_exporter.py): the
+    # pinned image under Debian's podman, its GPUs through the CDI spec that nvidia-ctk
+    # (NVIDIA's container toolkit base, from NVIDIA's repository) writes
+    Role("dcgm_exporter", "slurm", ("podman", "curl", "gpg"), ("estate-dcgm-exporter",),
+         external=("nvidia-container-toolkit-base",)),
     Role("k8s_control_plane", "kubernetes", spec_role=True, stage="k8s-control-plane"),
     Role("k8s_worker", "kubernetes", spec_role=True, stage="k8s-workers"),
 )}
@@ -142,7 +148,7 @@ PHASES: list[tuple[str, list[str]]] = [
     # The control plane again (a no-op by then): workers take a join token from it.
     ("k8s_join", ["k8s_control_plane", "k8s_worker"]),
     # The exporters and Prometheus once the daemons they watch are there.
-    ("telemetry", ["node_exporter", "slurm_exporter", "monitoring"]),
+    ("telemetry", ["node_exporter", "slurm_exporter", "dcgm_exporter", "monitoring"]),
     # Last: where the kernel has no NFS the storage role fails, and nothing should wait on it.
     # Servers export before any client mounts: the storage deploy runs in both phases, with
     # the part of its work each phase does as its argument (PHASE_ARGS).
@@ -180,8 +186,11 @@ HOST_TOOLS: dict[str, tuple[str, ...]] = {
     "network": ("iproute2", "iptables", "nftables", "procps", "psmisc", "util-linux"),
     # VM tier: real kernels for NFS (QEMU under TCG)
     "vm": ("qemu-system-x86", "qemu-utils"),
-    # promtool, which checks and tests the rendered Prometheus rules (tests/unit)
-    "telemetry": ("prometheus",),
+    # promtool and amtool, which check and test the rendered Prometheus rules and
+    # Alertmanager routes (tests/unit); podman, whose options the rendered DCGM exporter
+    # unit passes and which systemd-analyze verify finds as its ExecStart
+    # (tests/unit/test_dcgm_exporter.py; bookworm's, as on the nodes)
+    "telemetry": ("prometheus", "prometheus-alertmanager", "podman"),
     # .venv on Debian's own interpreter, built with PGO and LTO (scripts/venv.sh)
     "python": ("python3", "python3-venv"),
 }

@@ -32,7 +32,10 @@ from pathlib import Path
 from estate import fork
 from estate.check.findings import Finding, Severity
 from estate.model import update_policy as up
-from estate.spec.hostlist import Hostlist, HostlistError, Range
+from estate.model.slurm_files import CONFS, Conf, fields as _fields, lines as _lines, \
+    records as _records
+from estate.model.update_policy import CTLD_PART, SLURMD_PART
+from estate.spec.hostlist import Hostlist, HostlistError, hostlist_of
 
 NONE = Hostlist()
 
@@ -102,12 +105,26 @@ def prepare(spec_path: str | Path) -> tuple[Side, object | None]:
     except Exception as exc:  # noqa: BLE001 - reported as a finding, as build does
         side.findings.append(internal_error(exc, "diff load"))
         return side, None
+    describe(side, estate)
+    return side, estate
+
+
+def describe(side: Side, estate) -> None:
+    """What the diff reads of a spec besides its files: its release, roles, partitions."""
     side.version = estate.spec.slurm.version
     side.roles = Roles(Hostlist.from_names(estate.spec.slurm.controllers),
                        estate.role_hosts("slurm_worker"), estate.role_hosts("slurm_login"))
     from estate.model import model
     side.partitions = {p.name: p.members.hostlist() for p in model(estate).partitions}
-    return side, estate
+
+
+def built_side(label: str, estate, artifacts) -> Side:
+    """A side from a spec already rendered (estate apply's build), as render_part gives
+    its files."""
+    side = Side(label, {p: File(a.content, a.consumers, f"{a.mode:04o}", a.owner)
+                        for p, a in artifacts.items()})
+    describe(side, estate)
+    return side
 
 
 def render_part(side: Side, estate, source: str, modules=None) -> dict[str, File] | None:
@@ -189,10 +206,17 @@ def read_tree(directory: Path) -> Side:
 
 def both_sides(old: Path, new: Path) -> tuple[Side, Side]:
     """Both specs rendered. The old one is usually the same from run to run (the spec as
-    applied, while the new one is edited): its tree is kept in estate.cache, and when it
-    is there only the new one is rendered, on two cores as `estate render` renders.
-    Otherwise the old one renders in a forked child while the new one renders here, and
-    the old tree is kept."""
+    applied, while the new one is edited): its tree and what the diff reads of its spec
+    (release, roles, partitions) are kept in estate.cache, and when they are there the old
+    spec is not even loaded, and only the new one is rendered, on two cores as `estate
+    render` renders. Otherwise the old one renders in a forked child while the new one
+    renders here, and both are kept."""
+    old_side = kept_side(old, str(new))
+    if old_side is not None:
+        new_side, new_estate = prepare(new)
+        if new_estate is None:
+            return old_side, new_side
+        return old_side, split_render(new_side, new_estate, new)
     old_side, old_estate = prepare(old)
     new_side, new_estate = prepare(new)
     if old_estate is None or new_estate is None:
@@ -201,6 +225,7 @@ def both_sides(old: Path, new: Path) -> tuple[Side, Side]:
     kept = kept_tree(parts)
     if kept is not None:
         old_side.files = kept
+        keep_side(old, str(new), old_estate, old_side)
         return old_side, split_render(new_side, new_estate, new)
     _warm()
 
@@ -217,6 +242,7 @@ def both_sides(old: Path, new: Path) -> tuple[Side, Side]:
     old_side.files = files or {}
     if files:
         keep_tree(parts, files)
+        keep_side(old, str(new), old_estate, old_side)
     return old_side, new_side
 
 
@@ -277,16 +303,27 @@ def code_fingerprint() -> tuple[str, ...]:
     return (h.hexdigest(), jinja2.__version__, yaml.__version__, sys.version)
 
 
-def tree_parts(estate, spec: Path, source: str) -> tuple | None:
-    """The cache key's parts: the spec's bytes and the files it brings, the name the
-    headers carry, and code_fingerprint()."""
+def spec_parts(spec: Path, source: str) -> tuple | None:
+    """What a spec's load depends on besides the files it names: its bytes, its handoff
+    overlay's (merged on every load), the name the headers carry, and code_fingerprint()."""
+    from estate.spec.handoff_overlay import path_for
     try:
         data = Path(spec).read_bytes()
+        overlay = path_for(spec)
+        lent = overlay.read_bytes() if overlay.exists() else b"\0no overlay"
     except OSError:
         return None
-    brought = sorted(estate.files.items())
-    return (data, source, *code_fingerprint(), *(f"{k}\0" for k, _ in brought),
-            *(v for _, v in brought))
+    return (data, lent, source, *code_fingerprint())
+
+
+def tree_parts(estate, spec: Path, source: str, brought: dict | None = None) -> tuple | None:
+    """The cache key's parts: spec_parts() and the files the spec brings (estate.files, or
+    `brought` read again from the spec's directory)."""
+    head = spec_parts(spec, source)
+    if head is None:
+        return None
+    brought = sorted((estate.files if brought is None else brought).items())
+    return (*head, *(f"{k}\0" for k, _ in brought), *(v for _, v in brought))
 
 
 def kept_tree(parts: tuple | None) -> dict[str, File] | None:
@@ -311,6 +348,47 @@ def keep_tree(parts: tuple | None, files: dict[str, File]) -> None:
     if parts is not None:
         cache.remembered(TREE, parts, lambda: {p: (f.content, str(f.consumers), f.mode,
                                                    f.owner) for p, f in files.items()})
+
+
+SIDE = "diff-side"
+
+
+def keep_side(spec: Path, source: str, estate, side: Side) -> None:
+    """What the diff reads of a spec that loaded without a finding (a spec with findings
+    is loaded again each time, so that they are reported): the files it brings, and
+    its release, roles and partitions as hostlist strings."""
+    from estate import cache
+    parts = spec_parts(spec, source)
+    if parts is None or side.findings:
+        return
+    r = side.roles
+    cache.remembered(SIDE, parts, lambda: {
+        "brought": sorted(estate.files), "version": side.version,
+        "roles": [str(r.controllers), str(r.slurmd), str(r.login)],
+        "partitions": {k: str(v) for k, v in side.partitions.items()}})
+
+
+def kept_side(spec: Path, source: str) -> Side | None:
+    """The old side from estate.cache with its tree, without loading its spec; None where
+    either is not kept (or a file it brings changed: the tree's key holds their bytes)."""
+    from estate import cache
+    parts = spec_parts(spec, source)
+    where = cache.directory()
+    if parts is None or where is None or \
+            not (where / f"{SIDE}-{cache.key(SIDE, *parts)}.marshal").exists():
+        return None
+    try:
+        meta = cache.remembered(SIDE, parts, dict)
+        base = Path(spec).parent
+        brought = {name: (base / name).read_bytes() for name in meta["brought"]}
+        files = kept_tree(tree_parts(None, spec, source, brought))
+        if files is None:
+            return None
+        return Side(str(spec), files, meta["version"],
+                    Roles(*(Hostlist.parse(h) for h in meta["roles"])),
+                    {k: Hostlist.parse(v) for k, v in meta["partitions"].items()})
+    except (OSError, KeyError, TypeError, ValueError, HostlistError):
+        return None
 
 
 # --- what changed ----------------------------------------------------------------------
@@ -393,39 +471,6 @@ def changes(old: Side, new: Side) -> list[Change]:
     return out
 
 
-_NAME = re.compile(r"^([^\n]*?)([0-9]*)$", re.M)
-
-
-def hostlist_of(names) -> Hostlist:
-    """Hostlist.from_names for many names (a 10,000-node row of the report): one regex
-    over the joined names splits them, runs of one prefix and width become one range,
-    and Hostlist joins the rest as from_names would (10,000 Range objects took 25 ms)."""
-    names = list(names)
-    if len(names) < 64:
-        return Hostlist.from_names(names)
-    ranges: list[Range] = []
-    prefix, lo, hi, width = None, 0, -2, 0
-    for p, digits in _NAME.findall("\n".join(names)):
-        if not p and not digits:
-            continue   # findall's empty match at a line's end
-        if not digits:
-            if prefix is not None:
-                ranges.append(Range(prefix, lo, hi, width))
-                prefix = None
-            ranges.append(Range(p, single=True))
-            continue
-        n = int(digits)
-        if p == prefix and n == hi + 1 and len(digits) == width:
-            hi = n
-            continue
-        if prefix is not None:
-            ranges.append(Range(prefix, lo, hi, width))
-        prefix, lo, hi, width = p, n, n, len(digits)
-    if prefix is not None:
-        ranges.append(Range(prefix, lo, hi, width))
-    return Hostlist(ranges)
-
-
 def union(lists) -> Hostlist:
     """The hosts of several hostlists, each once (in first-seen order)."""
     lists = [hl for hl in lists if hl]
@@ -434,35 +479,7 @@ def union(lists) -> Hostlist:
     return hostlist_of(dict.fromkeys(n for hl in lists for n in hl.names()))
 
 
-# --- Slurm files, key by key ---------------------------------------------------------
-
-@dataclass(frozen=True)
-class Conf:
-    """How to read one Slurm file: its policy key prefix, the line kinds that make records
-    (first key, lowercase -> kind) and which kinds name nodes (NodeName hostlists)."""
-    prefix: str
-    records: dict
-    per_node: frozenset = frozenset()
-
-
-CONFS = {
-    "slurm/slurm.conf": Conf("", {"nodename": "node", "partitionname": "partition",
-                                  "nodeset": "nodeset"}, frozenset({"node"})),
-    "slurm/gres.conf": Conf("gres.conf:", {"nodename": "gres"}, frozenset({"gres"})),
-    "slurm/topology.conf": Conf("topology.conf:", {"switchname": "switch",
-                                                   "blockname": "block"}),
-    "slurm/cgroup.conf": Conf("cgroup.conf:", {}),
-}
-
-
-def _lines(data: bytes) -> list[str]:
-    return [l.strip() for l in data.decode(errors="replace").splitlines()
-            if l.strip() and not l.lstrip().startswith("#")]
-
-
-def _fields(line: str) -> list[tuple[str, str]]:
-    return [tuple(t.split("=", 1)) if "=" in t else (t, "") for t in line.split()]
-
+# --- Slurm files, key by key: estate.model.slurm_files ----------------------------------
 
 def conf_effects(change: Change, version: str) -> list[Effect]:
     """The effects of one Slurm file's change: only the lines that differ are parsed."""
@@ -495,81 +512,15 @@ def conf_effects(change: Change, version: str) -> list[Effect]:
                           scope=change.consumers)]
 
 
-def _records(lines: list[str], conf: Conf, ids: dict):
-    """Records by (kind, id) -> fields; per-node kinds as kind -> {node: (fields, address)}
-    where fields is the line's, shared by its nodes (a changed 10,000-node NodeName line
-    is one tuple and a dict built at C speed, not 10,000 dicts); plain `Key=Value` lines
-    as key -> values."""
-    records: dict[tuple[str, str], dict] = {}
-    nodes: dict[str, dict[str, tuple]] = {}
-    plain: dict[str, list[str]] = {}
-    for line in lines:
-        fields = _fields(line)
-        kind = conf.records.get(fields[0][0].lower())
-        if kind is None:
-            key, _, value = line.partition("=")
-            plain.setdefault(key.strip(), []).append(value.strip())
-            continue
-        ident, rest = fields[0][1], fields[1:]
-        if kind not in conf.per_node:
-            records[(kind, ident)] = dict(rest)
-            continue
-        try:
-            names = Hostlist.parse(ident).names()
-        except HostlistError:
-            names = (ident,)
-        addr = [v for k, v in rest if k == "NodeAddr"]
-        shared = tuple(sorted((k, v) for k, v in rest if k != "NodeAddr"))
-        addrs = _addresses(addr[0]) if addr else repeat("", len(names))
-        nodes.setdefault(kind, []).append((names, ids.setdefault(shared, len(ids)), addrs))
-    return records, {kind: _per_node(kind, lines) for kind, lines in nodes.items()}, plain
-
-
-def _per_node(kind: str, lines: list[tuple]) -> dict[str, tuple]:
-    """node -> (the numbers of its lines' fields, its address), built with dict.update
-    over zips (C speed). gres names a node on several lines (one per socket, with the
-    same hostlist): lines with the same nodes are taken together; only nodes named on
-    lines that overlap otherwise take the slow path."""
-    out: dict[str, tuple] = {}
-    if kind == "node":
-        for names, fid, addrs in lines:
-            out.update(zip(names, zip(repeat((fid,)), addrs)))
-        return out
-    together: dict[tuple, tuple] = {}
-    for names, fid, _ in lines:
-        together[names] = together.get(names, ()) + (fid,)
-    for names, fids in together.items():
-        out.update(zip(names, repeat((fids, ""))))
-    if len(out) == sum(len(names) for names in together):
-        return out
-    out = {}
-    for names, fid, _ in lines:
-        for name in names:
-            held = out.get(name)
-            out[name] = ((held[0] + (fid,)) if held else (fid,), "")
-    return out
-
-
-def _addresses(text: str) -> tuple[str, ...]:
-    """NodeAddr's list, which Estate writes ranged as hostlists are (10.0.0.[1-4])."""
-    try:
-        return Hostlist.parse(text).names()
-    except HostlistError:
-        return tuple(text.split(","))
-
-
 def _record_effects(path, conf, kind, ident, old, new, version) -> list[Effect]:
     """A partition, node set or switch line: its fields that differ, or the line added
     or removed (the line kind's own rule)."""
     if old is None or new is None:
-        line_key = kind if not conf.prefix else conf.prefix + next(
-            k for k, v in conf.records.items() if v == kind)
-        e = _classified(path, line_key, version, None)
+        e = _classified(path, conf.line_key(kind), version, None)
         e.key = f"{'+' if old is None else '-'}{kind} {ident}"
         return [e]
-    prefix = f"{kind}:" if not conf.prefix else conf.prefix
     keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-    return [_classified(path, prefix + k, version, None, ident) for k in keys]
+    return [_classified(path, conf.key(kind, k), version, None, ident) for k in keys]
 
 
 def _node_effects(path, conf, kind, old: dict | None, new: dict | None, version,
@@ -591,7 +542,6 @@ def _node_effects(path, conf, kind, old: dict | None, new: dict | None, version,
         o, n = olds.get(name), news.get(name)
         groups.setdefault((o and o[0], n and n[0], (o or n)[1] != (n or o)[1],
                            o is None, n is None), []).append(name)
-    prefix = f"{kind}:" if not conf.prefix else conf.prefix
     out: list[Effect] = []
     by_key: dict[tuple, list[str]] = {}
     for (fo, fn, addr, added, removed), names in groups.items():
@@ -608,7 +558,7 @@ def _node_effects(path, conf, kind, old: dict | None, new: dict | None, version,
         keys += ["NodeAddr"] if addr else []
         for k in keys:
             by_key.setdefault(("", k), []).extend(names)
-    line_key = kind if not conf.prefix else conf.prefix + "NodeName"
+    line_key = conf.line_key(kind)
     for (sign, key), names in sorted(by_key.items()):
         scope = hostlist_of(names)
         if sign:
@@ -621,7 +571,7 @@ def _node_effects(path, conf, kind, old: dict | None, new: dict | None, version,
                                   "stop slurmd", action="restart_slurmd" if sign == "+"
                                   else "drain_restart", scope=scope))
             continue
-        out.append(_classified(path, prefix + key, version, scope))
+        out.append(_classified(path, conf.key(kind, key), version, scope))
     return out
 
 
@@ -681,14 +631,6 @@ def classify(old: Side, new: Side) -> list[Change]:
 
 
 # --- per node ----------------------------------------------------------------------------
-
-CTLD_PART = {"reconfigure": "reconfigure", "restart_slurmctld": "restart_slurmctld",
-             "restart_slurmd": "reconfigure", "restart_all": "restart_slurmctld",
-             "restart_all_drain": "restart_slurmctld"}
-SLURMD_PART = {"reconfigure": "reconfigure", "restart_slurmctld": "reconfigure",
-               "restart_slurmd": "restart_slurmd", "restart_all": "restart_slurmd",
-               "restart_all_drain": "drain_restart"}
-
 
 @dataclass
 class NodeRow:
@@ -816,6 +758,31 @@ def batches(names: list[str], partitions: dict[str, Hostlist],
     return out
 
 
+
+def worker_batches(spec: Path, last: Path, keep_up: float = KEEP_UP,
+                   warn=print, built: Side | None = None) -> list[list[str]] | None:
+    """The workers that restart, in apply_order's batches, from the spec (or `built`, the
+    side estate apply already rendered) against the tree last applied at `last` (`estate
+    apply -o DIR`'s, or the Pulumi stack's record); None where there is none (a first
+    apply restarts nothing that runs) or it cannot be read."""
+    from estate.render.artifacts import MANIFEST
+    if not (last / MANIFEST).is_file():
+        return None
+    try:
+        if built is None:
+            report = diff(spec, against=last, keep_up=keep_up)
+        else:
+            report = against_tree(built, last)
+            report.keep_up = keep_up
+    except (OSError, ValueError, KeyError) as exc:   # a tree an older Estate wrote, say
+        warn(f"no apply order: cannot diff {spec} against {last} ({exc}); the workers run "
+             "at once")
+        return None
+    if not (report.old.ok and report.new.ok):
+        return None   # the render that follows says why
+    return [list(st.hosts.names()) for st in report.steps() if st.batch]
+
+
 # --- the running work --------------------------------------------------------------------
 
 @dataclass
@@ -925,13 +892,21 @@ def diff(old: Path, new: Path | None = None, against: Path | None = None,
 
 def _diff(old: Path, new: Path | None, against: Path | None, scontrol: str | None) -> Report:
     if against is not None:
-        spec = new if new is not None else old
-        new_side = new_side_split(spec)
-        old_side = read_tree(against)
-        old_side.version = new_side.version
-        old_side.roles = new_side.roles
-    else:
-        old_side, new_side = both_sides(old, new)
+        return against_tree(new_side_split(new if new is not None else old), against,
+                            scontrol)
+    old_side, new_side = both_sides(old, new)
+    return _compared(old_side, new_side, scontrol)
+
+
+def against_tree(new_side: Side, against: Path, scontrol: str | None = None) -> Report:
+    """NEW (rendered) against the tree last applied at `against`."""
+    old_side = read_tree(against)
+    old_side.version = new_side.version
+    old_side.roles = new_side.roles
+    return _compared(old_side, new_side, scontrol)
+
+
+def _compared(old_side: Side, new_side: Side, scontrol: str | None) -> Report:
     if not (old_side.ok and new_side.ok):
         return Report(old_side, new_side, [], [])
     found = classify(old_side, new_side)

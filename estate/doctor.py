@@ -53,13 +53,15 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "nftables": ("nft",), "containerd": ("containerd",), "nfs-kernel-server": ("exportfs",),
     "docker.io": ("dockerd", "docker"), "vagrant": ("vagrant",), "debootstrap": ("debootstrap",),
     "prometheus": ("prometheus", "promtool"),
-    "prometheus-node-exporter": ("prometheus-node-exporter",),
+    "prometheus-alertmanager": ("prometheus-alertmanager", "amtool"),
+    "prometheus-node-exporter": ("prometheus-node-exporter",), "podman": ("podman",),
 }
 # The service a catalogue role runs -> the command of COMMANDS that starts it, where the
 # names differ (the unit test holds each role's services to its packages' commands).
 SERVICE_COMMANDS = {"munge": "munged", "mariadb": "mariadbd", "chrony": "chronyd",
                     "nftables": "nft", "nfs-server": "exportfs",
-                    "stunnel@slurmrestd": "stunnel4", "estate-slurm-exporter": "python3"}
+                    "stunnel@slurmrestd": "stunnel4", "estate-slurm-exporter": "python3",
+                    "estate-dcgm-exporter": "podman"}
 
 # The oldest Slurm that accepts what the renderer writes (Slurm's RELEASE_NOTES):
 # (rendered file, text in it, or None for "the file is rendered at all", oldest

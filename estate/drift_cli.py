@@ -13,7 +13,9 @@ from pathlib import Path
 
 import typer
 
-from estate.output import Output, annotation, output_option, print_rows
+from estate.output import (
+    Output, annotation, lab_option, output_option, print_rows, ssh_key_option, ssh_user_option,
+    strict_host_keys_option)
 
 HEADER = ["status", "node", "aspect", "what", "actual", "expected", "fix"]
 
@@ -70,11 +72,9 @@ def register(app: typer.Typer) -> None:
                                         "name>, where it has one. Only read."),
               limit: str = typer.Option(None, "--limit", help="Hostlist of nodes, e.g. "
                                         "gpu[1-2]; default every node of the spec."),
-              lab: bool = typer.Option(False, "--lab", help="Connect as the lab does."),
-              ssh_key: str = typer.Option(None, "--ssh-key"),
-              ssh_user: str = typer.Option("root", "--ssh-user"),
-              strict_host_keys: bool = typer.Option(True, "--strict-host-keys/"
-                                                    "--no-strict-host-keys"),
+              lab: bool = lab_option(), ssh_key: str = ssh_key_option(),
+              ssh_user: str = ssh_user_option(),
+              strict_host_keys: bool = strict_host_keys_option(),
               report_dir: Path = typer.Option(Path("build/drift"), "--report-dir",
                                               help="Where drift.json and junit.xml go."),
               output: Output = output_option()):

@@ -36,6 +36,10 @@ def run_drift(estate: Estate, render_dir: Path, conn: Connection, fixes: Fixes,
     ctx = VerifyContext(estate, Path(render_dir), conn, Path(outdir), None)
     selected = [t.name for t in select(list(ctx.all_targets.values()), limit)]
     ctx.ssh_config          # written once, before the threads read it
+    # the roles' suites imported here, not in the threads: two threads importing pyinfra
+    # at once can each meet the other's half-initialised pyinfra.api (seen in the lab tier)
+    for deploy in {d for n in selected for d in ctx.nodes[n].deploys}:
+        role_suite(deploy)
     report = Report()
     with ThreadPoolExecutor(max_workers=min(WORKERS, max(1, len(selected)))) as pool:
         for part in pool.map(lambda n: node_report(ctx, n, fixes, last), selected):
@@ -94,15 +98,19 @@ def unsupported_deploys(host, ctx: VerifyContext, name: str, deploys: list[str])
     `estate verify` and apply read too: storage without an NFS kernel, ...)."""
     out = {}
     for deploy in deploys:
-        try:
-            suite = importlib.import_module(f"roles.{deploy}.tests.test_{deploy}")
-        except ModuleNotFoundError:
-            continue
-        check = getattr(suite, "unsupported_here", None)
+        check = getattr(role_suite(deploy), "unsupported_here", None)
         why = check(host, ctx, name) if check else None
         if why:
             out[deploy] = why
     return out
+
+
+def role_suite(deploy: str):
+    """The role's testinfra suite (its unsupported_here), or None where it has none."""
+    try:
+        return importlib.import_module(f"roles.{deploy}.tests.test_{deploy}")
+    except ModuleNotFoundError:
+        return None
 
 
 def _skipped(name: str, aspect: str, unsupported: dict) -> list[Finding]:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import typer
 
-from estate.output import Output, output_option
+from estate.output import (
+    Output, lab_option, output_option, ssh_key_option, ssh_user_option, strict_host_keys_option)
 
 _DURATION = re.compile(r"^(\d+)([smhd]?)$")
 
@@ -55,12 +56,9 @@ def register(app: typer.Typer) -> None:
                                              "spec and show the steps; change nothing."),
                 netns: bool = typer.Option(False, "--netns", help="Reach Slurm in the running "
                                            "netns lab (estate lab netns up SPEC)."),
-                lab: bool = typer.Option(False, "--lab", help="Reach nodes as the lab does "
-                                         "(its key, as root, no host key checks)."),
-                ssh_key: str = typer.Option(None, "--ssh-key"),
-                ssh_user: str = typer.Option("root", "--ssh-user"),
-                strict_host_keys: bool = typer.Option(
-                    True, "--strict-host-keys/--no-strict-host-keys"),
+                lab: bool = lab_option(), ssh_key: str = ssh_key_option(),
+                ssh_user: str = ssh_user_option(),
+                strict_host_keys: bool = strict_host_keys_option(),
                 output: Output = output_option()) -> None:
         """Move workers between the planes: drain (Slurm) or cordon and drain (Kubernetes),
         wait for the work, change the spec's overlay (SPEC's NAME.handoff.yaml), apply the

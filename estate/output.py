@@ -50,6 +50,31 @@ def output_option():
     return typer.Option(Output.auto, OUTPUT_FLAG, help=OUTPUT_HELP)
 
 
+# How a command reaches the nodes over ssh (estate.provision.inventory.connection): the
+# same four options on every command that does (apply, verify, report, drift, handoff).
+def lab_option():
+    import typer
+    return typer.Option(False, "--lab", help="Reach nodes as the lab does (its key, as root, "
+                        "no host key checks).")
+
+
+def ssh_key_option():
+    import typer
+    return typer.Option(None, "--ssh-key", help="The private key ssh offers the nodes.")
+
+
+def ssh_user_option():
+    import typer
+    return typer.Option("root", "--ssh-user", help="The user ssh logs in as.")
+
+
+def strict_host_keys_option():
+    import typer
+    return typer.Option(True, "--strict-host-keys/--no-strict-host-keys",
+                        help="Refuse a node whose host key known_hosts does not hold "
+                        "(--lab never checks).")
+
+
 def echo(text: str) -> None:
     """A line on stdout, flushed as typer.echo flushes it (stdout and stderr keep their
     order in a shared pipe), without importing typer for it."""

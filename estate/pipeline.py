@@ -68,13 +68,19 @@ def render_to(spec_path: str | Path, out: Path) -> Build:
     """Build and write the tree into `out` atomically, for drivers that go on to apply it;
     NotRendered (out left as it was) when the spec has errors."""
     from estate.render import write_tree
+    result = rendered(spec_path)
+    write_tree(result.artifacts, out)
+    return result
+
+
+def rendered(spec_path: str | Path) -> Build:
+    """The spec built and rendered, not written; NotRendered when it has errors."""
     result = build(spec_path)
     if not result.ok:
         errors = [f for f in result.findings if f.severity is Severity.ERROR]
         raise NotRendered(f"{spec_path} has {len(errors)} error(s); see `estate check "
                           f"{spec_path}`:\n" +
                           "\n".join(f"  {f.path}: {f.message}" for f in errors[:10]))
-    write_tree(result.artifacts, out)
     return result
 
 

@@ -17,7 +17,8 @@ from typing import Callable
 
 import typer
 
-from estate.output import Output, output_option
+from estate.output import (
+    Output, lab_option, output_option, ssh_key_option, ssh_user_option, strict_host_keys_option)
 from estate.report import (UTC, Report, SourceError, Unreachable, kubernetes_gpu_hours,
                            measure, parse_when, render_json, render_svg, render_table, skip,
                            slurm_gpu_hours, step_seconds)
@@ -166,12 +167,9 @@ def register(app: typer.Typer) -> None:
                                               help="Also write the report as JSON."),
                svg: Path = typer.Option(None, "--svg", metavar="FILE",
                                         help="Also draw the report (SVG bar chart)."),
-               lab: bool = typer.Option(False, "--lab", help="Reach nodes as the lab does "
-                                        "(its key, as root, no host key checks)."),
-               ssh_key: str = typer.Option(None, "--ssh-key"),
-               ssh_user: str = typer.Option("root", "--ssh-user"),
-               strict_host_keys: bool = typer.Option(
-                   True, "--strict-host-keys/--no-strict-host-keys"),
+               lab: bool = lab_option(), ssh_key: str = ssh_key_option(),
+               ssh_user: str = ssh_user_option(),
+               strict_host_keys: bool = strict_host_keys_option(),
                prometheus: str = typer.Option(None, "--prometheus", metavar="URL",
                                               help="Prometheus' URL (default: the "
                                               "monitoring host's, from the flow matrix)."),

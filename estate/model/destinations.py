@@ -12,7 +12,7 @@ from fnmatch import fnmatch
 from estate.model.kubernetes import (KUBE_VIP_INIT_PATH, KUBE_VIP_MANIFEST, KUBE_VIP_PATH,
                                      SBIN, SYSTEMD_UNITS)
 from estate.model.services import (CTLD_HOOKS, GPU_DEVICES, HOOK_DIR, HOOKS, MANIFESTS,
-                                   STATE_DROPIN)
+                                   SLURMD_RESTART, STATE_DROPIN)
 
 ESTATE_ETC = "/etc/estate"
 
@@ -21,6 +21,7 @@ TABLE: list[tuple[str, str]] = [
     ("common/hosts", "/etc/hosts"),
     ("network/nftables/*.nft", "/etc/nftables.conf"),
     ("slurm/slurmd.env", "/etc/default/slurmd"),
+    (SLURMD_RESTART + "*", ESTATE_ETC + "/slurmd-restart.txt"),
     ("slurm/slurmrestd/*.env", "/etc/default/slurmrestd"),
     ("slurm/slurmrestd-tls/*.conf", "/etc/stunnel/slurmrestd.conf"),
     ("slurm/bridge/*.service", "/etc/systemd/system/{name}"),
@@ -34,9 +35,12 @@ TABLE: list[tuple[str, str]] = [
     # Debian's units read ARGS from /etc/default; prometheus.yml finds rules/ beside it
     ("monitoring/slurm-exporter.py", "/usr/local/lib/estate/slurm_exporter.py"),
     ("monitoring/slurm-exporter/*.json", "/etc/estate/monitoring/slurm-exporter.json"),
+    ("monitoring/dcgm-exporter/*.service", "/etc/systemd/system/estate-dcgm-exporter.service"),
     ("monitoring/prometheus.yml", "/etc/prometheus/prometheus.yml"),
     ("monitoring/rules/*.yml", "/etc/prometheus/rules/{name}"),
     ("monitoring/prometheus.env", "/etc/default/prometheus"),
+    ("monitoring/alertmanager.yml", "/etc/prometheus/alertmanager.yml"),
+    ("monitoring/alertmanager.env", "/etc/default/prometheus-alertmanager"),
     ("monitoring/node-exporter.env", "/etc/default/prometheus-node-exporter"),
     ("storage/mounts/*.mount", "/etc/systemd/system/{name}"),
     ("kubernetes/containerd/*.toml", "/etc/containerd/config.toml"),
@@ -77,6 +81,7 @@ INSTALLERS: list[tuple[str, str]] = [
     ("slurm/bridge/*", "slurm_controller"),
     ("slurm/slurmd.env", "slurm_worker"),
     (GPU_DEVICES + "*", "slurm_worker"),
+    (SLURMD_RESTART + "*", "slurm_worker"),
     (HOOKS + "*", "slurm_worker"),
     (CTLD_HOOKS + "*", "slurm_controller"),
     ("slurm/accounting.sh", "slurm_controller"),
@@ -86,6 +91,7 @@ INSTALLERS: list[tuple[str, str]] = [
     ("storage/*", "storage"),
     ("monitoring/node-exporter.env", "node_exporter"),
     ("monitoring/slurm-exporter*", "slurm_exporter"),
+    ("monitoring/dcgm-exporter/*", "dcgm_exporter"),
     ("monitoring/*", "monitoring"),
     ("kubernetes/containerd/*", "k8s_node"),
     ("kubernetes/nvidia/*", "gpu_node"),

@@ -17,6 +17,7 @@ from ipaddress import IPv4Address, IPv4Network
 
 from estate.model import cni
 from estate.model.services import PORT_RANGES, PORTS, PROTOCOLS
+from estate.model.slurm import gpu_workers
 from estate.model.storage import export_clients
 from estate.spec.addressing import merge_ranges
 from estate.spec.hostlist import Hostlist, HostlistError
@@ -95,7 +96,8 @@ class Matrix:
 
 # The names of the default flows: a spec flow with one of them replaces that default.
 DEFAULT_NAMES = frozenset(("ssh", "node-exporter", "dcgm-exporter", "slurm-exporter",
-                           "kube-state-metrics", "prometheus", "slurmctld", "slurmd",
+                           "kube-state-metrics", "prometheus", "alertmanager", "slurmctld",
+                           "slurmd",
                            "srun", "slurmdbd", "slurmrestd", "nfs", "kube-apiserver",
                            "kubelet", "etcd", "calico-typha", "calico-vxlan", "calico-bgp"))
 
@@ -197,7 +199,8 @@ def _access(estate: Estate) -> list[Flow]:
 
 def _telemetry(estate: Estate) -> list[Flow]:
     """The exporters admit the monitoring host (spec.monitoring) and the scrapers outside
-    the estate (firewall.monitoring), nobody else; the admin hosts reach Prometheus."""
+    the estate (firewall.monitoring), nobody else; the admin hosts reach Prometheus, and
+    Alertmanager beside it, which Prometheus on the same host sends its alerts to."""
     mon, fw = estate.spec.monitoring, estate.spec.firewall
     cidrs = tuple(str(c) for c in fw.monitoring)
     if mon is None and not cidrs:
@@ -210,10 +213,11 @@ def _telemetry(estate: Estate) -> list[Flow]:
         return _flow(name, to, seg, scraper, f"the monitoring host scrapes {what}", path,
                      cidrs=cidrs)
     # the DCGM exporter runs on the host network of every Kubernetes GPU worker
-    # (estate.render.gpu_addons); without a scraper nothing may reach it
+    # (estate.render.gpu_addons) and, where the spec monitors, of every Slurm GPU worker
+    # (estate.render.dcgm_exporter); without a scraper nothing may reach it
     out = [scrape("node-exporter", frozenset(estate.nodes), "every node's exporter"),
-           scrape("dcgm-exporter", _gpu_workers(estate), "the GPU metrics of the "
-                  "Kubernetes GPU workers")]
+           scrape("dcgm-exporter", _gpu_workers(estate) | _slurm_gpu_workers(estate),
+                  "the GPU metrics of the GPU workers (on Slurm, with each GPU's job)")]
     if mon is None:   # outside scrapers only: the exporters Estate runs without Prometheus
         return out
     out += [scrape("slurm-exporter", _hosts(estate, estate.spec.slurm.controllers),
@@ -221,7 +225,10 @@ def _telemetry(estate: Estate) -> list[Flow]:
             scrape("kube-state-metrics", _control_planes(estate), "kube-state-metrics "
                    "(Deployments and containers) on the control planes' host network"),
             _flow("prometheus", scraper, seg, (), "the admin hosts reach Prometheus's UI "
-                  "and API", path, cidrs=admin_cidrs(estate))]
+                  "and API", path, cidrs=admin_cidrs(estate)),
+            _flow("alertmanager", scraper, seg, scraper, "Prometheus sends its alerts to "
+                  "Alertmanager; the admin hosts reach its UI and API (amtool, silences)",
+                  path, cidrs=admin_cidrs(estate))]
     return out
 
 
@@ -235,6 +242,14 @@ def _gpu_workers(estate: Estate) -> frozenset[str]:
         return frozenset()
     from estate.model import kubernetes as k8s   # it reads this module's neighbours
     return frozenset(n.name for n in k8s.plane_nodes(estate) if n.is_gpu_worker)
+
+
+def _slurm_gpu_workers(estate: Estate) -> frozenset[str]:
+    """Where the DCGM exporter runs on the Slurm plane: the GPU workers, only where the
+    spec monitors (its job mapping and unit are rendered only then)."""
+    if estate.spec.monitoring is None:
+        return frozenset()
+    return _hosts(estate, gpu_workers(estate))
 
 
 def _slurm(estate: Estate) -> list[Flow]:

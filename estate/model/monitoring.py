@@ -13,9 +13,10 @@ admit from the monitoring host cannot be rendered.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from estate.model.flows import dotted, flow
-from estate.model.slurm import node_lines
+from estate.model.slurm import gpu_workers
 from estate.spec.resolved import Estate
 
 
@@ -72,6 +73,13 @@ NFS_TRANSMISSIONS = "node_mountstats_nfs_operations_transmissions_total"
 NFS_REQUEST_TIME = "node_mountstats_nfs_operations_request_time_seconds_total"
 NODE_EXPORTER_ARGS = ("--collector.mountstats", "--collector.nfs")
 
+# NVIDIA's DCGM exporter (the vendored 4.8.2, default counters): each GPU's utilization in
+# percent, labelled gpu (its index, which names the job mapping's files) and, with
+# --hpc-job-mapping-dir, hpc_job: one series per job holding the GPU, none on a GPU no
+# job holds (upstream's transformation/hpc.go, hpcJobAttribute).
+DCGM_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+DCGM_JOB_LABEL = "hpc_job"
+
 # The DCGM exporter's HPC job mapping on Slurm GPU workers: Estate's Prolog and Epilog keep
 # one file per GPU index here, holding the IDs of the jobs on it (then run the site's own).
 JOB_MAP_DIR = "/run/estate/dcgm-job-map"
@@ -79,14 +87,54 @@ JOB_MAP_DIR = "/run/estate/dcgm-job-map"
 
 def gpu_job_map(estate: Estate) -> bool:
     """The mapping is rendered where the spec monitors and a Slurm worker has GPUs."""
-    return estate.spec.monitoring is not None and \
-        any(line.gres_count for line in node_lines(estate))
+    return estate.spec.monitoring is not None and bool(gpu_workers(estate))
 
 
-# The alerts, with the plane each names (their tenant label: the Slurm account, the
-# Kubernetes namespace, the NFS client node).
+# The alerts, with the plane each names, and the label of the series each plane's tenant
+# label copies (the Slurm account, the Kubernetes namespace, the NFS client node).
 ALERTS = {"SchedulerQueueDelay": "slurm", "ContainerDeploymentFailed": "kubernetes",
           "SharedFilesystemDegraded": "storage"}
+TENANT_LABELS = {"slurm": "account", "kubernetes": "namespace", "storage": "node"}
+ALERT_PLANES = tuple(dict.fromkeys(ALERTS.values()))
+
+# Alertmanager (spec.monitoring.alertmanager): one instance on the monitoring host, at the
+# flow of this name; its root route's receiver where the spec names none, which drops what
+# it gets (the alerts stay in Alertmanager's UI and API).
+ALERTMANAGER_FLOW = "alertmanager"
+NULL_RECEIVER = "null"
+# How Alertmanager batches notifications: one per alert name and tenant of a plane (both
+# causes of a failed deployment in one namespace come together).
+GROUP_BY = ("alertname", "plane", "tenant")
+
+
+@lru_cache(maxsize=32)   # a validator asks once per route
+def tenants(estate: Estate, plane: str) -> frozenset[str]:
+    """The values a plane's alerts may carry in their tenant label (the Kubernetes plane's:
+    the tenants' namespaces, which routes may name)."""
+    spec = estate.spec
+    if plane == "slurm":
+        return frozenset(a.name for a in spec.slurm.accounts)
+    if plane == "kubernetes":
+        return frozenset(t.name for t in spec.kubernetes.tenants) if spec.kubernetes \
+            else frozenset()
+    return frozenset(estate.nodes)   # storage: the node exporter's node label, every node's
+
+
+def receiver_for(estate: Estate, plane: str, tenant: str) -> str:
+    """The receiver the spec sends an alert of this plane and tenant to: the tenant's route,
+    else the plane's, else the root's (the first route of each, as Alertmanager takes)."""
+    am = estate.spec.monitoring.alertmanager
+    mine = [r for r in am.routes if r.plane == plane]
+    route = next((r for r in mine if r.tenant == tenant), None) or \
+        next((r for r in mine if r.tenant is None), None)
+    return route.receiver if route else (am.receiver or NULL_RECEIVER)
+
+
+def alertmanager_address(estate: Estate) -> str | None:
+    """address:port Alertmanager listens on and Prometheus sends to: the monitoring host's
+    address at the flow (None where the host has none there: monitoring.host_off_segment)."""
+    found = targets(estate, Job("alertmanager", ALERTMANAGER_FLOW, None))
+    return found[0][1] if found else None
 
 
 @dataclass(frozen=True)
@@ -102,7 +150,7 @@ class Job:
 # win over the scrape's labels, and its targets get no node label of their own.
 JOBS = (Job("node", "node-exporter", None),
         Job("slurm", "slurm-exporter", "slurm"),
-        Job("dcgm", "dcgm-exporter", "kubernetes"),
+        Job("dcgm", "dcgm-exporter", None),   # Kubernetes and Slurm GPU workers
         Job("kube-state-metrics", "kube-state-metrics", "kubernetes", honor_labels=True))
 
 

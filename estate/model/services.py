@@ -24,8 +24,10 @@ PORTS = {"ssh": 22, "slurmctld": 6817, "slurmd": 6818, "kube-apiserver": 6443, "
          "dcgm-exporter": 9400,
          # telemetry (estate.model.monitoring): Prometheus itself; the Slurm exporter on the
          # controllers (9341, the Slurm exporter's port in Prometheus's port allocations);
-         # kube-state-metrics' own default port, on the control planes' host network
+         # kube-state-metrics' own default port, on the control planes' host network;
+         # Alertmanager's default port, beside Prometheus on the monitoring host
          "prometheus": 9090, "slurm-exporter": 9341, "kube-state-metrics": 8080,
+         "alertmanager": 9093,
          # Calico (estate.model.cni): Felix's default VXLAN port (FelixConfiguration
          # vxlanPort, the IANA port), Typha's port, BGP between calico-node's BIRDs
          "calico-vxlan": 4789, "calico-typha": 5473, "calico-bgp": 179}
@@ -59,6 +61,8 @@ KEYS = {"munge": MUNGE_KEY, "jwt": JWT_KEY, "tls": TLS_SEED}
 
 # Artifact path prefixes that several stages select by.
 GPU_DEVICES = "slurm/gpu-devices/"
+# what a worker's slurmd restarts for (estate.model.slurm_files.slurmd_restart_facts)
+SLURMD_RESTART = "slurm/slurmd-restart/"
 IDENTITY = "common/identity.json"
 MANIFESTS = "kubernetes/manifests/"
 STATE_DROPIN = "slurm/systemd/slurmctld-state.conf"   # slurmctld waits for its shared state

@@ -165,6 +165,13 @@ def node_lines(estate: Estate) -> tuple[NodeLine, ...]:
     return tuple(lines.values())
 
 
+def gpu_workers(estate: Estate) -> frozenset[str]:
+    """The Slurm workers with GPUs (a Gres line): where Estate's Prolog and Epilog keep the
+    DCGM exporter's job mapping and, with monitoring, the exporter runs."""
+    return frozenset(n for line in node_lines(estate) if line.gres_count
+                     for n in line.hostlist.names())
+
+
 def gres_text(kinds: tuple[GresKind, ...], shards: int) -> str | None:
     """A NodeName line's Gres=: gpu[:type]:N for each kind, then shard:M."""
     if not kinds:

@@ -21,7 +21,7 @@ from fnmatch import fnmatch
 from functools import lru_cache
 from pathlib import Path
 
-from estate.model.services import CTLD_HOOKS, GPU_DEVICES, HOOKS, MANIFESTS
+from estate.model.services import CTLD_HOOKS, GPU_DEVICES, HOOKS, MANIFESTS, SLURMD_RESTART
 from estate.model.slurm_keys import at_least
 
 POLICY_DIR = Path(__file__).resolve().parents[2] / "slurm_conf" / "update-policy"
@@ -37,6 +37,16 @@ SAY = {"nothing": "nothing", "file": "file install only",
        "node_rejoin": "node rejoin"}
 CLASSES = ("reconfigure", "restart_slurmctld", "restart_slurmd", "restart_all",
            "restart_all_drain")
+
+
+# What a class means for a node by what runs there (estate.diff.per_node; the workers'
+# part also estate.model.slurm_files.slurmd_restart_facts).
+CTLD_PART = {"reconfigure": "reconfigure", "restart_slurmctld": "restart_slurmctld",
+             "restart_slurmd": "reconfigure", "restart_all": "restart_slurmctld",
+             "restart_all_drain": "restart_slurmctld"}
+SLURMD_PART = {"reconfigure": "reconfigure", "restart_slurmctld": "reconfigure",
+               "restart_slurmd": "restart_slurmd", "restart_all": "restart_slurmd",
+               "restart_all_drain": "drain_restart"}
 
 
 def rank(action: str) -> int:
@@ -114,6 +124,8 @@ ARTIFACT_ACTIONS: tuple[tuple[str, str, str], ...] = (
     ("slurm/slurmrestd/*", "restart_service", "slurmrestd"),
     ("slurm/slurmrestd-tls/*", "restart_service", "stunnel4"),
     (GPU_DEVICES + "*", "restart_slurmd", "slurmd"),    # device files gres.conf names
+    # the settings its slurmd restarts for: the slurm.conf lines that changed say so too
+    (SLURMD_RESTART + "*", "restart_slurmd", "slurmd"),
     (HOOKS + "*", "file", ""),        # slurmd runs the installed script at each job
     (CTLD_HOOKS + "*", "file", ""),
     ("network/nftables/*", "restart_service", "nftables"),
@@ -121,6 +133,7 @@ ARTIFACT_ACTIONS: tuple[tuple[str, str, str], ...] = (
     ("monitoring/rules/*", "restart_service", "prometheus"),
     ("monitoring/node-exporter.env", "restart_service", "prometheus-node-exporter"),
     ("monitoring/slurm-exporter*", "restart_service", "estate-slurm-exporter"),
+    ("monitoring/dcgm-exporter/*", "restart_service", "estate-dcgm-exporter"),
     ("storage/exports/*", "restart_service", "nfs-server"),
     ("kubernetes/kubeadm/join/*", "node_rejoin", ""),
     ("kubernetes/kubeadm/init.yaml", "node_rejoin", ""),

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import typer
 
-from estate.output import LazyConsole, Output, annotation, output_option, print_rows
+from estate.output import (
+    LazyConsole, Output, annotation, lab_option, output_option, print_rows, ssh_key_option,
+    ssh_user_option, strict_host_keys_option)
 
 console = LazyConsole()
 err = LazyConsole(stderr=True)
@@ -32,9 +34,16 @@ def _fail(message: str) -> None:
 
 
 def _render(spec: Path, out: Path):
-    from estate.pipeline import NotRendered, render_to
+    from estate.render import write_tree
+    result = _rendered(spec)
+    write_tree(result.artifacts, out)
+    return result
+
+
+def _rendered(spec: Path):
+    from estate.pipeline import NotRendered, rendered
     try:
-        return render_to(spec, out)
+        return rendered(spec)
     except NotRendered as exc:
         _fail(str(exc))
 
@@ -76,22 +85,15 @@ def _say(line: str, output: Output) -> None:
         console.print(line, markup=False)
 
 
-def worker_batches(spec: Path, last: Path, keep_up: float | None) -> list[list[str]] | None:
-    """The workers that restart, in `estate diff`'s batches, from the spec against the tree
-    last applied from `last` (None where there is none: a first apply restarts nothing
-    that runs)."""
-    if not (last / "MANIFEST.json").is_file():
-        return None
-    from estate.diff import KEEP_UP, diff
-    try:
-        report = diff(spec, against=last, keep_up=KEEP_UP if keep_up is None else keep_up)
-    except (OSError, ValueError, KeyError) as exc:   # a tree an older Estate wrote, say
-        err.print(f"[yellow]warning[/yellow]: no apply order: cannot diff {spec} against "
-                  f"{last} ({exc}); the workers run at once")
-        return None
-    if not (report.old.ok and report.new.ok):
-        return None   # the render that follows says why
-    return [list(st.hosts.names()) for st in report.steps() if st.batch]
+def worker_batches(spec: Path, last: Path, keep_up: float | None,
+                   result=None) -> list[list[str]] | None:
+    """estate.diff.worker_batches, its warning on stderr; result: the spec's Build, so
+    that the diff takes the render apply writes instead of rendering the spec again."""
+    from estate.diff import KEEP_UP, built_side, worker_batches as batches
+    built = None if result is None else built_side(str(spec), result.estate,
+                                                   result.artifacts)
+    return batches(spec, last, KEEP_UP if keep_up is None else keep_up,
+                   warn=lambda m: err.print(f"[yellow]warning[/yellow]: {m}"), built=built)
 
 
 def do_apply(estate, render_dir: Path, conn, limit: str | None, secrets: Path | None,
@@ -120,11 +122,9 @@ def register(app: typer.Typer) -> None:
                                            help="Directory with munge.key and jwt_hs256.key. "
                                            "Default: $ESTATE_*_KEY_B64, else .lab/secrets "
                                            "with --lab."),
-              lab: bool = typer.Option(False, "--lab", help="Connect as the lab does (its key, "
-                                       "no host key checks, its secrets)."),
-              ssh_key: str = typer.Option(None, "--ssh-key"),
-              ssh_user: str = typer.Option("root", "--ssh-user"),
-              strict_host_keys: bool = typer.Option(True, "--strict-host-keys/--no-strict-host-keys"),
+              lab: bool = lab_option(), ssh_key: str = ssh_key_option(),
+              ssh_user: str = ssh_user_option(),
+              strict_host_keys: bool = strict_host_keys_option(),
               json_out: Path = typer.Option(None, "--json", help="Write the results as JSON."),
               manifests: bool = typer.Option(True, "--manifests/--no-manifests",
                                              help="Apply the rendered Kubernetes manifests from "
@@ -147,12 +147,16 @@ def register(app: typer.Typer) -> None:
 
         from estate.provision.envsecrets import secrets_from_env
         from estate.provision.secrets import LAB_SECRETS
+        from estate.render import write_tree
         # Pulumi applies a stage's nodes in parallel: each run renders into its own tree.
         private = out is None
         out = out or Path(tempfile.mkdtemp(prefix=f"estate-apply-{spec.stem}-"))
         try:
-            batches = None if private else worker_batches(spec, out, keep_up)
-            result = _render(spec, out)
+            # rendered once: the diff against the tree last applied in `out`, then the
+            # same render written over it
+            result = _rendered(spec)
+            batches = None if private else worker_batches(spec, out, keep_up, result)
+            write_tree(result.artifacts, out)
             conn = _connection(lab, ssh_key, ssh_user, strict_host_keys)
             with secrets_from_env() as from_env:
                 chosen = secrets or from_env or (LAB_SECRETS if lab else None)

@@ -14,9 +14,11 @@ from pathlib import Path
 
 from estate.catalogue import ORDER, SLURM_SUITES, SPEC_ROLES
 from estate.model import bridge
+from estate.model.monitoring import gpu_job_map
 from estate.model.slurm import state_mount
 from estate.model.services import SLURM_USER, SLURMDBD_DATABASE, jwt_key_path
 from estate.render.artifacts import MANIFEST
+from estate.render.dcgm_exporter import image as dcgm_image
 from estate.provision.kube_pki import ensure_bridge_credentials
 from estate.provision.tls import ensure_tls
 from estate.spec.hostlist import Hostlist
@@ -53,6 +55,8 @@ def deploys_for(roles: list[str], consumes: list[str], manifest: dict) -> list[s
         want.add("node_exporter")   # every node, where the spec has monitoring
     if "monitoring/slurm-exporter.py" in consumes:
         want.add("slurm_exporter")  # the nodes its flow names: the controllers
+    if any(fnmatch(p, "monitoring/dcgm-exporter/*") for p in consumes):
+        want.add("dcgm_exporter")   # the Slurm GPU workers
     if "monitoring/prometheus.yml" in consumes:
         want.add("monitoring")      # the monitoring host
     if any(fnmatch(p, "kubernetes/containerd/*") for p in consumes):
@@ -94,6 +98,9 @@ def runtime_facts(estate: Estate) -> dict:
              "jwt_key": jwt_key_path(spec),
              # the mount that holds the state (HA controllers): mounted before slurmctld
              "slurm_state_mount": shared.path if shared else None}
+    if gpu_job_map(estate):
+        # the image the Slurm GPU workers' unit runs, which their role pulls beforehand
+        facts["dcgm_image"] = dcgm_image()
     if spec.slurm.accounting:
         facts |= {"slurmdbd_database": SLURMDBD_DATABASE, "slurmdbd_db_user": SLURM_USER}
     if bridge.has_minter(estate):

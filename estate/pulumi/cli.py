@@ -73,12 +73,18 @@ def dry_run(stack: str = typer.Argument(..., help="The stack (stacks/Pulumi.STAC
                                          "for the stack's RandomBytes (created if missing). "
                                          "Default: .lab/secrets for a lab stack, else "
                                          "build/pulumi-dry-run/STACK/secrets."),
-            json_out: Path = typer.Option(None, "--json", help="Write the run as JSON.")):
+            json_out: Path = typer.Option(None, "--json", help="Write the run as JSON."),
+            applied_tree: Path = typer.Option(None, "--applied-tree", help="Where the run "
+                                              "keeps the tree it applied, the old side of "
+                                              "the next run's worker batches. Default: "
+                                              "build/pulumi-dry-run/STACK/applied-tree.")):
     """Run the stack's graph without the engine: each node's step command, in dependency
-    order, with the environment the engine would give it. Exit 1 if a step failed."""
+    order (the workers a change restarts in `estate diff`'s batches), with the environment
+    the engine would give it. Exit 1 if a step failed."""
     from estate.pulumi.dryrun import DryRunError, dry_run as run
     try:
-        report = run(stack, secrets=secrets, log=_log)
+        report = run(stack, secrets=secrets, log=_log,
+                     tree=str(applied_tree.absolute()) if applied_tree else None)
     except DryRunError as exc:
         _fail(str(exc))
     for s in report.steps:

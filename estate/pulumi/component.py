@@ -53,13 +53,17 @@ class EstateDeployment(pulumi.ComponentResource):
         # in the commands is relative to it).
         self.dir = str((project_dir or Path.cwd()).resolve())
         try:
+            tree = self.config.tree(pulumi.get_stack())
+            batches = planning.restart_batches(Path(spec_path), Path(self.dir) / tree,
+                                               self.config.share(), log=pulumi.log.info)
             self.plan = planning.plan(estate, artifacts, spec_path, self.config.accept,
-                                      lab=self.config.lab)
+                                      lab=self.config.lab, batches=batches, tree=tree)
         except ValueError as exc:
             raise pulumi.RunError(f"stack config: {exc}") from None
         self.keys = self._secrets(self.plan.secrets)
         self.nodes = self._provision()
         self.revoke = self._revoke()
+        self.record = self._record()
         status = self._kubernetes(artifacts, kubeconfig)
         self.outputs = {
             "inventory": planning.inventory(estate, self.plan),
@@ -125,6 +129,15 @@ class EstateDeployment(pulumi.ComponentResource):
             "join-token-revoke", create=self.plan.revoke, dir=self.dir,
             environment=pulumi.Output.secret(token),
             opts=self._child(depends_on=[self.nodes[self.plan.join_source], *sinks]))
+
+    def _record(self) -> command.local.Command:
+        """The tree this run applied, kept for the next run's diff (the old side that
+        orders the workers' restarts). After every node's step: a failed step leaves the
+        last fully applied tree, so the next run diffs against that and batches again."""
+        rec = self.plan.record
+        return command.local.Command(
+            planning.RECORD_NAME, create=rec.command, dir=self.dir, triggers=rec.triggers,
+            opts=self._child(depends_on=list(self.nodes.values())))
 
     def _stage(self, name: str) -> list[command.local.Command]:
         return [self.nodes[n] for n in self.plan.stages[name]]

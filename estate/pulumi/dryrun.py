@@ -12,6 +12,11 @@ What it does not do is the engine's bookkeeping: every step runs, as on a stack'
 them). The keys stand in for the stack's RandomBytes: a directory of keys, created
 once and reused, so that a second run is a real "no change" run. A failed step fails
 the run and its dependants do not run, as `pulumi up` stops there.
+
+The workers run in the order the program gives them: the ones the change restarts in
+the diff's batches against the tree the last successful run kept (the record step, as
+under the engine), each batch after the one before. The dry run keeps its own tree
+(APPLIED), beside its keys: what it applied is not what the stack's engine applied.
 """
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ from estate.pulumi import plan as planning
 
 ROOT = Path(__file__).resolve().parents[2]
 REVOKE = "join-token-revoke"
+APPLIED = "build/pulumi-dry-run/{stack}/applied-tree"   # relative to the project directory
 SECRET_OUTPUTS = ("join", "admin_conf")   # never in a report: the engine keeps them secret
 
 
@@ -80,24 +86,30 @@ def stack_config(stack: str, root: Path = ROOT) -> planning.StackConfig:
     return planning.read_stack_config(yaml.safe_load(path.read_text())["config"])
 
 
-def graph(stack: str, root: Path = ROOT) -> tuple[list[Step], planning.StackConfig]:
-    """The program's steps for the stack, in registration order (dependencies first)."""
+def graph(stack: str, root: Path = ROOT, tree: str | None = None,
+          log=print) -> tuple[list[Step], planning.StackConfig]:
+    """The program's steps for the stack, in registration order (dependencies first).
+    tree: where the record step keeps the applied tree, relative to root (default APPLIED)."""
     from estate.pipeline import build
     cfg = stack_config(stack, root)
     result = build(root / cfg.spec)
     if not result.ok:
         raise DryRunError(f"{cfg.spec} has errors; `estate check {cfg.spec}` lists them")
+    tree = tree or APPLIED.format(stack=stack)
     try:
+        batches = planning.restart_batches(root / cfg.spec, root / tree, cfg.share(), log)
         the_plan = planning.plan(result.estate, result.artifacts, cfg.spec, cfg.accept,
-                                 lab=cfg.lab)
+                                 lab=cfg.lab, batches=batches, tree=tree)
     except ValueError as exc:
         raise DryRunError(f"stack config: {exc}") from None
+    nodes = [f"node-{s.node}" for s in the_plan.steps]
     steps = [Step(f"node-{s.node}", s.command, [f"node-{n}" for n in the_plan.after(s)],
                   s.secrets, s.join)
              for s in the_plan.steps]
     if the_plan.revoke:
         steps.append(Step(REVOKE, the_plan.revoke,
                           [f"node-{s.node}" for s in the_plan.steps if s.join], (), "revoke"))
+    steps.append(Step(planning.RECORD_NAME, the_plan.record.command, nodes))
     return steps, cfg
 
 
@@ -145,8 +157,8 @@ def run_one(step: Step, env: dict[str, str], root: Path) -> StepRun:
 
 
 def dry_run(stack: str, secrets: Path | None = None, root: Path = ROOT, log=print,
-            parallel: int = 4) -> Report:
-    steps, cfg = graph(stack, root)
+            parallel: int = 4, tree: str | None = None) -> Report:
+    steps, cfg = graph(stack, root, tree, log)
     keys = key_environment(secrets or default_secrets(stack, cfg, root))
     source = next((s.name for s in steps if s.join == "source"), None)
     done: dict[str, StepRun] = {}

@@ -1,6 +1,8 @@
 """What the Pulumi program creates, as plain data: no Pulumi import here.
 
-One provisioning step per node, ordered in stages; its trigger is the digest of
+One provisioning step per node, ordered in stages, and within the workers' stage
+the workers a change restarts in `estate diff`'s batches (against the tree the
+stack last applied, which a last step records); its trigger is the digest of
 exactly the artifacts the node consumes; the secrets it is handed; and the
 stack outputs (inventory, endpoints). Kept apart from the component so the
 graph can be computed and shown (``estate plan``) without the Pulumi runtime.
@@ -44,6 +46,17 @@ JOIN = "kubernetes/kubeadm/join/"
 # library they share. A role's own tests are not code that runs on a node.
 ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
 SHARED_ROLE_CODE = ("_lib",)
+# The tree the stack last applied (estate:appliedTree, relative to the project directory;
+# empty: this one): the old side of the diff that orders the workers' restarts, written by
+# the RECORD step once every node's step has succeeded. It is `estate render`'s tree, as
+# `estate apply -o DIR` keeps one.
+APPLIED_TREE = "build/pulumi/{stack}/applied-tree"
+RECORD = "exec {cli} render {spec} --out {tree} --output text"
+RECORD_NAME = "applied-tree"
+# The stage whose nodes restart in the diff's batches: the Slurm workers' (estate apply's
+# compute phase). A node in an earlier stage (a controller that also runs slurmd) runs
+# with that stage: waiting there for a batch of workers would wait for itself.
+BATCHED_STAGE = ROLES["slurm_worker"].stage
 
 
 
@@ -87,6 +100,27 @@ class StackConfig:
     spec: str
     accept: tuple[str, ...] = ()   # estate:acceptUnsupported
     lab: bool = False              # estate:lab: connect as the container lab does
+    keep_up: str | float | None = None   # estate:keepUp, as given (see share)
+    applied_tree: str = ""         # estate:appliedTree; empty: APPLIED_TREE
+
+    def share(self) -> float:
+        """The share of each partition kept up while workers restart: estate:keepUp, else
+        `estate apply --keep-up`'s default (estate.diff.KEEP_UP)."""
+        from estate.diff import KEEP_UP
+        if self.keep_up in (None, ""):
+            return KEEP_UP
+        try:
+            share = float(self.keep_up)
+        except (TypeError, ValueError):
+            share = -1.0
+        if not 0.0 <= share <= 0.99:
+            raise ValueError(f"estate:keepUp is {self.keep_up!r}: give the share of each "
+                             "partition kept up while workers restart, a number from 0 to "
+                             f"0.99 (default {KEEP_UP}), e.g. `pulumi config set keepUp 0.5`")
+        return share
+
+    def tree(self, stack: str) -> str:
+        return self.applied_tree or APPLIED_TREE.format(stack=stack)
 
 
 def read_stack_config(config: dict) -> StackConfig:
@@ -96,7 +130,16 @@ def read_stack_config(config: dict) -> StackConfig:
         accept = json.loads(accept)   # `pulumi config` hands structured values as JSON
     lab = config.get("estate:lab", False)
     return StackConfig(str(config["estate:spec"]), tuple(accept),
-                       lab in (True, "true", "True"))
+                       lab in (True, "true", "True"), config.get("estate:keepUp"),
+                       str(config.get("estate:appliedTree") or ""))
+
+
+@dataclass
+class Record:
+    """The step that keeps the tree the stack applied, once every node's step succeeded."""
+    command: str
+    tree: str                    # relative to the project directory
+    triggers: list[str]          # the whole tree's digest and where it is kept
 
 
 @dataclass
@@ -105,16 +148,27 @@ class Plan:
     stages: dict[str, list[str]]
     secrets: tuple[str, ...]     # the secrets any node needs
     revoke: str | None = None    # the command that revokes the join token after the joins
+    # The workers that restart, in the diff's batches (estate.diff.apply_order), each after
+    # the one before; empty where nothing restarts in batches (a first deploy).
+    batches: list[list[str]] = dataclasses.field(default_factory=list)
+    record: Record | None = None
 
     def after(self, step: NodeStep) -> list[str]:
         """Nodes that must be provisioned before this one (a second control plane waits
-        for the first: it joins with the first one's outputs)."""
+        for the first: it joins with the first one's outputs; a batch of workers waits for
+        the batch before it)."""
         stage = next(s for s in STAGES if s.name == step.stage)
         before = [n for s in stage.after for n in self.stages[s] if n != step.node]
         source = self.join_source
         if step.join == "sink" and source and source not in before:
             before.append(source)
-        return before
+        return before + self.previous_batch(step.node)
+
+    def previous_batch(self, node: str) -> list[str]:
+        for earlier, batch in zip(self.batches, self.batches[1:]):
+            if node in batch:
+                return list(earlier)
+        return []
 
     @property
     def join_source(self) -> str | None:
@@ -218,10 +272,50 @@ def secret_hosts(estate: Estate, artifacts: Artifacts) -> dict[str, Hostlist]:
     return out
 
 
+def tree_digest(artifacts: Artifacts) -> str:
+    """Of the whole rendered tree (its MANIFEST.json: every file's hash, consumers, mode,
+    owner): the record re-runs when anything rendered changes."""
+    return hashlib.sha256(json.dumps(artifacts.manifest(), sort_keys=True).encode()).hexdigest()
+
+
+def record(artifacts: Artifacts, spec_path: str, tree: str) -> Record:
+    command = RECORD.format(cli=shlex.join(cli()), spec=shlex.quote(spec_path),
+                            tree=shlex.quote(tree))
+    return Record(command, tree, [tree_digest(artifacts), tree])
+
+
+def restart_batches(spec: Path, tree: Path, keep_up: float, log=print) -> list[list[str]]:
+    """The workers that restart, in the batches `estate apply` uses (estate.diff's
+    worker_batches, the same function): the spec against the tree the stack last applied.
+    Empty on a first deploy (no tree) or where no worker restarts: the workers run at once."""
+    from estate.diff import worker_batches
+    found = worker_batches(spec, tree, keep_up, warn=log)
+    if found is None:
+        log(f"no applied tree at {tree} (a first deploy, or the tree is kept elsewhere): "
+            "the workers run at once")
+        return []
+    if len(found) > 1:
+        log(f"workers restart in {len(found)} batches keeping {keep_up:.0%} of each "
+            f"partition up: {' | '.join(','.join(b) for b in found)}")
+    return found
+
+
+def _batched(batches: list[list[str]] | None, stages: dict[str, list[str]]) -> list[list[str]]:
+    """The batches' nodes that are in the batched stage, in their order; a single batch
+    orders nothing."""
+    workers = set(stages.get(BATCHED_STAGE, ()))
+    kept = [[n for n in b if n in workers] for b in batches or ()]
+    kept = [b for b in kept if b]
+    return kept if len(kept) > 1 else []
+
+
 def plan(estate: Estate, artifacts: Artifacts, spec_path: str,
-         accept: tuple[str, ...] = (), roles_dir: Path | None = None, lab: bool = False) -> Plan:
+         accept: tuple[str, ...] = (), roles_dir: Path | None = None, lab: bool = False,
+         batches: list[list[str]] | None = None, tree: str | None = None) -> Plan:
     """accept: the roles whose "unsupported here" the stack accepts (estate:acceptUnsupported);
-    lab: the steps connect as the container lab does (estate:lab)."""
+    lab: the steps connect as the container lab does (estate:lab); batches: the workers
+    that restart, in restart_batches' order; tree: where the record step keeps the tree
+    once every node's step succeeded (None: no record)."""
     unknown = sorted(set(accept) - set(ROLES))
     if unknown:
         raise ValueError(f"acceptUnsupported names no role: {', '.join(unknown)} (roles: "
@@ -249,11 +343,13 @@ def plan(estate: Estate, artifacts: Artifacts, spec_path: str,
     ordered = [st for s in STAGES for st in steps[s.name]]
     sinks = tuple(st.node for st in ordered if st.join == "sink")
     source = next((st for st in ordered if st.join == "source"), None)
-    if source is None or not sinks:
-        return Plan(ordered, stages, used)
-    ordered = [dataclasses.replace(st, joiners=sinks) if st is source else st for st in ordered]
-    revoke = step_command(spec_path, source.node, accept, lab) + " --revoke-join"
-    return Plan(ordered, stages, used, revoke)
+    revoke = None
+    if source is not None and sinks:
+        ordered = [dataclasses.replace(st, joiners=sinks) if st is source else st
+                   for st in ordered]
+        revoke = step_command(spec_path, source.node, accept, lab) + " --revoke-join"
+    return Plan(ordered, stages, used, revoke, _batched(batches, stages),
+                record(artifacts, spec_path, tree) if tree is not None else None)
 
 
 # --- stack outputs -------------------------------------------------------------------

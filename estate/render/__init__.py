@@ -23,6 +23,7 @@ BUILDERS = [
     ("estate.render.identity", "render_identity"),
     ("estate.render.storage", "render_storage"),
     ("estate.render.monitoring", "render_monitoring"),
+    ("estate.render.dcgm_exporter", "render_dcgm_exporter"),
 ]
 
 __all__ = ["Artifact", "Artifacts", "assemble", "render_all", "render_each", "write_tree"]

@@ -84,8 +84,9 @@ SERVICE_ROLE = {"slurmctld": "slurm_controller", "slurmd": "slurm_worker",
                 "calico-vxlan": "Kubernetes nodes", "calico-typha": "Kubernetes nodes",
                 "calico-bgp": "Kubernetes nodes", "srun": "Slurm nodes",
                 "ssh": "every node", "node-exporter": "every node",
-                "dcgm-exporter": "Kubernetes GPU workers", "slurm-exporter": "slurm_controller",
-                "kube-state-metrics": "k8s_control_plane", "prometheus": "monitoring host"}
+                "dcgm-exporter": "GPU workers", "slurm-exporter": "slurm_controller",
+                "kube-state-metrics": "k8s_control_plane", "prometheus": "monitoring host",
+                "alertmanager": "monitoring host"}
 
 
 def flow_edges(estate: Estate) -> list[Flow]:

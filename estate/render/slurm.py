@@ -6,6 +6,7 @@ chooses Slurm's settings and lays the facts out through the templates in slurm_c
 """
 from __future__ import annotations
 
+import hashlib
 import json
 
 from markupsafe import Markup
@@ -16,13 +17,14 @@ from estate.model.monitoring import JOB_MAP_DIR, gpu_job_map
 from estate.model.slurm import (block_topology, def_mem_per_cpu, def_per_gpu, default_time,
                                 gpu_affinity, node_lines, propagate_except, state_mount,
                                 suspend_excluded, weights)
+from estate.model.slurm_files import slurmd_restart_facts
 from estate.model.slurm_keys import conf_keys
 # The plugin choices are model facts (validators and doctor read them too); re-exported here
 # for the renderer's callers.
 from estate.model.slurm_plugins import (job_acct_gather, plugin_settings,  # noqa: F401
                                         slurm_plugins, unset_by_release)
 from estate.model.services import (GPU_DEVICES, HOOK_DIR, HOOKS, PORTS, SLURM_USER,
-                                   SLURMDBD_DATABASE,
+                                   SLURMD_RESTART, SLURMDBD_DATABASE,
                                    SLURMDBD_PATHS, STATE_DROPIN, hooks, jwt_key_path,
                                    slurm_daemon_paths, uses_jwt)
 from estate.render.artifacts import Artifact
@@ -196,7 +198,7 @@ def render_slurm(estate: Estate, source: str = "") -> list[Artifact]:
         Artifact("slurm/cgroup.conf", render_template("slurm_conf/cgroup.conf.j2", ctx),
                  Hostlist(readers.ranges + estate.role_hosts("slurm_worker").ranges), PLANE),
     ]
-    out += worker_artifacts(estate)
+    out += worker_artifacts(estate) + restart_facts(estate, out)
     out += slurmrestd_artifacts(estate)
     shared = state_mount(estate)
     if shared:
@@ -239,6 +241,17 @@ def worker_artifacts(estate: Estate) -> list[Artifact]:
             out.append(Artifact(f"{GPU_DEVICES}{cls.name}.json",
                                 gpu_devices_json(estate, cls.gpu_count), hosts, PLANE))
     return out + hook_artifacts(estate, workers) + job_map_artifacts(estate, workers)
+
+
+def restart_facts(estate: Estate, confs: list[Artifact]) -> list[Artifact]:
+    """Per group of workers, the settings of the Slurm files that their slurmd restarts
+    for: configless, they install none of those files, so this is what tells their role
+    (and the Pulumi step's trigger) that a change needs their slurmd restarted."""
+    files = {a.path: a.content for a in confs}
+    return [Artifact(f"{SLURMD_RESTART}{hashlib.sha256(text).hexdigest()[:12]}.txt", text,
+                     hosts, PLANE)
+            for hosts, text in slurmd_restart_facts(files, estate.spec.slurm.version,
+                                                    estate.role_hosts("slurm_worker"))]
 
 
 # Estate's own Prolog and Epilog where it keeps the DCGM exporter's job mapping; each runs

@@ -98,6 +98,23 @@ def shell_quote(value) -> Markup:
     return Markup(shlex.quote(str(value)))
 
 
+# A word systemd reads as itself in an Exec*= line: no quoting, escaping, specifier (%) or
+# variable ($) meaning (systemd.service, "Command lines"; systemd.unit, "Specifiers").
+_UNIT_PLAIN = re.compile(r"[A-Za-z0-9_@+=:,./-]+")
+
+
+def unit_word(value, where: str = "a systemd unit") -> str:
+    """One argument of a systemd command line, as systemd reads it back: printed raw where
+    nothing in it means anything to systemd, else double-quoted with backslash, quote, %
+    and $ escaped; RenderError for control characters (a new line is a new setting)."""
+    text = str(line_value(str(value), where))
+    if _UNIT_PLAIN.fullmatch(text):
+        return text
+    escaped = (text.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+               .replace("$", "$$"))
+    return f'"{escaped}"'
+
+
 _SETTINGS = dict(
     undefined=jinja2.StrictUndefined,   # a missing value is a bug, not an empty string
     keep_trailing_newline=True,

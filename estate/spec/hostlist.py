@@ -336,3 +336,36 @@ def expand(expr: str) -> list[str]:
 
 def compress(names: Iterable[str]) -> str:
     return str(Hostlist.from_names(names))
+
+
+_NAME = re.compile(r"^([^\n]*?)([0-9]*)$", re.M)
+
+
+def hostlist_of(names) -> Hostlist:
+    """Hostlist.from_names for many names (a 10,000-node row of the report): one regex
+    over the joined names splits them, runs of one prefix and width become one range,
+    and Hostlist joins the rest as from_names would (10,000 Range objects took 25 ms)."""
+    names = list(names)
+    if len(names) < 64:
+        return Hostlist.from_names(names)
+    ranges: list[Range] = []
+    prefix, lo, hi, width = None, 0, -2, 0
+    for p, digits in _NAME.findall("\n".join(names)):
+        if not p and not digits:
+            continue   # findall's empty match at a line's end
+        if not digits:
+            if prefix is not None:
+                ranges.append(Range(prefix, lo, hi, width))
+                prefix = None
+            ranges.append(Range(p, single=True))
+            continue
+        n = int(digits)
+        if p == prefix and n == hi + 1 and len(digits) == width:
+            hi = n
+            continue
+        if prefix is not None:
+            ranges.append(Range(prefix, lo, hi, width))
+        prefix, lo, hi, width = p, n, n, len(digits)
+    if prefix is not None:
+        ranges.append(Range(prefix, lo, hi, width))
+    return Hostlist(ranges)

@@ -21,9 +21,10 @@ from estate.spec.bounds import (IPv4, BlockSize, CoresPerSocket, Fairshare, GpuM
                                  MAX_MEMORY_MB, MAX_CORES_PER_SOCKET, MAX_SOCKETS,
                                  MemoryMB, SLURM_UINT32_MAX, Reserved,
                                  SlurmMemoryMB, SlurmPriority, SlurmWeight, Sockets)
-from estate.spec.types import (AbsolutePath, AptSource, DevicePrefix, FreeText, LabelKey,
-                               LabelValue, OptionList, OwnedDirectory, RelativeFile,
-                               SchedulerValue, SlurmConfValue, SlurmTime, StoragePath, Version)
+from estate.spec.types import (AbsolutePath, AptSource, DevicePrefix, DnsName, EmailAddress,
+                               FreeText, LabelKey, LabelValue, OptionList, OwnedDirectory,
+                               RelativeFile, SchedulerValue, SlurmConfValue, SlurmTime,
+                               StoragePath, Version, WebUrl)
 
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$", max_length=63)]
 # A MIG GPU-instance profile as nvidia-smi and nvidia-mig-parted name it: 1g.10gb, 1g.10gb+me.
@@ -654,6 +655,51 @@ class AlertThresholds(Strict):
                                 "mount, over 5 minutes.")
 
 
+class AlertReceiver(Strict):
+    """Where Alertmanager sends a group of alerts: webhooks and mail addresses (none: the
+    alerts stay in Alertmanager's UI and API only)."""
+    name: Name
+    webhooks: list[WebUrl] = Field([], max_length=16, description="URLs Alertmanager POSTs "
+                                   "each notification to (its webhook JSON).")
+    emails: list[EmailAddress] = Field([], max_length=16, description="Addresses mailed "
+                                       "through monitoring.alertmanager.smtp.")
+    send_resolved: bool = Field(True, description="Notify when the alerts resolve too.")
+
+
+class AlertRoute(Strict):
+    """The alerts of a plane (their `plane` label: slurm, kubernetes or storage), or of one
+    tenant there (their `tenant` label: the Slurm account, the Kubernetes namespace, the NFS
+    client node), go to a receiver."""
+    plane: Name = Field(description="An alert plane: slurm, kubernetes or storage.")
+    tenant: Name | None = Field(None, description="One tenant of the plane; none: the whole "
+                                "plane (a tenant's own route wins over its plane's).")
+    receiver: Name = Field(description="A receiver of monitoring.alertmanager.receivers.")
+
+
+class Smtp(Strict):
+    """The relay the mail receivers send through: it must accept the monitoring host without
+    a password (a rendered tree holds no secrets), e.g. by its address."""
+    smarthost: DnsName
+    port: int = Field(587, ge=1, le=65535)
+    sender: EmailAddress = Field(description="The From address of the notifications.")
+    require_tls: bool = Field(True, description="STARTTLS or refuse to send.")
+
+
+class Alertmanager(Strict):
+    """Alertmanager on the monitoring host, which Prometheus sends its alerts to."""
+    receiver: Name | None = Field(None, description="Where alerts no route takes go; none: "
+                                  "nowhere (they stay visible in Alertmanager's UI and API).")
+    receivers: list[AlertReceiver] = Field([], max_length=256)
+    routes: list[AlertRoute] = Field([], max_length=4096)
+    smtp: Smtp | None = None
+    group_wait_s: int = Field(30, ge=0, le=3600, description="Seconds a new group of alerts "
+                              "waits for more before its first notification.")
+    group_interval_s: int = Field(300, ge=10, le=86400, description="Seconds between a "
+                                  "group's notifications of new alerts.")
+    repeat_interval_s: int = Field(14400, ge=60, le=30 * 86400, description="Seconds before "
+                                   "a notification already sent is sent again.")
+
+
 class Monitoring(Strict):
     """Prometheus on one node of the estate, scraping both planes' exporters; the only node
     the exporters' flows admit (estate.model.flows)."""
@@ -665,6 +711,10 @@ class Monitoring(Strict):
     scrape_interval_s: int = Field(30, ge=5, le=600, description="Seconds between scrapes "
                                    "and between rule evaluations.")
     alerts: AlertThresholds = AlertThresholds()
+    alertmanager: Alertmanager = Field(Alertmanager(), description="Alertmanager on the "
+                                       "monitoring host: receivers and the routes from the "
+                                       "alerts' plane and tenant to them (none: it runs, and "
+                                       "keeps the alerts to itself).")
 
 
 # --- the whole estate --------------------------------------------------------

@@ -260,7 +260,9 @@ URL_CHARS = re.compile(r"[A-Za-z0-9._~:/%+@=-]+")
 SUITE = re.compile(r"[A-Za-z0-9._/-]+")
 
 
-def url_problem(url: str) -> str | None:
+def url_problem(url: str, secrets_go: str = "apt's auth.conf") -> str | None:
+    """Why url is not an http(s) URL a rendered file may carry (None if it is);
+    secrets_go says where credentials belong instead."""
     if not URL_CHARS.fullmatch(url):
         bad = sorted({c for c in url if not URL_CHARS.fullmatch(c)})
         return f"contains {''.join(bad)!r}"
@@ -274,7 +276,7 @@ def url_problem(url: str) -> str | None:
     if not parts.hostname:
         return "has no host"
     if parts.username is not None or parts.password is not None:
-        return "carries credentials (user@ or user:password@); put them in apt's auth.conf"
+        return f"carries credentials (user@ or user:password@); put them in {secrets_go}"
     if parts.query or parts.fragment:
         return "has a query or fragment"
     return None
@@ -297,6 +299,66 @@ def _apt_source(value: str) -> str:
 AptSource = Annotated[str, AfterValidator(_apt_source), _schema(
     "^https?://[A-Za-z0-9._~:/%+@=-]+( [A-Za-z0-9._/-]+)*$", "'URL [SUITE [COMPONENT...]]'.")]
 """An apt repository: an http(s) URL without credentials, then the suite (and components)."""
+
+
+def _web_url(value: str) -> str:
+    _single_line(value)
+    problem = url_problem(value, "the receiving end's own configuration (a rendered tree "
+                          "holds no secrets)")
+    if problem:
+        raise _error("url", f"{value!r} {problem}; write an http:// or https:// URL without "
+                     "credentials, query or fragment, e.g. https://hooks.example.org/alerts")
+    if {".", ".."} & set(urlsplit(value).path.split("/")):
+        raise _error("path_traversal", f"{value!r} has '.' or '..' path segments; write the "
+                     "path the endpoint means")
+    return value
+
+
+WebUrl = Annotated[str, AfterValidator(_web_url), _schema(
+    "^https?://[A-Za-z0-9._~:/%+@=-]+$", "An http(s) URL without credentials or query.",
+    maxLength=2048)]
+"""An endpoint a daemon calls (Alertmanager's webhooks): http(s), a host, no credentials,
+query or fragment. A URL that needs a secret to be useful cannot be a spec value: the
+rendered trees hold no secrets."""
+
+
+# --- mail ------------------------------------------------------------------------------
+
+# RFC 1123 host names (letters, digits, '-' between them, dot-separated labels)
+DNS_NAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                      r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*")
+# The address forms a mail relay takes from anyone: a dot-atom local part (no quoted
+# strings, comments or display names), '@', a host name.
+EMAIL_LOCAL = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*")
+
+
+def _dns_name(value: str) -> str:
+    _single_line(value)
+    if not DNS_NAME.fullmatch(value):
+        raise _error("dns_name", f"{value!r} is not a host name: dot-separated labels of "
+                     "letters, digits and '-' (not at either end), at most 253 characters; "
+                     "use e.g. mail.example.org")
+    return value
+
+
+def _email(value: str) -> str:
+    _single_line(value)
+    local, at, domain = value.rpartition("@")
+    if not at or len(value) > 254 or len(local) > 64 or not EMAIL_LOCAL.fullmatch(local) \
+            or not DNS_NAME.fullmatch(domain):
+        raise _error("email", f"{value!r} is not a mail address of the form local@host "
+                     "(no display name, quotes or spaces); use e.g. ops@example.org")
+    return value
+
+
+DnsName = Annotated[str, AfterValidator(_dns_name), _schema(
+    "^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$",
+    "A host name, e.g. mail.example.org.", maxLength=253)]
+"""A host name (or dotted IPv4 address, whose labels are digits)."""
+
+EmailAddress = Annotated[str, AfterValidator(_email), _schema(
+    "^[^@\\s\"]+@[A-Za-z0-9.-]+$", "A mail address, local@host.", maxLength=254)]
+"""A bare mail address: local@host, the forms every relay accepts."""
 
 
 # --- tokens the validators then check for meaning -------------------------------------

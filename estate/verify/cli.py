@@ -5,7 +5,8 @@ from pathlib import Path
 
 import typer
 
-from estate.output import Output, output_option
+from estate.output import (
+    Output, lab_option, output_option, ssh_key_option, ssh_user_option, strict_host_keys_option)
 from estate.provision.cli import _render
 
 
@@ -15,10 +16,9 @@ def register(app: typer.Typer) -> None:
                out: Path = typer.Option(None, "-o", "--out",
                                         help="Render directory (default build/<spec name>)."),
                limit: str = typer.Option(None, "--limit"),
-               lab: bool = typer.Option(False, "--lab"),
-               ssh_key: str = typer.Option(None, "--ssh-key"),
-               ssh_user: str = typer.Option("root", "--ssh-user"),
-               strict_host_keys: bool = typer.Option(True, "--strict-host-keys/--no-strict-host-keys"),
+               lab: bool = lab_option(), ssh_key: str = ssh_key_option(),
+               ssh_user: str = ssh_user_option(),
+               strict_host_keys: bool = strict_host_keys_option(),
                report_dir: Path = typer.Option(Path("build/verify"), "--report-dir",
                                                help="Where verify.json and junit.xml go."),
                reachability: bool = typer.Option(None, "--reachability/--no-reachability",

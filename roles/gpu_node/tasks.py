@@ -6,14 +6,11 @@ Where that repository cannot be reached (these machines) the role is Unsupported
 from __future__ import annotations
 
 from pyinfra.api import deploy
-from pyinfra.operations import apt, server
+from pyinfra.operations import apt
 
 from roles._lib import probe, Unsupported, consumed, install, install_packages
 from roles._lib.kubernetes import reach_problem
-
-REPO = "https://nvidia.github.io/libnvidia-container"
-KEYRING = "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
-SOURCE = "/etc/apt/sources.list.d/nvidia-container-toolkit.list"
+from roles._lib.nvidia import REPO, toolkit_source
 
 
 @deploy("gpu_node")
@@ -22,11 +19,7 @@ def gpu_node() -> None:
     if problem:
         raise Unsupported(problem)
     install_packages("gpu_node")
-    if not probe(f"test -s {SOURCE} && echo ok"):
-        server.shell(name="NVIDIA container toolkit source", commands=[
-            f"curl -fsSL {REPO}/gpgkey | gpg --dearmor -o {KEYRING}",
-            f"curl -fsSL {REPO}/stable/deb/nvidia-container-toolkit.list | sed "
-            f"'s#deb https://#deb [signed-by={KEYRING}] https://#' > {SOURCE}"])
+    toolkit_source()
     apt.packages(name="Install the NVIDIA container toolkit",
                  packages=["nvidia-container-toolkit"], update=True)
     # after the package, whose own config.toml this replaces (the toolkit reads it per

@@ -15,7 +15,7 @@ from pyinfra import host
 from pyinfra.api import OperationError, deploy, operation
 from pyinfra.operations import systemd
 
-from estate.model.services import GPU_DEVICES, HOOKS
+from estate.model.services import GPU_DEVICES, HOOKS, SLURMD_RESTART
 from roles._lib.facts import DeviceNode, FileText
 from roles._lib import consumed, digest_of, digest_text, install, install_packages, put_text, \
     render_dir, service_current, slurm_configs
@@ -89,8 +89,11 @@ def slurm_worker() -> None:
         raise OperationError(f"{host.name}: has the slurm_worker role but consumes no "
                              "slurm/slurmd.env; re-render the spec")
     install_packages("slurm_worker")
-    inputs = gpus() + slurm_configs() + ["slurm/slurmd.env"]
-    install("slurm/slurmd.env")
+    # the rendered settings slurmd restarts for: configless, it installs no slurm.conf
+    restart = consumed(f"{SLURMD_RESTART}*")
+    inputs = gpus() + slurm_configs() + ["slurm/slurmd.env"] + restart
+    for path in ["slurm/slurmd.env"] + restart:
+        install(path)
     for path in consumed(f"{HOOKS}*"):
         install(path)   # slurmd runs the site's hooks afresh each time: no restart for them
     dropin = ""

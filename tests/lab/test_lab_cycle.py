@@ -35,8 +35,10 @@ NODES = "ctl1,login1,gpu[1-2],nfs1"
 # The Kubernetes nodes are not started by default (no kubeadm in any reachable registry);
 # the Pulumi graph runs on them too, where their roles end at "unsupported here".
 ALL_NODES = NODES + ",k8s[1-2]"
+# the last step keeps the tree the run applied: the next run's workers restart in the
+# batches of a diff against it (estate.pulumi.plan.restart_batches)
 STEPS = ["node-nfs1", "node-ctl1", "node-login1", "node-gpu1", "node-gpu2", "node-k8s1",
-         "node-k8s2", "join-token-revoke"]
+         "node-k8s2", "join-token-revoke", "applied-tree"]
 
 
 def on(node_addr: str, command: str) -> str:
@@ -80,12 +82,15 @@ def test_the_pulumi_graph_converges_the_lab_from_cold(lab):
     for node in ("nfs1", "ctl1", "login1", "gpu1", "gpu2", "k8s1", "k8s2"):
         out = steps[f"node-{node}"]["outputs"]
         assert out["ok"] and out["changed"] > 0, out   # cold: every node had work to do
-    # Slurm converges; storage is the only thing a container cannot do there, and the lab
-    # stack accepts it (stacks/Pulumi.lab.yaml), so the steps succeed and say so.
+    # Slurm converges; storage is the only thing a container cannot do there, besides the
+    # DCGM exporter on the GPU workers (no NVIDIA driver), and the lab stack accepts both
+    # (stacks/Pulumi.lab.yaml), so the steps succeed and say so.
     assert steps["node-ctl1"]["outputs"]["status"] == "changed"
-    for node in ("nfs1", "login1", "gpu1", "gpu2"):
+    for node, roles in (("nfs1", ["storage"]), ("login1", ["storage"]),
+                        ("gpu1", ["dcgm_exporter", "storage"]),
+                        ("gpu2", ["dcgm_exporter", "storage"])):
         accepted = steps[f"node-{node}"]["outputs"]["accepted_unsupported"]
-        assert [a.split(": ")[1] for a in accepted] == ["storage"], accepted
+        assert [a.split(": ")[1] for a in accepted] == roles, accepted
     # The Kubernetes nodes end at "unsupported here" with the reason: no kubeadm.
     for node, role in (("k8s1", "k8s_control_plane"), ("k8s2", "k8s_worker")):
         out = steps[f"node-{node}"]["outputs"]
@@ -93,6 +98,8 @@ def test_the_pulumi_graph_converges_the_lab_from_cold(lab):
         assert any(u.startswith(f"{role}: ") and "kubeadm" in u for u in out["unsupported"]), out
     # No control plane handed out a token, so there is none to revoke.
     assert steps["join-token-revoke"]["outputs"]["revoked"] is None
+    from estate.pulumi.dryrun import APPLIED
+    assert (ROOT / APPLIED.format(stack="lab") / "MANIFEST.json").is_file()
 
 
 def test_a_second_run_of_the_pulumi_graph_changes_nothing(lab, tmp_path):
@@ -125,11 +132,16 @@ def test_every_node_is_provisioned_and_apply_agrees(lab):
     assert set(hosts) == {"ctl1", "login1", "gpu1", "gpu2", "nfs1"}
     assert not {h: r["failed"] for h, r in hosts.items() if r["failed"]}
     # storage is reported, not hidden: this kernel has no NFS server (nfs1) or client
-    # (the nodes that mount /home/shared); nothing else is unsupported
+    # (the nodes that mount /home/shared); the GPU workers' DCGM exporter has no NVIDIA
+    # driver (nor NVIDIA's repository); nothing else is unsupported
     assert {h for h, r in hosts.items() if r["status"] == "unsupported"} == \
         {"nfs1", "login1", "gpu1", "gpu2"}
     assert "no NFS server" in hosts["nfs1"]["unsupported"][0]
-    assert "no NFS client" in hosts["gpu1"]["unsupported"][0]
+    for gpu in ("gpu1", "gpu2"):
+        assert [u.split(":")[0] for u in hosts[gpu]["unsupported"]] == \
+            ["dcgm_exporter", "storage"], hosts[gpu]["unsupported"]
+        assert "no NVIDIA driver" in hosts[gpu]["unsupported"][0]
+        assert "no NFS client" in hosts[gpu]["unsupported"][1]
 
 
 def test_second_run_changes_nothing(lab, tmp_path):
@@ -159,14 +171,23 @@ def test_verify_passes_and_names_what_is_unsupported(lab, tmp_path):
     unsupported = {(r["node"], r["role"], r["check"].split(":")[0]) for r in report["results"]
                    if r["outcome"] == "unsupported"}
     nodes = ("ctl1", "login1", "gpu1", "gpu2", "nfs1")
-    # only three things are unsupported in containers: setting the clock, NFS (every
-    # storage check on the NFS server and its clients, the installed files included), and
-    # the scrape targets of the Kubernetes nodes, which the container lab does not check
+    # only four things are unsupported in containers: setting the clock, NFS (every
+    # storage check on the NFS server and its clients, the installed files included), the
+    # DCGM exporter on the GPU workers (no NVIDIA driver: its checks, its unit file, and
+    # its scrape targets, named by the monitoring host) and the scrape targets of the
+    # Kubernetes nodes, which the container lab does not check
+    targets_named = ("the_targets_of_nodes_not_checked",
+                     "the_targets_whose_exporter_cannot_run_here")
     assert {(n, role) for n, role, check in unsupported
-            if (role, check) not in (("common", "time_sync"),
-                                     ("cluster", "the_targets_of_nodes_not_checked"))} == \
-        {(n, "storage") for n in ("nfs1", "login1", "gpu1", "gpu2")}
-    assert ("ctl1", "cluster", "the_targets_of_nodes_not_checked") in unsupported
+            if (role, check) not in {("common", "time_sync")} |
+            {("cluster", t) for t in targets_named}} == \
+        {(n, "storage") for n in ("nfs1", "login1", "gpu1", "gpu2")} | \
+        {(n, "dcgm_exporter") for n in ("gpu1", "gpu2")}
+    for named in targets_named:
+        assert ("ctl1", "cluster", named) in unsupported
+    dcgm = next(r for r in report["results"]
+                if r["check"].startswith("the_targets_whose_exporter_cannot_run_here"))
+    assert "dcgm/gpu1" in dcgm["detail"] and "dcgm/gpu2" in dcgm["detail"], dcgm
     assert {(n, "common", "time_sync") for n in nodes} <= unsupported
     assert not [r for r in report["results"] if r["role"] == "storage"
                 and r["outcome"] != "unsupported"]
@@ -178,6 +199,11 @@ def test_verify_passes_and_names_what_is_unsupported(lab, tmp_path):
                  ("cluster", "every_scrape_target_of_the_nodes_checked_is_up"),
                  ("cluster", "a_running_job_shows_under_its_account_and_partition_then_in_"
                              "the_report"),
+                 ("cluster", "alertmanager_is_ready_and_prometheus_sends_it_the_alerts"),
+                 ("cluster", "alertmanager_routes_each_alert_to_the_specs_receiver"),
+                 ("monitoring", "alertmanager_runs_on_a_valid_configuration"),
+                 ("monitoring", "alertmanager_listens_on_the_monitoring_segment_only_with_no_"
+                                "cluster_port"),
                  ("firewall", "input_denies_by_default"),
                  ("cluster", "rest_api_reach_follows_the_flows")]:
         assert want in checks

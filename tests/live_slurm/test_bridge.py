@@ -106,10 +106,14 @@ def sacct(lab, job: int) -> dict:
 
 
 def wait_done(lab, job: int, timeout: float = 60) -> dict:
+    """The job's accounting record once it has ended and slurmdbd holds it whole: under
+    load 22.05's slurmdbd was seen to store the end (COMPLETED) before the start, the
+    partition still empty and the QOS 'Unknown' at that moment (make test, 2026-12-05)."""
     end = time.monotonic() + timeout
     while True:
         row = sacct(lab, job)
-        if row.get("state") in ("COMPLETED", "FAILED", "CANCELLED") or time.monotonic() > end:
+        ended = row.get("state") in ("COMPLETED", "FAILED", "CANCELLED")
+        if (ended and row.get("partition")) or time.monotonic() > end:
             return row
         time.sleep(0.5)
 

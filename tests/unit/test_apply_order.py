@@ -30,6 +30,20 @@ def test_workers_a_change_restarts_go_in_the_diffs_batches(tmp_path):
     assert worker_batches(new, last, keep_up=0.0) == [["gpu1", "gpu2"]]
 
 
+def test_apply_diffs_the_render_it_writes(tmp_path, monkeypatch):
+    """estate apply renders once: the batches from its build are the spec's, and the
+    spec is not rendered again for them."""
+    import estate.diff as D
+    from estate.pipeline import rendered
+    last = tmp_path / "tree"
+    render_to(variant(tmp_path, "old", "22.05"), last)
+    new = variant(tmp_path, "new", "22.05", more_cores)
+    result = rendered(new)
+    monkeypatch.setattr(D, "new_side_split", lambda spec: (_ for _ in ()).throw(
+        AssertionError("the spec was rendered again")))
+    assert worker_batches(new, last, 0.5, result) == [["gpu1"], ["gpu2"]]
+
+
 def test_no_batches_without_a_last_tree_or_a_worker_restart(tmp_path):
     assert worker_batches(variant(tmp_path, "old", "22.05"), tmp_path / "none", 0.5) is None
     last = tmp_path / "tree"

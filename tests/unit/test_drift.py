@@ -256,9 +256,10 @@ def test_the_services_each_nodes_deploys_run(estate):
     units = lambda n: {s.unit for s in d.expected_services(ts[n].deploys, ts[n].consumes)}  # noqa: E731
     assert units("ctl1") == {"chrony", "nftables", "munge", "mariadb", "slurmdbd", "slurmctld",
                              "slurmrestd", "stunnel@slurmrestd", "prometheus-node-exporter",
-                             "estate-slurm-exporter", "prometheus", "estate-bridge-mint.timer"}
+                             "estate-slurm-exporter", "prometheus", "prometheus-alertmanager",
+                             "estate-bridge-mint.timer"}
     assert units("gpu1") == {"chrony", "nftables", "munge", "slurmd", "prometheus-node-exporter",
-                             "home-shared.mount", "models.mount"}
+                             "estate-dcgm-exporter", "home-shared.mount", "models.mount"}
     assert "nfs-server" in units("nfs1") and "nfs-server" not in units("login1")
     assert {"kubelet", "containerd"} <= units("k8s2")
 

@@ -91,7 +91,8 @@ def test_monitoring_hosts_and_only_they_scrape_it():
     d["firewall"]["monitoring"] = ["10.10.0.5/32"]
     m = matrix(estate_of(d))
     [flow] = [f for f in m.flows if f.name == "dcgm-exporter"]
-    assert flow.to == {"k8s2", "k8s3"} and flow.cidrs == ("10.10.0.5/32",)
+    # the Kubernetes GPU workers' DaemonSet, and the Slurm GPU workers' unit
+    assert flow.to == {"k8s2", "k8s3", "gpu1", "gpu2"} and flow.cidrs == ("10.10.0.5/32",)
     # the lab's Prometheus (monitoring.host) and the outside scraper, nobody else
     assert flow.ports == (k8s.DCGM_PORT, k8s.DCGM_PORT) and flow.sources == {"ctl1"}
     d["firewall"]["monitoring"] = []

@@ -416,6 +416,20 @@ def test_template_finalize_passes_dumped_structure():
      "url", "kubernetes.package_repository", "http"),
     ("prod", {"kubernetes": {"package_repository": "https://m.example/$(reboot) /"}},
      "url", "kubernetes.package_repository", "$"),
+    ("prod", {"monitoring": {"alertmanager": {"receivers": {1: {"webhooks": {
+        0: "https://hooks:s3cret@events.example.org/x"}}}}}},
+     "url", "monitoring.alertmanager.receivers[1].webhooks[0]", "holds no secrets"),
+    ("prod", {"monitoring": {"alertmanager": {"receivers": {1: {"webhooks": {
+        0: "https://events.example.org/x?token=s3cret"}}}}}},
+     "url", "monitoring.alertmanager.receivers[1].webhooks[0]", "'?'"),
+    ("prod", {"monitoring": {"alertmanager": {"receivers": {1: {"webhooks": {
+        0: "file:///etc/shadow"}}}}}},
+     "url", "monitoring.alertmanager.receivers[1].webhooks[0]", "http"),
+    ("prod", {"monitoring": {"alertmanager": {"receivers": {0: {"emails": {
+        0: "Platform <platform@example.org>"}}}}}},
+     "email", "monitoring.alertmanager.receivers[0].emails[0]", "local@host"),
+    ("prod", {"monitoring": {"alertmanager": {"smtp": {"smarthost": "smtp.example.org:25"}}}},
+     "dns_name", "monitoring.alertmanager.smtp.smarthost", "host name"),
     ("prod", {"storage": {"exports": [{"options": "rw) *(rw,no_root_squash"}]}},
      "option_syntax", "storage.exports[0].options", "key=value"),
     ("prod", {"storage": {"mounts": [{"options": "defaults\nWhat=evil:/"}]}},

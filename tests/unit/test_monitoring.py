@@ -1,10 +1,13 @@
-"""Telemetry: the rendered Prometheus configuration and rules, proven with promtool.
+"""Telemetry: the rendered Prometheus and Alertmanager configurations and the rules, proven
+with promtool and amtool.
 
 promtool (Debian's prometheus package) checks the configuration and the rules, and runs
 the rules on input series: each alert fires for its own cause and stays quiet for the
 others' and for look-alikes (a queue that waits on drained nodes, a container that is
 only being created, a mount that is merely busy). Every scrape target is a flow of the
-matrix that only the monitoring host reaches.
+matrix that only the monitoring host reaches. amtool (Debian's prometheus-alertmanager)
+checks alertmanager.yml and runs Alertmanager's own routing on each alert's labels, as
+the rules emit them: each reaches the receiver the spec names.
 """
 from __future__ import annotations
 
@@ -19,7 +22,8 @@ import yaml
 from estate.catalogue import HOST_TOOLS
 from estate.model import monitoring as mon
 from estate.model.destinations import destination
-from estate.model.flows import matrix
+from estate.model.flows import admin_cidrs, matrix
+from estate.model.services import PORTS
 from estate.pipeline import build
 from estate.provision.inventory import targets as deploy_targets
 from estate.render import monitoring as render
@@ -37,6 +41,16 @@ def promtool() -> str:
     path = shutil.which("promtool")
     if path is None:
         pytest.fail("promtool is not installed: run scripts/install-deps.sh (make test does "
+                    f"it), which installs Debian's {', '.join(HOST_TOOLS['telemetry'])}")
+    return path
+
+
+@pytest.fixture(scope="module")
+def amtool() -> str:
+    """Installed like promtool (HOST_TOOLS): missing is a broken machine."""
+    path = shutil.which("amtool")
+    if path is None:
+        pytest.fail("amtool is not installed: run scripts/install-deps.sh (make test does "
                     f"it), which installs Debian's {', '.join(HOST_TOOLS['telemetry'])}")
     return path
 
@@ -291,6 +305,63 @@ def test_a_wrong_expectation_fails(lab, promtool, tmp_path, case):
     assert f"alertname: {wrong}" in proc.stdout + proc.stderr
 
 
+# --- promtool: GPU utilization attributed to Slurm jobs and accounts ----------------------
+
+def _dcgm(node: str, gpu: str, util: float, **labels: str) -> dict:
+    return _series(mon.DCGM_GPU_UTIL, _flat(util), node=node, gpu=gpu, UUID=f"GPU-{node}-{gpu}",
+                   **labels)
+
+
+def _attribution_input() -> list[dict]:
+    """gpu1: GPU 0 held by research's job 101 at 80 %, GPU 1 idle (no job, no hpc_job);
+    gpu2: both GPUs held by ops's job 202 at 20 and 40 %; k8s2's GPU busy under a pod; both
+    HA controllers' exporters list the running jobs, and job 303 holds no GPU."""
+    slurm = {"plane": "slurm"}
+    out = [_dcgm("gpu1", "0", 80, hpc_job="101", **slurm), _dcgm("gpu1", "1", 0, **slurm),
+           _dcgm("gpu2", "0", 20, hpc_job="202", **slurm),
+           _dcgm("gpu2", "1", 40, hpc_job="202", **slurm),
+           _dcgm("k8s2", "0", 90, plane="kubernetes", namespace="inference", pod="llm-0")]
+    for exporter in ("ctl1", "ctl2"):
+        out += [_series("slurm_job_info", _flat(1), node=exporter, plane="slurm", job_id=job,
+                        account=account, user=user, partition="gpu")
+                for job, account, user in (("101", "research", "alice"), ("202", "ops", "bob"),
+                                           ("303", "vision", "alice"))]
+    return out
+
+
+def _attribution(research: float) -> dict:
+    def job(job_id, account, user, value):
+        return {"labels": f'job:gpu_utilization:avg{{account="{account}",job_id="{job_id}",'
+                          f'partition="gpu",plane="slurm",user="{user}"}}', "value": value}
+    return {"name": "GPU utilization by job and account", "interval": "1m",
+            "input_series": _attribution_input(),
+            "promql_expr_test": [
+                {"expr": "tenant:gpu_utilization:avg", "eval_time": "10m", "exp_samples": [
+                    {"labels": 'tenant:gpu_utilization:avg{plane="slurm",tenant="research"}',
+                     "value": research},
+                    {"labels": 'tenant:gpu_utilization:avg{plane="slurm",tenant="ops"}',
+                     "value": 30}]},
+                {"expr": "job:gpu_utilization:avg", "eval_time": "10m", "exp_samples": [
+                    job("101", "research", "alice", research), job("202", "ops", "bob", 30)]}]}
+
+
+def test_gpu_utilization_is_attributed_to_the_jobs_account(lab, promtool, tmp_path):
+    """Through the DCGM exporter's hpc_job label and slurm_job_info: research's GPU at 80 %,
+    not averaged with the idle GPU beside it (which no job holds), ops's two GPUs at 30 %
+    on average, each HA exporter's job counted once, the Kubernetes GPU no account's."""
+    proc = _test_rules(promtool, lab.artifacts, tmp_path, [_attribution(research=80)])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SUCCESS" in proc.stdout
+
+
+def test_an_idle_gpu_charged_to_the_account_fails_the_proof(lab, promtool, tmp_path):
+    """The proof can fail: research averaged with gpu1's idle GPU (40 %) is not what the
+    rules record."""
+    proc = _test_rules(promtool, lab.artifacts, tmp_path, [_attribution(research=40)])
+    assert proc.returncode != 0, proc.stdout
+    assert "tenant:gpu_utilization:avg" in proc.stdout + proc.stderr
+
+
 def test_the_thresholds_are_the_specs():
     data = spec_dict("lab")
     data["monitoring"]["alerts"] = {"queue_delay_s": 7200, "deployment_failed_s": 900,
@@ -309,9 +380,13 @@ def test_rules_read_only_the_slurm_exporters_declared_metrics(lab):
              for r in g["rules"]]
     used = {m for e in exprs for m in re.findall(r"\b(slurm_[a-z_]+)\b", e)}
     assert used and used <= set(mon.SLURM), used - set(mon.SLURM)
-    # and the labels the rules aggregate by are the metrics' own (plus the scrape's node)
-    for name in used:
-        assert set(mon.SLURM[name].labels) <= {"state", "partition", "account", "reason"}
+    # and every label the rules group or join the Slurm metrics by is one of theirs
+    # (the DCGM exporter's hpc_job joins as job_id; tenant is what the rules record)
+    own = {label for name in used for label in mon.SLURM[name].labels}
+    grouped = {label.strip() for e in exprs if re.search(r"\bslurm_", e)
+               for labels in re.findall(r"\b(?:by|on|group_left) \(([^)]*)\)", e)
+               for label in labels.split(",") if label.strip()}
+    assert grouped and grouped <= own | {"tenant"}, grouped - own
 
 
 def test_every_rule_names_its_plane_and_tenant(lab):
@@ -353,7 +428,8 @@ def test_every_node_is_scraped_and_the_exporters_where_they_run(lab):
     for job, addr, _, labels in found:
         jobs.setdefault(job, []).append(labels.get("node", addr))
     assert jobs["node"] == list(lab.estate.nodes)
-    assert jobs["slurm"] == ["ctl1"] and jobs["dcgm"] == ["k8s2"]
+    # the DCGM exporter on the GPU workers of both planes, each target under its own plane
+    assert jobs["slurm"] == ["ctl1"] and jobs["dcgm"] == ["gpu1", "gpu2", "k8s2"]
     assert jobs["kube-state-metrics"] == [str(lab.estate.address("k8s1", "management"))]
 
 
@@ -411,3 +487,154 @@ def test_every_node_deploys_the_exporter_and_the_host_prometheus(lab):
     found = {t.name: t.deploys for t in deploy_targets(lab.estate, lab.artifacts.manifest())}
     assert all("node_exporter" in d for d in found.values())
     assert [n for n, d in found.items() if "monitoring" in d] == ["ctl1"]
+
+
+# --- Alertmanager: amtool accepts the configuration and routes as the spec says ----------
+
+def _alertmanager_yml(artifacts, tmp: Path, config: dict | None = None) -> Path:
+    path = tmp / "alertmanager.yml"
+    if config is None:
+        path.write_bytes(artifacts[render.ALERTMANAGER_CONFIG].content)
+    else:
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def _routes(amtool: str, config: Path, labels: dict[str, str]) -> str:
+    proc = subprocess.run([amtool, "config", "routes", "test", f"--config.file={config}",
+                           *(f"{k}={v}" for k, v in labels.items())],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout.strip()
+
+
+def test_amtool_accepts_the_alertmanager_config(built, amtool, tmp_path):
+    proc = subprocess.run([amtool, "check-config", str(_alertmanager_yml(built.artifacts,
+                                                                          tmp_path))],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SUCCESS" in proc.stdout
+
+
+def test_amtool_refuses_a_route_to_an_undefined_receiver(lab, amtool, tmp_path):
+    """The check can fail: what monitoring.alertmanager_unknown_receiver keeps out."""
+    config = _doc(lab.artifacts, render.ALERTMANAGER_CONFIG)
+    config["route"]["routes"][0]["receiver"] = "nobody"
+    proc = subprocess.run([amtool, "check-config",
+                           str(_alertmanager_yml(lab.artifacts, tmp_path, config))],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and 'undefined receiver "nobody"' in proc.stdout, proc.stdout
+
+
+def _alert(rules: dict, alert: str, tenant: str) -> dict[str, str]:
+    """An alert's labels as its (first) rule emits them, for one tenant."""
+    rule = next(r for g in rules["groups"] for r in g["rules"] if r.get("alert") == alert)
+    return {"alertname": alert, **rule["labels"], "tenant": tenant}
+
+
+# What each stack's spec says (by spec name), written out: (alert, tenant) -> receiver
+ROUTED = {
+    "lab": {("SchedulerQueueDelay", "research"): "research",   # the tenant's own route
+            ("SchedulerQueueDelay", "vision"): "ops",           # its plane's
+            ("SchedulerQueueDelay", "ops"): "ops",
+            ("ContainerDeploymentFailed", "inference"): "inference",
+            ("ContainerDeploymentFailed", "kube-system"): "null",   # no route: the root's
+            ("SharedFilesystemDegraded", "gpu1"): "ops"},
+    "prod": {("SchedulerQueueDelay", "ml-platform"): "ml-platform",
+             ("SchedulerQueueDelay", "research"): "hpc-oncall",
+             ("ContainerDeploymentFailed", "batch-embed"): "ml-platform",
+             ("ContainerDeploymentFailed", "kube-system"): "platform",
+             ("SharedFilesystemDegraded", "gpu001"): "storage"},
+}
+
+
+def test_each_alert_routes_to_the_receiver_the_spec_names(built, amtool, tmp_path):
+    stack = built.estate.spec.name
+    config = _alertmanager_yml(built.artifacts, tmp_path)
+    rules = _doc(built.artifacts, render.RULES)
+    got = {case: _routes(amtool, config, _alert(rules, *case)) for case in ROUTED[stack]}
+    assert got == ROUTED[stack]
+
+
+def test_every_rules_alert_routes_as_the_verify_check_expects(built, amtool, tmp_path):
+    """route_cases (what `estate verify` asks the lab's Alertmanager) holds on the rendered
+    file: every alert rule's labels, for each tenant a route names and one none names."""
+    config = _alertmanager_yml(built.artifacts, tmp_path)
+    cases = render.route_cases(built.estate)
+    assert {labels["alertname"] for labels, _ in cases} == set(mon.ALERTS)
+    wrong = [(labels, want, got) for labels, want in cases
+             if (got := _routes(amtool, config, labels)) != want]
+    assert not wrong
+
+
+def test_without_receivers_alertmanager_keeps_the_alerts_to_itself(amtool, tmp_path):
+    data = spec_dict("lab")
+    del data["monitoring"]["alertmanager"]
+    est = Estate(load_text(yaml.safe_dump(data), "t.yaml").spec)
+    config = render.alertmanager_config(est)
+    assert config["receivers"] == [{"name": mon.NULL_RECEIVER}]
+    assert "routes" not in config["route"] and "global" not in config
+    path = tmp_path / "alertmanager.yml"
+    path.write_text(yaml.safe_dump(config))
+    proc = subprocess.run([amtool, "check-config", str(path)], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rules = render.rules(est)
+    assert _routes(amtool, path, _alert(rules, "SchedulerQueueDelay", "research")) == "null"
+
+
+def test_the_spec_types_the_intervals_and_the_mail_relay(lab):
+    config = _doc(lab.artifacts, render.ALERTMANAGER_CONFIG)
+    assert config["route"]["group_wait"] == "10s"       # the lab's group_wait_s
+    assert (config["route"]["group_interval"], config["route"]["repeat_interval"]) == \
+        ("5m", "4h")                                       # the defaults
+    assert config["route"]["group_by"] == list(mon.GROUP_BY)
+    prod = build(ROOT / "stacks" / "example-prod.yaml")
+    config = _doc(prod.artifacts, render.ALERTMANAGER_CONFIG)
+    assert config["global"] == {"smtp_smarthost": "smtp.example.org:587",
+                                "smtp_from": "alertmanager@example.org",
+                                "smtp_require_tls": True}
+    assert config["route"]["repeat_interval"] == "12h"
+    storage = next(r for r in config["receivers"] if r["name"] == "storage")
+    assert storage == {"name": "storage", "email_configs": [
+        {"to": "storage-team@example.org", "send_resolved": False}]}
+
+
+def test_prometheus_sends_its_alerts_to_alertmanager_on_its_flow(built):
+    est, m = built.estate, matrix(built.estate)
+    host, seg = est.spec.monitoring.host, est.spec.monitoring.segment
+    addr = f"{est.address(host, seg)}:{PORTS['alertmanager']}"
+    conf = _doc(built.artifacts, render.CONFIG)
+    assert conf["alerting"] == {"alertmanagers": [{"static_configs": [{"targets": [addr]}]}]}
+    env = built.artifacts[render.ALERTMANAGER_ENV].content.decode()
+    assert f"--web.listen-address={addr} " in env and "--cluster.listen-address= " in env
+    assert f"--config.file={destination(render.ALERTMANAGER_CONFIG)} " in env
+    # Prometheus beside it and the admin hosts reach it, no other node
+    port = PORTS["alertmanager"]
+    assert m.allows(host, host, "tcp", port, seg) is not None
+    others = [n for n in est.nodes if n != host and m.allows(n, host, "tcp", port, seg)]
+    assert others == []
+    flow = next(f for f in m.flows if f.name == "alertmanager")
+    assert flow.to == {host} and flow.sources == {host} and flow.cidrs == admin_cidrs(est)
+
+
+def test_the_monitoring_host_alone_gets_alertmanager(lab):
+    for path in (render.ALERTMANAGER_CONFIG, render.ALERTMANAGER_ENV):
+        assert set(lab.artifacts[path].consumers) == {"ctl1"}
+    assert destination(render.ALERTMANAGER_CONFIG) == "/etc/prometheus/alertmanager.yml"
+    assert destination(render.ALERTMANAGER_ENV) == "/etc/default/prometheus-alertmanager"
+    ctl = lab.artifacts["network/nftables/group-000.nft"].content.decode()
+    assert 'ip saddr { 10.60.0.1, 10.60.0.11, 10.62.0.1 } tcp dport 9093 counter accept ' \
+        'comment "alertmanager"' in ctl
+
+
+def test_a_static_config_line_is_json_dumps_of_it():
+    """prometheus.yml's target lines are written without json.dumps (10,000 calls of its
+    Python layer): byte for byte what it writes, whatever the strings hold."""
+    import json
+
+    from estate.render.monitoring import _static_line
+    for node in ("gpu1", 'a"b', "back\\slash", "é", "new\nline", ""):
+        for labels in ({"node": node, "plane": "slurm"}, {"plane": node}):
+            sc = {"targets": [f"10.0.0.1:{node}"], "labels": labels}
+            assert _static_line(sc) == f"  - {json.dumps(sc)}\n"

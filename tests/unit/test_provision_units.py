@@ -80,9 +80,10 @@ def test_deploys_come_from_what_nodes_consume(lab):
     assert ts["ctl1"].deploys == ["common", "firewall", "munge", "slurmdbd",
                                   "slurm_controller", "slurmrestd", "node_exporter",
                                   "slurm_exporter", "monitoring"]
-    # NFS clients (the mount's hosts) get the storage deploy for their mount units
+    # NFS clients (the mount's hosts) get the storage deploy for their mount units; the
+    # Slurm GPU workers the DCGM exporter
     assert ts["gpu1"].deploys == ["common", "firewall", "munge", "slurm_worker",
-                                  "node_exporter", "storage"]
+                                  "node_exporter", "dcgm_exporter", "storage"]
     assert ts["login1"].deploys == ["common", "firewall", "munge", "slurm_login",
                                     "node_exporter", "storage"]
     # the storage node consumes no Slurm file, so it gets no munge key
@@ -118,7 +119,7 @@ def test_shared_values_are_the_all_groups_and_groups_are_pyinfras(lab, tmp_path)
     assert gpu1.data.estate_runtime == inv.runtime_facts(result.estate) | \
         {"apply_manifests": True}
     assert gpu1.data.estate_deploys == ["common", "firewall", "munge", "slurm_worker",
-                                        "node_exporter", "storage"]
+                                        "node_exporter", "dcgm_exporter", "storage"]
     assert [h.name for h in pyinfra.get_group("role_slurm_worker")] == ["gpu1", "gpu2"]
     assert [h.name for h in pyinfra.get_group("plane_shared")] == ["nfs1"]
     assert "role_slurm_worker" in gpu1.groups and "plane_slurm" in ctl.groups

@@ -27,7 +27,7 @@ FAKE_STEP = f'''#!{sys.executable}
 """Stands in for `estate pulumi step SPEC NODE ...`: records its call, prints outputs."""
 import json, os, sys
 args = sys.argv[1:]
-node = args[3]
+node = args[3] if args[0] == "pulumi" else args[0]   # `pulumi step SPEC NODE`, `render`
 with open(os.environ["FAKE_STEP_LOG"], "a") as log:
     log.write(json.dumps({{"node": node, "args": args,
                           "join": os.environ.get("ESTATE_KUBEADM_TOKEN", "")}}) + "\\n")
@@ -93,6 +93,9 @@ def test_preview_up_and_a_second_up_on_a_local_backend(tmp_path):
     assert up.summary.result == "succeeded"
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     order = [c["node"] for c in calls if "--revoke-join" not in c["args"]]
+    # the applied tree is recorded once, after every node's step
+    assert order[-1] == "render" and order.count("render") == 1
+    order = order[:-1]
     assert sorted(order) == sorted(NODES)
     assert order.index("nfs1") == 0 and order.index("k8s1") < order.index("k8s2")
     assert order.index("ctl1") < min(order.index(n) for n in ("login1", "gpu1", "gpu2"))

@@ -21,6 +21,7 @@ from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.settings import get_root_resource
 
+from estate.diff import KEEP_UP, worker_batches
 from estate.model import cni
 from estate.pipeline import build
 from estate.pulumi import plan as planning
@@ -35,6 +36,9 @@ MAIN = ROOT / "__main__.py"
 LAB = ROOT / "stacks" / "lab.yaml"
 KUBECONFIG = "{apiVersion: v1, kind: Config, clusters: [], users: [{name: admin}]}"
 SOURCE = "node-k8s1"   # the first control plane: its step outputs the join material
+# Where a run keeps its applied tree unless a test gives one: never there, so that a tree
+# a `pulumi up` left in build/ does not change what these tests see (a first deploy).
+NO_TREE = "/nonexistent/estate-tests/applied-tree"
 
 
 @dataclass
@@ -137,10 +141,11 @@ def run_stack(spec: Path, kubeconfig: str | None = None, mocks: Mocks | None = N
     mocks, logs = mocks or Mocks(), _Collect()
     logger = logging.getLogger("pulumi-mocks")
     logger.addHandler(logs)
+    logger.setLevel(logging.INFO)   # what `pulumi up` shows: info too, not only warnings
     monitor = Recorder(mocks)
     pulumi.runtime.set_mocks(mocks, project="estate", stack="lab", preview=False,
                              monitor=monitor, logger=logger)
-    config = {"estate:spec": str(spec)}
+    config = {"estate:spec": str(spec), "estate:appliedTree": NO_TREE}
     if kubeconfig is not None:
         config["estate:kubeconfig"] = kubeconfig
     config.update({f"estate:{k}": v for k, v in extra.items()})
@@ -207,6 +212,9 @@ LAB_DEPENDENCIES = {
     "munge-key": set(),
     "slurmrestd-jwt-key": set(),
     "slurmrestd-tls-seed": set(),
+    # the tree this run applied is kept once every node's step has succeeded
+    "applied-tree": {"node-nfs1", "node-ctl1", "node-login1", "node-gpu1", "node-gpu2",
+                     "node-k8s1", "node-k8s2"},
 }
 
 
@@ -414,7 +422,8 @@ def test_the_lab_stack_connects_as_the_lab_and_accepts_what_containers_cannot_ru
     config = yaml.safe_load((ROOT / "stacks" / "Pulumi.lab.yaml").read_text())["config"]
     stack = planning.read_stack_config(config)
     assert stack.lab and set(stack.accept) == {"storage", "k8s_node", "k8s_packages", "gpu_node",
-                                               "k8s_control_plane", "k8s_worker"}
+                                               "k8s_control_plane", "k8s_worker",
+                                               "dcgm_exporter"}
     prod = yaml.safe_load((ROOT / "stacks" / "Pulumi.example-prod.yaml").read_text())["config"]
     assert planning.read_stack_config(prod).accept == ()   # everything must converge
 
@@ -422,11 +431,19 @@ def test_the_lab_stack_connects_as_the_lab_and_accepts_what_containers_cannot_ru
 def test_project_declares_the_config_it_reads():
     project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["config"]
     assert project["spec"]["type"] == "string"
-    assert project["kubeconfig"] == {**project["kubeconfig"], "type": "string", "secret": True}
+    # optional and secret: declared without a default, every stack would have to set it
+    # (`pulumi` refuses a stack missing a declared key's value), and an empty default
+    # would send the provider to ~/.kube/config
+    assert "kubeconfig" not in project
     assert project["acceptUnsupported"]["items"] == {"type": "string"}
     assert project["lab"]["type"] == "boolean"
+    # Pulumi's config types have no fractional number: a string, read as one, whose
+    # default is `estate apply --keep-up`'s
+    assert project["keepUp"]["type"] == "string"
+    assert float(project["keepUp"]["default"]) == KEEP_UP
+    assert project["appliedTree"] == {**project["appliedTree"], "type": "string", "default": ""}
     read = {m for m in __import__("re").findall(r'config\.\w+\("(\w+)"\)', MAIN.read_text())}
-    assert read == set(project)
+    assert read == set(project) | {"kubeconfig"}
 
 
 def test_spec_with_errors_stops_the_program_naming_each_finding(tmp_path):
@@ -490,3 +507,134 @@ def test_a_new_estate_version_retriggers_every_node(monkeypatch):
     monkeypatch.setattr(planning, "estate_version", lambda: "99.0.0")
     after = run_stack(LAB).triggers()
     assert {n for n in before if before[n] != after[n]} == set(before)
+
+
+# --- apply order: the workers a change restarts, in estate diff's batches (issue 31) ----
+
+FOUR_WORKERS = ("gpu[1-2]", "gpu[1-4]")   # the lab's GPU workers, hosts and partitions
+STAGE_DEPS = {"node-nfs1", "node-ctl1", "munge-key"}   # a Slurm worker's, as in the lab
+WORKERS = ("gpu1", "gpu2", "gpu3", "gpu4")
+
+
+def _four_workers(tmp_path: Path, change=None) -> Path:
+    """The lab with four GPU workers in its two partitions, at one path (a stack's spec)."""
+    data = yaml.safe_load(LAB.read_text().replace(*FOUR_WORKERS))
+    if change:
+        change(data)
+    spec = tmp_path / "lab.yaml"
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    return spec
+
+
+def _more_gpus(data):
+    """Two more GPUs per gpu-2x node: their device files and Gres change, a slurmd restart
+    on every worker of both partitions (and their steps' triggers change: they re-run)."""
+    next(c for c in data["node_classes"] if c["name"] == "gpu-2x")["gpus"]["count"] = 4
+
+
+def _record(run: Run) -> None:
+    """Run the record step's command as the command provider does (the real CLI, in the
+    project directory): the tree a successful `pulumi up` leaves for the next one."""
+    import subprocess
+    reg = run.regs["applied-tree"]
+    subprocess.run(["/bin/sh", "-c", reg.inputs["create"]], cwd=reg.inputs["dir"], check=True,
+                   capture_output=True)
+
+
+def _worker_deps(run: Run) -> dict[str, set[str]]:
+    return {n: run.regs[f"node-{n}"].deps - STAGE_DEPS for n in WORKERS}
+
+
+def _chained(batches: list[list[str]]) -> dict[str, set[str]]:
+    """What each worker waits for beyond its stage: the batch before its own."""
+    out = {n: set() for n in WORKERS}
+    for earlier, batch in zip(batches, batches[1:]):
+        for n in batch:
+            out[n] = {f"node-{e}" for e in earlier}
+    return out
+
+
+def test_a_first_deploy_records_its_tree_and_runs_the_workers_at_once(tmp_path):
+    tree = tmp_path / "applied"
+    spec = _four_workers(tmp_path)
+    first = run_stack(spec, appliedTree=str(tree))
+    assert _worker_deps(first) == {n: set() for n in WORKERS}
+    assert any("no applied tree at" in m and "workers run at once" in m for m in first.logs)
+    record = first.regs["applied-tree"]
+    assert record.deps == {f"node-{n}" for n in first.commands()}
+    assert record.inputs["create"] == \
+        f"exec {' '.join(planning.cli())} render {spec} --out {tree} --output text"
+    assert record.inputs["dir"] == str(ROOT)
+    assert record.inputs["triggers"] == [planning.tree_digest(build(spec).artifacts), str(tree)]
+    _record(first)
+    # the next run diffs against the recorded tree: no change, nothing to batch
+    assert _worker_deps(run_stack(spec, appliedTree=str(tree))) == {n: set() for n in WORKERS}
+
+
+def _keeps_up(batches: list[list[str]], share: float, partitions: dict) -> bool:
+    """Every batch leaves at least `share` of each partition up (or takes one node of a
+    partition too small for that)."""
+    return all(sum(n in members for n in batch) <= max(1, int(len(members) * (1 - share)))
+               for batch in batches for members in partitions.values())
+
+
+@pytest.mark.parametrize("keep_up, expected", [
+    (None, [["gpu1"], ["gpu2"], ["gpu3"], ["gpu4"]]),     # the default, 0.75: one at a time
+    ("0.5", [["gpu1", "gpu2"], ["gpu3", "gpu4"]]),
+])
+def test_a_change_restarting_workers_runs_them_in_the_diffs_batches(tmp_path, keep_up,
+                                                                    expected):
+    """controllers -> batch 1 -> batch 2 ...: each batch of worker steps depends on the
+    one before, as estate.diff.worker_batches (estate apply's function) orders them."""
+    tree = tmp_path / "applied"
+    spec = _four_workers(tmp_path)
+    config = {"appliedTree": str(tree), **({"keepUp": keep_up} if keep_up else {})}
+    first = run_stack(spec, **config)
+    _record(first)
+    _four_workers(tmp_path, _more_gpus)
+    changed = run_stack(spec, **config)
+    share = float(keep_up or KEEP_UP)
+    batches = worker_batches(spec, tree, share)
+    assert batches == expected
+    assert _worker_deps(changed) == _chained(batches)
+    partitions = {p["name"]: set(p["nodes"].replace("gpu[1-4]", ",".join(WORKERS)).split(","))
+                  for p in yaml.safe_load(spec.read_text())["slurm"]["partitions"]}
+    assert _keeps_up(batches, share, partitions)
+    # the controllers come before the first batch, the login node does not wait for any
+    assert all({"node-ctl1"} <= changed.regs[f"node-{n}"].deps for n in WORKERS)
+    assert not changed.regs["node-login1"].deps & {f"node-{n}" for n in WORKERS}
+    # the workers' steps are ones the engine re-runs (their triggers changed), in that order
+    rerun = {n for n, t in first.triggers().items() if changed.triggers()[n] != t}
+    assert set(WORKERS) <= rerun
+    assert any(f"workers restart in {len(expected)} batches" in m for m in changed.logs)
+
+
+def test_a_change_restarting_no_worker_runs_the_workers_at_once(tmp_path):
+    tree = tmp_path / "applied"
+    spec = _four_workers(tmp_path)
+    _record(run_stack(spec, appliedTree=str(tree)))
+
+    def longer(data):
+        data["slurm"]["partitions"][0]["max_time"] = "2-00:00:00"   # a reconfigure
+    _four_workers(tmp_path, longer)
+    assert worker_batches(spec, tree, KEEP_UP) == []
+    assert _worker_deps(run_stack(spec, appliedTree=str(tree))) == {n: set() for n in WORKERS}
+
+
+def test_batches_chain_only_workers_of_the_batched_stage():
+    """A node the batches name outside the workers' stage (a controller that runs slurmd
+    too) stays in its own stage: waiting there for workers would wait for itself."""
+    result = build(LAB)
+    the_plan = planning.plan(result.estate, result.artifacts, str(LAB),
+                             batches=[["ctl1", "gpu1"], ["gpu2"]])
+    assert the_plan.batches == [["gpu1"], ["gpu2"]]
+    assert the_plan.after(the_plan.step("gpu2"))[-1:] == ["gpu1"]
+    assert "gpu2" not in the_plan.after(the_plan.step("ctl1"))
+    one = planning.plan(result.estate, result.artifacts, str(LAB), batches=[["gpu1", "gpu2"]])
+    assert one.batches == [] and "gpu1" not in one.after(one.step("gpu2"))
+
+
+@pytest.mark.parametrize("value", ["1", "-0.1", "most"])
+def test_a_keep_up_out_of_range_stops_the_program(value):
+    with pytest.raises(pulumi.RunError, match=rf"estate:keepUp is '{value}'.*from 0 to 0.99"):
+        run_stack(LAB, keepUp=value)

@@ -106,13 +106,14 @@ def test_the_certificate_key_reaches_the_init_config_but_no_command_line(tmp_pat
 FAKE = f'''#!{sys.executable}
 import json, os, sys, time
 args = sys.argv[1:]
-node = args[3]
+node = args[3] if args[0] == "pulumi" else args[0]   # `pulumi step SPEC NODE`, `render`
 with open(os.environ["FAKE_LOG"], "a") as log:
     log.write(json.dumps({{"node": node, "args": args, "cwd": os.getcwd(),
                           "env": {{k: v for k, v in os.environ.items()
                                   if k.startswith("ESTATE_")
                                   and k not in ("ESTATE_PULUMI_CLI", "ESTATE_TODAY")}},
                           "t": time.monotonic()}}) + "\\n")
+time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
 if node == os.environ.get("FAKE_FAIL"):
     print("it broke", file=sys.stderr)
     sys.exit(1)
@@ -140,16 +141,23 @@ def _calls(log: Path) -> list[dict]:
 
 
 def test_dry_run_runs_the_graph_in_order_with_the_engines_environments(fake_step, tmp_path):
-    report = dryrun.dry_run("lab", secrets=tmp_path / "keys", log=lambda m: None)
+    tree = tmp_path / "applied"
+    report = dryrun.dry_run("lab", secrets=tmp_path / "keys", log=lambda m: None,
+                            tree=str(tree))
     assert report.ok, report.as_dict()
     calls = _calls(fake_step)
     start = {(c["node"], "--revoke-join" in c["args"]): c["t"] for c in calls}
     names = [s.name for s in report.steps]
     assert names == ["node-nfs1", "node-ctl1", "node-login1", "node-gpu1", "node-gpu2",
-                     "node-k8s1", "node-k8s2", "join-token-revoke"]
+                     "node-k8s1", "node-k8s2", "join-token-revoke", "applied-tree"]
     # each step started after everything it depends on had finished started
     assert start[("nfs1", False)] < start[("ctl1", False)] < start[("gpu1", False)]
     assert start[("k8s1", False)] < start[("k8s2", False)] < start[("k8s1", True)]
+    # the tree it applied is kept after every node's step, for the next run's order
+    render = [c for c in calls if c["node"] == "render"]
+    calls = [c for c in calls if c["node"] != "render"]
+    assert len(render) == 1 and render[0]["args"][-4:] == ["--out", str(tree), "--output", "text"]
+    assert render[0]["t"] > max(c["t"] for c in calls if "--revoke-join" not in c["args"])
     assert {c["cwd"] for c in calls} == {str(ROOT)}
     env = {(c["node"], "--revoke-join" in c["args"]): c["env"] for c in calls}
     # ctl1 runs slurmrestd: its TLS front is issued from the seed
@@ -173,12 +181,14 @@ def test_dry_run_runs_the_graph_in_order_with_the_engines_environments(fake_step
 def test_a_failed_step_fails_the_run_and_its_dependants_do_not_run(fake_step, tmp_path,
                                                                     monkeypatch):
     monkeypatch.setenv("FAKE_FAIL", "ctl1")
-    report = dryrun.dry_run("lab", secrets=tmp_path / "keys", log=lambda m: None)
+    report = dryrun.dry_run("lab", secrets=tmp_path / "keys", log=lambda m: None,
+                            tree=str(tmp_path / "applied"))
     outcome = {s.name: s.outcome for s in report.steps}
     assert not report.ok
     assert outcome["node-ctl1"] == "failed" and "it broke" in report.steps[1].summary
     assert {outcome[n] for n in ("node-login1", "node-gpu1", "node-gpu2")} == {"skipped"}
     assert outcome["node-k8s2"] == "ok"   # the other side of the graph goes on
+    assert outcome["applied-tree"] == "skipped"   # the last fully applied tree stays
     assert not {"login1", "gpu1", "gpu2"} & {c["node"] for c in _calls(fake_step)}
 
 
@@ -186,11 +196,62 @@ def test_dry_run_cli_names_the_failed_steps(fake_step, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_FAIL", "nfs1")
     proc = subprocess.run([sys.executable, "-m", "estate.cli", "pulumi", "dry-run", "lab",
                            "--secrets", str(tmp_path / "keys"), "--json",
-                           str(tmp_path / "r.json")], cwd=ROOT, capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                           str(tmp_path / "r.json"), "--applied-tree", str(tmp_path / "tree")],
+                          cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 1
     assert "node-nfs1 failed" in proc.stderr
     assert json.loads((tmp_path / "r.json").read_text())["ok"] is False
+
+
+def _stack_root(tmp_path: Path, change=None) -> Path:
+    """A project directory whose lab stack has four GPU workers in its two partitions."""
+    import yaml
+    stacks = tmp_path / "project" / "stacks"
+    stacks.mkdir(parents=True, exist_ok=True)
+    (stacks / "Pulumi.lab.yaml").write_text((ROOT / "stacks" / "Pulumi.lab.yaml").read_text())
+    data = yaml.safe_load((ROOT / "stacks" / "lab.yaml").read_text()
+                          .replace("gpu[1-2]", "gpu[1-4]"))
+    if change:
+        change(data)
+    (stacks / "lab.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return stacks.parent
+
+
+def _more_gpus(data):
+    next(c for c in data["node_classes"] if c["name"] == "gpu-2x")["gpus"]["count"] = 4
+
+
+def test_dry_run_restarts_the_changed_workers_batch_after_batch(fake_step, tmp_path,
+                                                                 monkeypatch):
+    """The order the program gives (tests/unit/test_pulumi_program.py): against the tree
+    the last run kept, each batch of workers starts once the batch before has finished;
+    on a first run (no tree) they start together."""
+    from estate.diff import worker_batches
+    from estate.pipeline import render_to
+    monkeypatch.setenv("FAKE_SLEEP", "0.6")   # each step; the margins below are that long
+    root, tree = _stack_root(tmp_path), tmp_path / "applied"
+
+    def starts() -> dict[str, float]:
+        fake_step.write_text("")
+        report = dryrun.dry_run("lab", secrets=tmp_path / "keys", root=root,
+                                log=lambda m: None, tree=str(tree), parallel=8)
+        assert report.ok, report.as_dict()
+        return {c["node"]: c["t"] for c in _calls(fake_step) if "--revoke-join" not in c["args"]}
+
+    first = starts()
+    together = [first[f"gpu{i}"] for i in (1, 2, 3, 4)]
+    assert max(together) - min(together) < 0.6   # none waited for another
+    render_to(root / "stacks" / "lab.yaml", tree)   # what the record step writes
+    _stack_root(tmp_path, _more_gpus)
+    batches = worker_batches(root / "stacks" / "lab.yaml", tree, 0.75)
+    assert batches == [["gpu1"], ["gpu2"], ["gpu3"], ["gpu4"]]
+    steps = {s.name: s.after for s in dryrun.graph("lab", root, str(tree), log=lambda m: None)[0]}
+    assert steps["node-gpu2"][-1:] == ["node-gpu1"] and steps["node-gpu4"][-1:] == ["node-gpu3"]
+    second = starts()
+    gaps = [second[f"gpu{i + 1}"] - second[f"gpu{i}"] for i in (1, 2, 3)]
+    assert min(gaps) >= 0.6, gaps   # each waited for the one before to finish
+    assert second["login1"] < second["gpu2"]   # not a worker that restarts: no wait
 
 
 def test_dry_run_refuses_an_unknown_stack():

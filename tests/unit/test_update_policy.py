@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from estate.catalogue import SLURM_SUITES
+from estate.model.services import SLURMD_RESTART
 from estate.diff import CONFS, _fields, _lines, batches, diff, hostlist_of, unified_diff
 from estate.diff_cli import plain
 from estate.spec.hostlist import Hostlist
@@ -198,6 +199,75 @@ def test_a_new_node_restarts_every_daemon_before_23_11_and_reconfigures_after(tm
     assert {"common/hosts", "slurm/gres.conf", "slurm/topology.conf"} <= paths
 
 
+def more_cores(data):
+    next(c for c in data["node_classes"] if c["name"] == "gpu-2x")["cores_per_socket"] = 8
+
+
+def restart_facts(side) -> dict[str, str]:
+    """worker -> the path of the slurmd restart facts it consumes"""
+    return {n: p for p, f in side.files.items() if p.startswith(SLURMD_RESTART)
+            for n in f.consumers.names()}
+
+
+@pytest.mark.parametrize("version", RELEASES)
+@pytest.mark.parametrize("change", [max_time, more_nodes, less_memory, more_cores])
+def test_a_workers_restart_facts_change_exactly_where_the_diff_restarts_its_slurmd(
+        version, change, tmp_path):
+    """Configless workers install no slurm.conf: the facts are what makes their role (and
+    the Pulumi step's trigger) restart slurmd, so they must change where estate diff says
+    slurmd restarts, and nowhere else."""
+    report = diff(variant(tmp_path, "old", version), variant(tmp_path, "new", version, change))
+    old, new = restart_facts(report.old), restart_facts(report.new)
+    assert new and set(new) == set(report.new.roles.slurmd.names())
+    moved = {n for n in new if old.get(n) != new[n]}
+    restarted = {n for n, a in actions(report).items()
+                 if a in ("restart_slurmd", "drain_restart")}
+    assert moved == restarted
+
+
+def test_a_nodes_cores_restart_its_slurmd_on_22_05_only(tmp_path):
+    """The case the facts were made for: 22.05 classes a node line's CPUs a restart of
+    both daemons, 24.11 a reconfigure."""
+    for version, restarts in (("22.05", True), ("24.11", False)):
+        report = diff(variant(tmp_path, "old", version),
+                      variant(tmp_path, "new", version, more_cores))
+        assert (actions(report)["gpu1"] == "restart_slurmd") is restarts
+        assert (restart_facts(report.old) != restart_facts(report.new)) is restarts
+
+
+def test_a_line_split_in_two_restarts_no_slurmd(tmp_path):
+    """One rack's memory changed (a reconfigure on both releases) splits its NodeName line
+    from the others': the workers' restart facts stay as they were."""
+    from bench.bench_check_render import big_spec
+    from bench.bench_diff import changed
+    spec = big_spec(racks=5)
+    for version in RELEASES:
+        spec["slurm"]["version"] = version
+        old, new = tmp_path / f"old-{version}.yaml", tmp_path / f"new-{version}.yaml"
+        old.write_text(yaml.safe_dump(spec, sort_keys=False))
+        new.write_text(yaml.safe_dump(changed(spec, 1), sort_keys=False))
+        report = diff(old, new)
+        assert report.new.files["slurm/slurm.conf"].bytes().count(b"\nNodeName=") > \
+            report.old.files["slurm/slurm.conf"].bytes().count(b"\nNodeName=")
+        assert restart_facts(report.old) == restart_facts(report.new)
+        assert not {a for a in actions(report).values()} & {"restart_slurmd", "drain_restart"}
+
+
+def test_restart_facts_follow_gres_lines_that_split_a_node_line():
+    """Lines that do not share the NodeName lines' hostlists are taken node by node."""
+    from estate.model.slurm_files import slurmd_restart_facts
+    files = {"slurm/slurm.conf": b"SlurmdPort=6818\nNodeName=n[1-4] CPUs=4 Gres=gpu:2\n",
+             "slurm/gres.conf": b"NodeName=n[1-2] Name=gpu Type=a100 File=/dev/nvidia[0-1]\n"
+                                b"NodeName=n[3-4] Name=gpu Type=l4 File=/dev/nvidia[0-1]\n"}
+    for version in RELEASES:
+        got = {str(h): t.decode() for h, t in
+               slurmd_restart_facts(files, version, Hostlist.parse("n[1-5]"))}
+        assert set(got) == {"n[1-2]", "n[3-4]", "n5"}
+        assert "Type=a100" in got["n[1-2]"] and "Type=l4" in got["n[3-4]"]
+        assert all("SlurmdPort=6818" in t for t in got.values())
+        assert "Type=" not in got["n5"]
+
+
 def test_a_nodes_memory_is_a_reconfigure_on_both_releases(tmp_path):
     """What slurmctld does (tests/live_slurm/test_diff.py), not the 22.05 manual's node
     rule; a node's CPUs keep that rule."""
@@ -316,6 +386,26 @@ def test_the_old_sides_kept_tree_gives_the_same_report(tmp_path, monkeypatch):
     monkeypatch.setattr(D, "code_fingerprint", lambda: ("another Estate",))
     assert D.kept_tree(D.tree_parts(estate, old, str(new))) is None
     assert diff(old, new).as_dict() == first
+
+
+def test_a_kept_old_side_is_not_loaded_again_until_its_overlay_changes(tmp_path, monkeypatch):
+    import estate.diff as D
+    from estate.spec.handoff_overlay import path_for
+    old, new = variant(tmp_path, "old", "22.05"), variant(tmp_path, "new", "22.05", max_time)
+    first = diff(old, new).as_dict()
+    if D.kept_side(old, str(new)) is None:
+        pytest.skip("no estate.cache directory here (ESTATE_NO_CACHE or an unsafe /tmp)")
+    loaded = []
+    real = D.prepare
+    monkeypatch.setattr(D, "prepare", lambda spec: loaded.append(Path(spec)) or real(spec))
+    assert diff(old, new).as_dict() == first
+    assert loaded == [new]                     # the old spec's release, roles, tree: kept
+    # a handoff overlay beside the old spec is merged on load: the kept side is not its
+    path_for(old).write_text("nodes: {gpu1: {plane: nowhere}}\n")
+    assert D.kept_side(old, str(new)) is None
+    report = diff(old, new)
+    assert old in loaded[1:] and not report.old.ok
+    assert [f.location.split(":")[0] for f in report.old.findings] == [str(path_for(old))]
 
 
 def test_the_cli_default_share_is_the_orders():

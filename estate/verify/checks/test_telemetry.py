@@ -1,9 +1,14 @@
-"""Telemetry checks, through the monitoring host's Prometheus (from here: an admin host,
-which the `prometheus` flow admits): every scrape target of the nodes checked is up, and a
-running Slurm job shows in the Slurm metrics under its account and partition. Targets of
-nodes not checked (the container lab runs no Kubernetes node) are named, not failed."""
+"""Telemetry checks, through the monitoring host's Prometheus and Alertmanager (from here:
+an admin host, which the `prometheus` and `alertmanager` flows admit): every scrape target
+of the nodes checked is up, a running Slurm job shows in the Slurm metrics under its
+account and partition, Prometheus sends its alerts to the Alertmanager, and that
+Alertmanager routes each alert to the receiver the spec names. Targets of nodes not checked
+(the container lab runs no Kubernetes node), and those whose exporter's role cannot run on
+the node (the lab's GPU workers have no NVIDIA driver for the DCGM exporter), are named
+with the reason, not failed."""
 from __future__ import annotations
 
+import importlib
 import json
 import shlex
 import time
@@ -13,8 +18,10 @@ import urllib.request
 
 import pytest
 
+from estate.model.monitoring import alertmanager_address
 from estate.model.services import PORTS
-from estate.verify.plugin import on_nodes
+from estate.render.monitoring import route_cases
+from estate.verify.plugin import UNSUPPORTED, on_nodes
 
 ROLE = "cluster"
 
@@ -26,11 +33,15 @@ def _prometheus(ctx) -> str | None:
     return f"http://{ctx.estate.address(mon.host, mon.segment)}:{PORTS['prometheus']}"
 
 
-def _api(base: str, path: str, **params) -> dict:
-    url = f"{base}/api/v1/{path}" + (f"?{urllib.parse.urlencode(params)}" if params else "")
+def _get(url: str) -> bytes:
     direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     with direct.open(url, timeout=10) as resp:
-        return json.loads(resp.read())["data"]
+        return resp.read()
+
+
+def _api(base: str, path: str, **params) -> dict:
+    url = f"{base}/api/v1/{path}" + (f"?{urllib.parse.urlencode(params)}" if params else "")
+    return json.loads(_get(url))["data"]
 
 
 def _poll(what, timeout: float):
@@ -47,20 +58,62 @@ def _monitoring_host(ctx) -> list[str]:
     return [mon.host] if mon and mon.host in ctx.nodes else []
 
 
+# The scrape jobs whose exporter a role runs, where that role's suite may say a node
+# cannot have it (roles/<role>/tests: unsupported_here, as apply and the file checks read).
+EXPORTER_ROLES = {"dcgm": "dcgm_exporter"}
+_EXCUSED: dict[int, dict[tuple[str, str], str]] = {}
+
+
+def _excused(ctx) -> dict[tuple[str, str], str]:
+    """(job, node) -> why that target cannot be up here, asked once per run: the exporter's
+    role is unsupported on the node checked."""
+    if id(ctx) not in _EXCUSED:
+        out = {}
+        for job, role in EXPORTER_ROLES.items():
+            suite = importlib.import_module(f"roles.{role}.tests.test_{role}")
+            for name in ctx.with_deploy(role):
+                why = suite.unsupported_here(ctx.host(name), ctx, name)
+                if why:
+                    out[(job, name)] = why
+        _EXCUSED[id(ctx)] = out
+    return _EXCUSED[id(ctx)]
+
+
+def _key(target: dict) -> tuple[str | None, str | None]:
+    return target["labels"].get("job"), target["labels"].get("node")
+
+
 @on_nodes(_monitoring_host)
 def test_every_scrape_target_of_the_nodes_checked_is_up(node, ctx):
     base = _prometheus(ctx)
     interval = ctx.estate.spec.monitoring.scrape_interval_s
+    excused = _excused(ctx)
+
+    def checked(t: dict) -> bool:
+        return t["labels"].get("node") in ctx.nodes and _key(t) not in excused
 
     def targets():
         active = _api(base, "targets", state="active")["activeTargets"]
-        mine = [t for t in active if t["labels"].get("node") in ctx.nodes]
+        mine = [t for t in active if checked(t)]
         return active if mine and all(t["health"] == "up" for t in mine) else None
     active = _poll(targets, 3 * interval + 10) or _api(base, "targets")["activeTargets"]
     down = [f"{t['labels'].get('job')}/{t['labels'].get('node')}: {t['lastError']}"
-            for t in active if t["labels"].get("node") in ctx.nodes and t["health"] != "up"]
+            for t in active if checked(t) and t["health"] != "up"]
     assert not down, f"targets down: {down}"
-    assert any(t["labels"].get("node") in ctx.nodes for t in active), "no target of these nodes"
+    assert any(checked(t) for t in active), "no target of these nodes"
+
+
+@on_nodes(_monitoring_host)
+def test_the_targets_whose_exporter_cannot_run_here(node, ctx):
+    """Scraped (Prometheus has each as a target) but named, not failed: the exporter's
+    role is unsupported on its node, for the reason its suite gives."""
+    excused = _excused(ctx)
+    if not excused:
+        return
+    active = {_key(t) for t in _api(_prometheus(ctx), "targets", state="active")["activeTargets"]}
+    assert set(excused) <= active, f"not scrape targets: {sorted(set(excused) - active)}"
+    pytest.skip(f"{UNSUPPORTED}: " + "; ".join(f"{job}/{name}: {why}" for (job, name), why
+                                                in sorted(excused.items())))
 
 
 @on_nodes(_monitoring_host)
@@ -114,3 +167,57 @@ def _charged(ctx, submit, account: str, started) -> None:
     hours = _poll(lambda: slurm_gpu_hours(run, started, datetime.now(timezone.utc))
                   .get(account), 30)
     assert hours and hours > 0, f"estate report charged {account} no GPU-hours for the job"
+
+
+# --- Alertmanager --------------------------------------------------------------------------
+
+def _alertmanager(ctx) -> str:
+    addr = alertmanager_address(ctx.estate)
+    assert addr, "the monitoring host has no address at the alertmanager flow"
+    return f"http://{addr}"
+
+
+def _ready(base: str) -> bool:
+    try:
+        return _get(f"{base}/-/ready").strip() == b"OK"
+    except OSError:
+        return False
+
+
+@on_nodes(_monitoring_host)
+def test_alertmanager_is_ready_and_prometheus_sends_it_the_alerts(node, ctx):
+    """Alertmanager answers on its flow's address as one instance (no gossip), and
+    Prometheus lists it among its active Alertmanagers (its v2 alerts endpoint)."""
+    am = _alertmanager(ctx)
+    assert _poll(lambda: _ready(am), 30), f"Alertmanager at {am} is not ready"
+    status = json.loads(_get(f"{am}/api/v2/status"))
+    assert status["cluster"]["status"] == "disabled", status["cluster"]
+    want = f"{am}/api/v2/alerts"
+
+    def active():
+        found = _api(_prometheus(ctx), "alertmanagers")["activeAlertmanagers"]
+        return found if any(a["url"] == want for a in found) else None
+    found = _poll(active, 3 * ctx.estate.spec.monitoring.scrape_interval_s + 10)
+    assert found, (f"Prometheus does not send its alerts to {want}: "
+                   f"{_api(_prometheus(ctx), 'alertmanagers')}")
+
+
+@on_nodes(_monitoring_host)
+def test_alertmanager_routes_each_alert_to_the_specs_receiver(node, ctx):
+    """The running Alertmanager's own routing (amtool on the monitoring host, reading the
+    configuration the daemon loaded over its API): each alert rule's labels, for each
+    tenant a route names and one none names, reach the receiver the spec says. Nothing is
+    sent: a route test notifies no one."""
+    am, cases = _alertmanager(ctx), route_cases(ctx.estate)
+    mark = "--- estate route case ---"
+    # one round trip: each case's argv quoted, the whole script one quoted argument of sh
+    script = f" && echo {shlex.quote(mark)} && ".join(
+        shlex.join(["amtool", "config", "routes", "test", f"--alertmanager.url={am}",
+                    *(f"{k}={v}" for k, v in labels.items())]) for labels, _ in cases)
+    out = ctx.host(node).run(shlex.join(["sh", "-c", script]))
+    assert out.rc == 0, out.stderr.strip()
+    answers = [a.strip() for a in out.stdout.split(mark)]
+    wrong = [f"{labels['alertname']} {{plane={labels['plane']}, tenant={labels['tenant']}}}"
+             f" -> {got!r}, the spec says {want!r}"
+             for (labels, want), got in zip(cases, answers) if got != want]
+    assert len(answers) == len(cases) and not wrong, wrong or out.stdout
