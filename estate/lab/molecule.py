@@ -163,10 +163,12 @@ def converge(role: str) -> int:
     from estate.provision.apply import apply
     from estate.provision.inventory import inventory, runtime_facts
     from estate.provision.secrets import LAB_SECRETS, ensure_secrets
+    from estate.provision.kube_pki import ensure_bridge_credentials
     from estate.provision.tls import ensure_tls
     result, ts = _targets(role)
     secrets = ensure_secrets(LAB_SECRETS)
     ensure_tls(secrets, result.estate)
+    ensure_bridge_credentials(secrets, result.estate)
     # the docker connector reaches the containers: no SSH settings, no addresses
     ts = [replace(t, address=None) for t in ts]
     inv = inventory(ts, RENDER, secrets, runtime_facts(result.estate), None) \

@@ -10,12 +10,17 @@ read:
   names its user (claim `sun`), which auth/jwt will not let a caller swap for another;
 - tokens are minted on the controllers by Slurm itself (`scontrol token`, signed with the
   key only slurmctld holds) and handed to the tenant's namespace as a Secret: no component
-  of the Kubernetes plane ever holds the signing key.
+  of the Kubernetes plane ever holds the signing key;
+- the minter authenticates to the API server with a client certificate per tenant, issued
+  at provisioning time from the cluster CA (estate.provision.kube_pki), which Estate
+  places on the first control plane before kubeadm init: its user (minter_user) is the
+  subject of the tenant's RoleBinding, and nothing has to be copied by hand.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from estate.model import kubernetes as k8s
 from estate.spec.model import Bridge, Tenant
 from estate.spec.resolved import Estate
 
@@ -42,8 +47,30 @@ def server_files(node: str) -> tuple[str, str]:
 # the Secret it keeps current in the tenant's namespace (keys: token, ca.crt, user).
 TOKEN_DIR = "/run/estate/bridge"
 SECRET = "slurm-bridge"
-MINTER = "slurm-bridge-minter"     # its ServiceAccount, Role and RoleBinding
+MINTER = "slurm-bridge-minter"     # its Role and RoleBinding
 KUBECONFIG_DIR = "/etc/estate/bridge"   # <tenant>.kubeconfig: the minter's credential
+# The cluster CA in the secrets directory: derived from the TLS seed, or the site's own
+# (both files put there by hand); the first control plane gets it before kubeadm init.
+K8S_CA_KEY, K8S_CA_CERT = "k8s-ca.key", "k8s-ca.crt"
+# The minter's client certificate: issued for the calendar month of the run, valid from the
+# day before it starts until the first day of the month after next. A run each month (any
+# driver) renews it with a month to spare; one that stops leaves it valid two months at most.
+MINTER_CERT_MONTHS = 2
+
+
+def minter_user(tenant: str) -> str:
+    """The Kubernetes user the tenant's minter is (its certificate's CN, no groups): the
+    only subject of the RoleBinding that may patch the tenant's Secret."""
+    return f"estate:{MINTER}:{tenant}"
+
+
+def kubeconfig_path(tenant: str) -> str:
+    return f"{KUBECONFIG_DIR}/{tenant}.kubeconfig"
+
+
+def kubeconfig_secret(tenant: str) -> str:
+    """The tenant's minter kubeconfig in the secrets directory (it holds the client key)."""
+    return f"bridge-{tenant}.kubeconfig"
 
 # The OpenAPI version each Slurm release's slurmrestd serves jobs under (Debian 12's 22.05
 # ships v0.0.36-38; Debian 13's 24.11 ships v0.0.40-42).
@@ -64,6 +91,30 @@ def grants(estate: Estate) -> list[Grant]:
     """Every tenant's bridge, in spec order."""
     k8s = estate.spec.kubernetes
     return [grant(t) for t in (k8s.tenants if k8s else ()) if t.bridge]
+
+
+def has_minter(estate: Estate) -> bool:
+    """The controllers mint tokens where a tenant is granted the bridge and slurmrestd runs
+    (check refuses a bridge without it, bridge.no_slurmrestd)."""
+    return bool(grants(estate)) and estate.spec.slurm.slurmrestd is not None
+
+
+def minter_hosts(estate: Estate) -> list[str]:
+    """The Slurm controllers that run the minter (each gets every tenant's kubeconfig)."""
+    return list(estate.spec.slurm.controllers) if has_minter(estate) else []
+
+
+def ca_host(estate: Estate) -> str | None:
+    """The control plane that gets the estate's cluster CA before kubeadm init (the one that
+    initialises; the others receive it through kubeadm's upload-certs), where the minter
+    needs it; elsewhere kubeadm makes its own CA, as without a bridge."""
+    return k8s.control_planes(estate)[0].name if has_minter(estate) else None
+
+
+def api_server(estate: Estate) -> str:
+    """The URL the minter reaches the API at: kubeadm's controlPlaneEndpoint (the VIP, or
+    the only control plane), which the API server's certificate names."""
+    return f"https://{k8s.api_endpoint(estate)}"
 
 
 def grant(tenant: Tenant) -> Grant:

@@ -451,7 +451,13 @@ KUBE_VIP_INIT_PATH = "kubernetes/kube-vip/kube-vip-init.yaml"
 # /etc/kubernetes/pki/etcd. The snapshot runs etcdctl inside the etcd static pod's own
 # container (crictl exec), so the client is the server's release and no package is needed;
 # /var/lib/etcd is the pod's host-path data directory, hence where the file appears.
-ETCD_PKI = "/etc/kubernetes/pki/etcd"
+PKI_DIR = "/etc/kubernetes/pki"
+ETCD_PKI = f"{PKI_DIR}/etcd"
+# The cluster CA: kubeadm init signs with a ca.crt and ca.key it finds here instead of making
+# its own ("custom certificates"), and the API server trusts the client certificates it
+# signed (--client-ca-file). Further control planes get it through upload-certs.
+CLUSTER_CA_CERT = f"{PKI_DIR}/ca.crt"
+CLUSTER_CA_KEY = f"{PKI_DIR}/ca.key"
 ETCD_DATA = "/var/lib/etcd"
 ETCD_SNAPSHOT_DIR = "/var/backups/etcd"
 ETCD_SNAPSHOTS_KEPT = 7

@@ -13,11 +13,13 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 from estate.catalogue import ORDER, SLURM_SUITES, SPEC_ROLES
+from estate.model import bridge
 from estate.model.monitoring import gpu_job_map
 from estate.model.slurm import state_mount
 from estate.model.services import SLURM_USER, SLURMDBD_DATABASE, jwt_key_path
 from estate.render.artifacts import MANIFEST
 from estate.render.dcgm_exporter import image as dcgm_image
+from estate.provision.kube_pki import ensure_bridge_credentials
 from estate.provision.tls import ensure_tls
 from estate.spec.hostlist import Hostlist
 from estate.spec.resolved import Estate
@@ -101,6 +103,12 @@ def runtime_facts(estate: Estate) -> dict:
         facts["dcgm_image"] = dcgm_image()
     if spec.slurm.accounting:
         facts |= {"slurmdbd_database": SLURMDBD_DATABASE, "slurmdbd_db_user": SLURM_USER}
+    if bridge.has_minter(estate):
+        # the minter's credentials (estate.provision.kube_pki): the first control plane puts
+        # the cluster CA in place before kubeadm init, the controllers each kubeconfig
+        facts |= {"kubernetes_ca": True, "bridge_kubeconfigs": {
+            bridge.kubeconfig_secret(g.tenant): bridge.kubeconfig_path(g.tenant)
+            for g in bridge.grants(estate)}}
     return {k: v for k, v in facts.items() if v}
 
 
@@ -222,6 +230,8 @@ def pyinfra_inventory(estate: Estate, render_dir: Path, secrets_dir: Path | None
     ts = select(targets(estate, load_manifest(render_dir)), limit)
     runtime = runtime_facts(estate) | {"apply_manifests": manifests}
     if secrets_dir is not None:
-        # the TLS front's files, derived from its seed, for the nodes of this run
+        # the TLS front's files and the bridge minter's credentials, derived from the TLS
+        # seed, for the nodes of this run
         ensure_tls(secrets_dir, estate, nodes=[t.name for t in ts])
+        ensure_bridge_credentials(secrets_dir, estate, nodes=[t.name for t in ts])
     return inventory(ts, render_dir, secrets_dir, runtime, conn)

@@ -30,7 +30,9 @@ from estate.model.bridge import CA_CERT, CA_KEY, server_files
 from estate.model.services import KEYS
 from estate.spec.resolved import Estate
 
-__all__ = ["CA_CERT", "CA_KEY", "TlsError", "ensure_tls", "server_files"]
+__all__ = ["CA_CERT", "CA_KEY", "TlsError", "ensure_tls", "server_files",
+           "site_or_derived_ca", "derive_key", "serial_number", "sign", "key_pem", "cert_pem",
+           "put_file", "read_seed"]
 
 SEED = KEYS["tls"].file
 CA_FROM = dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)
@@ -55,28 +57,28 @@ def ensure_tls(directory: str | Path, estate: Estate, today: dt.date | None = No
     if not hosts:
         return []
     d = Path(directory)
-    seed = _seed(d)
+    seed = read_seed(d)
     ca_key, ca_cert = _ca(d, seed)
-    written = _put(d / CA_CERT, _cert_pem(ca_cert), 0o644)
+    written = put_file(d / CA_CERT, cert_pem(ca_cert), 0o644)
     year = (today or dt.date.today()).year
     for name in hosts:
         key, cert = _server(seed, ca_key, ca_cert, name,
                             str(estate.address(name, rest.segment)), year)
         key_file, cert_file = server_files(name)
-        written += _put(d / key_file, _key_pem(key), 0o600)
-        written += _put(d / cert_file, _cert_pem(cert), 0o644)
+        written += put_file(d / key_file, key_pem(key), 0o600)
+        written += put_file(d / cert_file, cert_pem(cert), 0o644)
     return written
 
 
-def _seed(d: Path) -> bytes:
+def read_seed(d: Path, needed_for: str = "slurmrestd's TLS front is") -> bytes:
     path = d / SEED
     if not path.is_file():
         raise TlsError(f"{d} has no {SEED}: create the secrets (the labs do) or hand it in "
-                       f"{KEYS['tls'].env}; slurmrestd's TLS front is issued from it")
+                       f"{KEYS['tls'].env}; {needed_for} issued from it")
     return path.read_bytes()
 
 
-def _derive(seed: bytes, label: str):
+def derive_key(seed: bytes, label: str):
     """A P-256 private key that is a pure function of the seed and the label."""
     from cryptography.hazmat.primitives.asymmetric import ec
     order = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
@@ -85,70 +87,77 @@ def _derive(seed: bytes, label: str):
                                  ec.SECP256R1())
 
 
-def _serial(seed: bytes, label: str) -> int:
+def serial_number(seed: bytes, label: str) -> int:
     return int.from_bytes(hmac.new(seed, f"serial:{label}".encode(), hashlib.sha256)
                           .digest()[:16], "big") >> 1 or 1
 
 
 def _ca(d: Path, seed: bytes):
     """The site's CA where the directory has one, else the one derived from the seed."""
+    return site_or_derived_ca(d, seed, CA_KEY, CA_CERT, "ca", "Estate CA")
+
+
+def site_or_derived_ca(d: Path, seed: bytes, key_file: str, cert_file: str, label: str,
+                       common_name: str):
+    """(key, certificate) of a CA: the site's, where the directory has key_file (and
+    cert_file beside it), else derived from the seed under `label`."""
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
-    if (d / CA_KEY).is_file():
-        if not (d / CA_CERT).is_file():
-            raise TlsError(f"{d} has {CA_KEY} but no {CA_CERT}: put the site CA's "
+    if (d / key_file).is_file():
+        if not (d / cert_file).is_file():
+            raise TlsError(f"{d} has {key_file} but no {cert_file}: put the site CA's "
                            "certificate beside its key")
-        return (serialization.load_pem_private_key((d / CA_KEY).read_bytes(), None),
-                x509.load_pem_x509_certificate((d / CA_CERT).read_bytes()))
+        return (serialization.load_pem_private_key((d / key_file).read_bytes(), None),
+                x509.load_pem_x509_certificate((d / cert_file).read_bytes()))
     from cryptography.x509.oid import NameOID
-    key = _derive(seed, "ca")
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Estate CA")])
+    key = derive_key(seed, label)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-            .public_key(key.public_key()).serial_number(_serial(seed, "ca"))
+            .public_key(key.public_key()).serial_number(serial_number(seed, label))
             .not_valid_before(CA_FROM).not_valid_after(CA_UNTIL)
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
             .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False,
                                          False), critical=True))
-    return key, _sign(cert, key)
+    return key, sign(cert, key)
 
 
 def _server(seed: bytes, ca_key, ca_cert, node: str, addr: str, year: int):
     from cryptography import x509
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-    key = _derive(seed, f"server:{node}")
+    key = derive_key(seed, f"server:{node}")
     start = dt.datetime(year, 1, 1, tzinfo=dt.timezone.utc)
     sans = [x509.IPAddress(ipaddress.ip_address(addr)), x509.DNSName(node)]
     cert = (x509.CertificateBuilder()
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, node)]))
             .issuer_name(ca_cert.subject).public_key(key.public_key())
-            .serial_number(_serial(seed, f"{node}:{addr}:{year}"))
+            .serial_number(serial_number(seed, f"{node}:{addr}:{year}"))
             .not_valid_before(start).not_valid_after(start.replace(year=year + SERVER_YEARS))
             .add_extension(x509.SubjectAlternativeName(sans), critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]),
                            critical=False))
-    return key, _sign(cert, ca_key)
+    return key, sign(cert, ca_key)
 
 
-def _sign(builder, key):
+def sign(builder, key):
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import ec
     deterministic = isinstance(key, ec.EllipticCurvePrivateKey) or None
     return builder.sign(key, hashes.SHA256(), ecdsa_deterministic=deterministic)
 
 
-def _key_pem(key) -> bytes:
+def key_pem(key) -> bytes:
     from cryptography.hazmat.primitives import serialization
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                              serialization.NoEncryption())
 
 
-def _cert_pem(cert) -> bytes:
+def cert_pem(cert) -> bytes:
     from cryptography.hazmat.primitives import serialization
     return cert.public_bytes(serialization.Encoding.PEM)
 
 
-def _put(path: Path, data: bytes, mode: int) -> list[str]:
+def put_file(path: Path, data: bytes, mode: int) -> list[str]:
     """Write the file whole (a temporary name, then a rename) unless it holds the bytes."""
     if path.is_file() and path.read_bytes() == data and (path.stat().st_mode & 0o777) == mode:
         return []

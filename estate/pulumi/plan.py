@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from estate.catalogue import ROLES, STAGES as CATALOGUE_STAGES
-from estate.model import cni
+from estate.model import bridge, cni
 from estate.model.services import MANIFESTS, PORTS, uses_jwt
 from estate.provision.inventory import targets
 from estate.render import kubernetes as k8s_render
@@ -263,8 +263,12 @@ def secret_hosts(estate: Estate, artifacts: Artifacts) -> dict[str, Hostlist]:
     out = {"munge": Hostlist(munge)}
     if uses_jwt(estate.spec):
         out["jwt"] = Hostlist.from_names(estate.spec.slurm.controllers)
-        # the TLS front's certificates are issued from it on the slurmrestd nodes' runs
-        out["tls"] = estate.role_hosts("slurmrestd")
+        # the TLS front's certificates are issued from it on the slurmrestd nodes' runs; the
+        # cluster CA on the first control plane's and the minter's credentials on the
+        # controllers' (estate.provision.kube_pki), where a tenant has the bridge
+        ca = [bridge.ca_host(estate)] if bridge.ca_host(estate) else []
+        out["tls"] = Hostlist.from_names(dict.fromkeys([
+            *estate.role_hosts("slurmrestd"), *ca, *bridge.minter_hosts(estate)]))
     return out
 
 

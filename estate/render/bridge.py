@@ -14,6 +14,9 @@ PLANE = "slurm"
 TLS_CONF = "slurm/slurmrestd-tls/"      # <node>.conf: stunnel's, per slurmrestd node
 MINT_DIR = "slurm/bridge/"              # the minter's script and systemd units
 MINT_UNIT = "estate-bridge-mint"
+# curl's limits on one patch of a tenant's Secret: an API server that does not answer in
+# time is reported and skipped (the token stays on the controller), not waited for.
+CONNECT_TIMEOUT_S, MAX_TIME_S = 5, 20
 
 
 def render_bridge(estate: Estate, source: str = "") -> list[Artifact]:
@@ -37,17 +40,22 @@ def tls_fronts(estate: Estate, source: str) -> list[Artifact]:
 
 
 def minter(estate: Estate, source: str) -> list[Artifact]:
-    grants = bridge.grants(estate)
-    if not grants or estate.spec.slurm.slurmrestd is None:
+    if not bridge.has_minter(estate):
         return []
-    ctl = Hostlist.from_names(estate.spec.slurm.controllers)
-    ctx = {"source": source, "grants": grants, "token_dir": bridge.TOKEN_DIR,
-           "secret": bridge.SECRET, "kubeconfig_dir": bridge.KUBECONFIG_DIR,
-           "ca": bridge.TLS_CA, "interval": bridge.mint_interval(estate),
-           "unit": MINT_UNIT, "script": f"/usr/local/sbin/{MINT_UNIT}"}
+    ctl = Hostlist.from_names(bridge.minter_hosts(estate))
+    ctx = minter_context(estate, source)
     return [Artifact(f"{MINT_DIR}{MINT_UNIT}", render_template(
                 "slurm_conf/bridge-mint.sh.j2", ctx), ctl, PLANE, mode=0o755),
             Artifact(f"{MINT_DIR}{MINT_UNIT}.service", render_template(
                 "slurm_conf/bridge-mint.service.j2", ctx), ctl, PLANE),
             Artifact(f"{MINT_DIR}{MINT_UNIT}.timer", render_template(
                 "slurm_conf/bridge-mint.timer.j2", ctx), ctl, PLANE)]
+
+
+def minter_context(estate: Estate, source: str) -> dict:
+    """What the minter's script and units print."""
+    return {"source": source, "grants": bridge.grants(estate), "token_dir": bridge.TOKEN_DIR,
+            "secret": bridge.SECRET, "kubeconfig_dir": bridge.KUBECONFIG_DIR,
+            "ca": bridge.TLS_CA, "interval": bridge.mint_interval(estate),
+            "unit": MINT_UNIT, "script": f"/usr/local/sbin/{MINT_UNIT}",
+            "connect_timeout": CONNECT_TIMEOUT_S, "max_time": MAX_TIME_S}

@@ -504,7 +504,8 @@ def bridge_credentials(tenant: Tenant) -> dict | None:
     if not tenant.bridge:
         return None
     return {"user": tenant.bridge.user, "token_lifetime": tenant.bridge.token_lifetime,
-            "secret": bridge.SECRET, "minter": bridge.MINTER}
+            "secret": bridge.SECRET, "minter": bridge.MINTER,
+            "minter_user": bridge.minter_user(tenant.name)}
 
 
 def tenant_context(estate: Estate, tenant: Tenant) -> dict:

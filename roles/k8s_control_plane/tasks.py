@@ -17,6 +17,7 @@ workers have joined.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -24,15 +25,17 @@ import shlex
 
 from pyinfra import host
 from pyinfra.api import OperationError, deploy
+from pyinfra.facts.files import Sha256File
 from pyinfra.operations import server, systemd
 
 from estate.model import cni
+from estate.model.bridge import K8S_CA_CERT, K8S_CA_KEY
 from estate.model import kubernetes as k8s
 from estate.model.services import MANIFESTS
 from estate.model.destinations import destination
 from estate.spec.hostlist import Hostlist
 from roles._lib import probe, STAMPS, Unsupported, artifact_info, consumed, digest_of, install, \
-    node, put_text, render_dir, run_when_changed, runtime
+    install_secret, node, put_text, render_dir, run_when_changed, runtime, secrets_dir
 from roles._lib.facts import CertificateKey, FileText
 from roles._lib.kubernetes import first_control_plane, join_values, missing_tools
 
@@ -100,11 +103,12 @@ def k8s_control_plane(join: bool = False) -> None:
     if not init:   # a further control plane
         join_control_plane(join)
         return
+    initialised = bool(probe(f"test -f {shlex.quote(ADMIN)} && echo initialised").strip())
     # kube-vip holds the VIP kubeadm init waits on: during init it needs super-admin.conf
     # (admin.conf gets its rights from init itself); once initialised, admin.conf.
-    if consumed(k8s.KUBE_VIP_INIT_PATH) and not probe(f"test -f {shlex.quote(ADMIN)} && "
-                                                      "echo initialised").strip():
+    if consumed(k8s.KUBE_VIP_INIT_PATH) and not initialised:
         install(k8s.KUBE_VIP_INIT_PATH)
+    cluster_ca(initialised)
     install(init[0])
     run_when_changed(name="kubeadm init", stamp=f"{STAMPS}/kubeadm-init",
                      digest="initialised",  # once: admin.conf marks an initialised node
@@ -136,6 +140,28 @@ def k8s_control_plane(join: bool = False) -> None:
     out = host.data.get("estate_join_out")
     if join and out:
         write_join_material(out)
+
+
+def cluster_ca(initialised: bool) -> None:
+    """The estate's cluster CA (estate.provision.kube_pki) in /etc/kubernetes/pki before
+    kubeadm init, where a tenant's bridge needs it (runtime kubernetes_ca): kubeadm signs
+    the cluster's certificates with a CA it finds there, and the bridge minter's client
+    certificate comes from the same CA. The other control planes receive it through
+    upload-certs. A cluster initialised with another CA is not touched: it stops here,
+    with the way to hand that CA to Estate."""
+    if not runtime("kubernetes_ca"):
+        return
+    if not initialised:
+        install_secret(K8S_CA_CERT, k8s.CLUSTER_CA_CERT, owner="root:root", mode="0644")
+        install_secret(K8S_CA_KEY, k8s.CLUSTER_CA_KEY, owner="root:root", mode="0600")
+        return
+    ours = hashlib.sha256((secrets_dir() / K8S_CA_CERT).read_bytes()).hexdigest()
+    if host.get_fact(Sha256File, path=k8s.CLUSTER_CA_CERT) != ours:
+        raise OperationError(
+            f"{host.name}: this cluster was initialised with another CA than the estate's "
+            f"{K8S_CA_CERT}, so the bridge minter's certificate would not be trusted. Copy "
+            f"the cluster's {k8s.CLUSTER_CA_CERT} and {k8s.CLUSTER_CA_KEY} into the secrets "
+            f"directory as {K8S_CA_CERT} and {K8S_CA_KEY} (root, 0600) and apply again")
 
 
 def control_plane_files() -> None:

@@ -7,6 +7,7 @@ then hands the new files to the slurmds that fetched theirs from it.
 """
 from __future__ import annotations
 
+import posixpath
 import shlex
 
 from pyinfra import host
@@ -66,7 +67,8 @@ def slurm_controller() -> None:
         raise OperationError(f"{host.name}: StateSaveLocation {problem}; the role would "
                              "chown it to the Slurm user with mode 0700. Use a dedicated "
                              "subdirectory such as /var/spool/slurmctld and re-render")
-    install_packages("slurm_controller")
+    install_packages("slurm_controller",
+                     extras=("minter",) if consumed("slurm/bridge/*") else ())
     shared = runtime("slurm_state_mount")
     if shared and shared not in host.get_fact(Mounts):
         raise OperationError(f"{host.name}: slurmctld's state lies on the export mounted at "
@@ -109,10 +111,19 @@ def slurm_controller() -> None:
 
 def bridge_minter() -> None:
     """The rendered token minter and its timer, where the tree has them; after slurmctld,
-    which signs the tokens (the timer's first run is at its start)."""
+    which signs the tokens (the timer's first run is at its start). Before them, each
+    tenant's kubeconfig (its client certificate for the API server, issued from the cluster
+    CA: estate.provision.kube_pki), root only: it holds the key. The minter reads it on
+    every run, so a renewed certificate needs no restart."""
     paths = consumed("slurm/bridge/*")
     if not paths:
         return
+    kubeconfigs = sorted((runtime("bridge_kubeconfigs") or {}).items())
+    for folder in sorted({posixpath.dirname(dest) for _, dest in kubeconfigs}):
+        files.directory(name=f"{folder}: the minter's credentials, root only", path=folder,
+                        user="root", group="root", mode="0700")
+    for secret, dest in kubeconfigs:
+        install_secret(secret, dest, owner="root:root", mode="0600")
     installed = [install(path) for path in paths]
     systemd.daemon_reload(name="systemd: the token minter's units",
                           _if=any_changed(*installed))

@@ -126,18 +126,19 @@ def test_a_pod_that_asks_for_no_gpu_sees_none(plane):
 
 def test_the_bridge_minter_may_patch_its_secret_and_nothing_else(plane):
     """The API server's own authorizer (SubjectAccessReview through `kubectl auth can-i`):
-    the minter's ServiceAccount may get and patch the tenant's slurm-bridge Secret, and not
-    read another Secret, create one, or touch another namespace. The token's path from the
-    controllers to a pod needs live Slurm too: tests/live_slurm/test_bridge.py."""
+    the minter's user (its client certificate's CN, estate.provision.kube_pki) may get and
+    patch the tenant's slurm-bridge Secret, and not read another Secret, create one, or
+    touch another namespace. The token's path from the controllers to a pod needs live
+    Slurm too: tests/live_slurm/test_bridge.py."""
     from estate.model import bridge
     for g in bridge.grants(plane):
-        who = f"system:serviceaccount:{g.tenant}:{bridge.MINTER}"
+        who = bridge.minter_user(g.tenant)
 
         def can(*args: str) -> bool:
             run = kubectl("auth", "can-i", "--as", who, *args)
             return run.stdout.decode().strip() == "yes"
         assert can("patch", f"secret/{bridge.SECRET}", "-n", g.tenant)
         assert can("get", f"secret/{bridge.SECRET}", "-n", g.tenant)
-        assert not can("get", f"secret/{bridge.MINTER}-token", "-n", g.tenant)
+        assert not can("get", "secret/other", "-n", g.tenant)
         assert not can("create", "secrets", "-n", g.tenant)
         assert not can("patch", f"secret/{bridge.SECRET}", "-n", "kube-system")

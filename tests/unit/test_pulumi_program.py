@@ -202,7 +202,8 @@ LAB_DEPENDENCIES = {
     "node-login1": {"node-nfs1", "node-ctl1", "munge-key"},
     "node-gpu1": {"node-nfs1", "node-ctl1", "munge-key"},
     "node-gpu2": {"node-nfs1", "node-ctl1", "munge-key"},
-    "node-k8s1": {"node-nfs1"},
+    # the TLS seed: the cluster CA the bridge's minter certificate chains to (kube_pki)
+    "node-k8s1": {"node-nfs1", "slurmrestd-tls-seed"},
     "node-k8s2": {"node-nfs1", "node-k8s1"},
     "kubernetes": {"node-k8s1"},
     "manifests": {"node-k8s1", "node-k8s2"},   # and the provider: see below
@@ -332,7 +333,7 @@ def test_keys_reach_the_commands_only_as_secrets(lab):
     assert all(rpc.is_rpc_secret(e) for e in envs.values() if e is not None)
     envs = {n: rpc.unwrap_rpc_secret(e) for n, e in envs.items()}
     assert {n: sorted(e or {}) for n, e in envs.items()} == {
-        "nfs1": [], "k8s1": [],
+        "nfs1": [], "k8s1": ["ESTATE_TLS_SEED_B64"],   # the cluster CA (estate.provision.kube_pki)
         "k8s2": ["ESTATE_KUBEADM_CA_CERT_HASH", "ESTATE_KUBEADM_CERTIFICATE_KEY",
                  "ESTATE_KUBEADM_TOKEN"],
         "ctl1": [JWT_KEY_ENV, MUNGE_KEY_ENV, "ESTATE_TLS_SEED_B64"],

@@ -66,10 +66,10 @@ def test_a_site_ca_signs_instead(lab, tmp_path):
     site, ours = seeded(tmp_path / "site", bytes(32)), seeded(tmp_path / "ours", bytes(32))
     tls.ensure_tls(ours, lab)
     key, cert = tls._ca(tmp_path / "nowhere", os.urandom(32))   # any other CA
-    (site / tls.CA_KEY).write_bytes(tls._key_pem(key))
-    (site / tls.CA_CERT).write_bytes(tls._cert_pem(cert))
+    (site / tls.CA_KEY).write_bytes(tls.key_pem(key))
+    (site / tls.CA_CERT).write_bytes(tls.cert_pem(cert))
     tls.ensure_tls(site, lab)
-    assert tree(site)["ca.crt"] == tls._cert_pem(cert)
+    assert tree(site)["ca.crt"] == tls.cert_pem(cert)
     assert tree(site)["slurmrestd-ctl1.crt"] != tree(ours)["slurmrestd-ctl1.crt"]
     assert _verify(site).returncode == 0
 

@@ -51,3 +51,22 @@ def test_kube_vip_runs_where_the_spec_has_a_vip_and_only_there(host, node, ctx, 
         return
     assert manifest.exists and "/etc/kubernetes/admin.conf" in manifest.content_string
     assert "super-admin.conf" not in manifest.content_string, "still the init variant"
+
+
+def test_the_cluster_ca_is_the_estates_where_a_bridge_needs_it(host, node, ctx, plane):
+    """Where a tenant has the bridge, the initialising control plane's CA is the estate's
+    (estate.provision.kube_pki): the minter's client certificate chains to it. The key is
+    root 0600 (digests compared, never read back)."""
+    from estate.model import kubernetes as k8s
+    from estate.model.bridge import K8S_CA_CERT, K8S_CA_KEY
+    if not ctx.runtime.get("kubernetes_ca") or \
+            "kubernetes/kubeadm/init.yaml" not in ctx.nodes[node].consumes:
+        pytest.skip("no bridge, or not the control plane that initialises the cluster")
+    for path, secret, mode in ((k8s.CLUSTER_CA_CERT, K8S_CA_CERT, 0o644),
+                               (k8s.CLUSTER_CA_KEY, K8S_CA_KEY, 0o600)):
+        f = host.file(path)
+        assert (f.user, f.group, f.mode) == ("root", "root", mode), \
+            f"{path} is {f.user}:{f.group} {f.mode:04o}"
+        want = ctx.secret_sha256(secret)
+        if want:
+            assert f.sha256sum == want, f"{path} is not the estate's {secret}"

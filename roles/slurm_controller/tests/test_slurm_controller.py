@@ -1,6 +1,8 @@
 """slurm_controller: slurmctld up on its state directory and the estate's JWT key."""
 from __future__ import annotations
 
+import shlex
+
 import pytest
 
 ROLE = "slurm_controller"
@@ -52,3 +54,38 @@ def test_the_minter_keeps_a_token_per_bridged_tenant(host, node, ctx):
         claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
         assert claims.get("sun") == g.user, f"{g.tenant}'s token names {claims.get('sun')}"
         assert 0 < claims["exp"] - claims["iat"] <= g.token_lifetime
+
+
+def test_the_minter_holds_each_tenants_kubeconfig_root_only(host, node, ctx):
+    """Each bridged tenant's kubeconfig (the minter's client certificate and key, issued
+    from the cluster CA at apply time) lies in a root-only directory, root 0600, and is the
+    one apply issued (digests compared; the file is never read back here)."""
+    import posixpath
+
+    from estate.model.bridge import grants, kubeconfig_path, kubeconfig_secret
+    if not grants(ctx.estate):
+        pytest.skip("no tenant is granted the bridge")
+    for g in grants(ctx.estate):
+        path = kubeconfig_path(g.tenant)
+        d = host.file(posixpath.dirname(path))
+        assert (d.user, d.group, d.mode) == ("root", "root", 0o700), \
+            f"{d.path} is {d.user}:{d.group} {d.mode:04o}"
+        f = host.file(path)
+        assert f.exists, f"no kubeconfig for tenant {g.tenant}: estate apply installs it"
+        assert (f.user, f.group, f.mode) == ("root", "root", 0o600), \
+            f"{path} is {f.user}:{f.group} {f.mode:04o}"
+        want = ctx.secret_sha256(kubeconfig_secret(g.tenant))
+        if want:
+            assert f.sha256sum == want, f"{path} is not the kubeconfig apply issued"
+
+
+def test_the_minters_last_run_succeeded(host, node, ctx):
+    """The minter's unit ends well even where no API server answers (the lab has none): it
+    keeps the token, logs that the Secret waits, and fails only on a refusal."""
+    from estate.model.bridge import grants
+    from estate.render.bridge import MINT_UNIT
+    if not grants(ctx.estate):
+        pytest.skip("no tenant is granted the bridge")
+    out = host.run(f"systemctl show -p Result --value {shlex.quote(MINT_UNIT + '.service')}")
+    assert out.stdout.strip() == "success", \
+        f"{MINT_UNIT}.service: {out.stdout.strip()}; journalctl -u {MINT_UNIT} says why"
