@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# Runs the test tiers one after another (make test-<tier>), each to the end even when an
-# earlier one failed, and prints one line per tier with its wall time, then the total.
+# Runs the test tiers (make test-<tier>), each to the end even when an earlier one failed,
+# and prints one line per tier with its wall time, then the total.
 # A running lab (from `make lab`) is taken down first: the tiers bring up their own and
 # need its subnets and namespaces; each tier removes what it brought up.
-# Tiers joined by '+' run side by side (pure-Python tiers on the two cores, each with its
-# own log printed when it ends); the others one after another.
-# Usage: scripts/test-tiers.sh TIER...   (e.g. unit+fuzz live-slurm lab molecule vm)
+# Groups are run one after another. Within a group, '+' joins lanes that run side by side
+# and ',' chains tiers that run one after another in their lane; each tier's log is printed
+# when its group ends. The first lane runs at normal priority, the others under `nice`:
+# the first is the one whose daemons have deadlines (live Slurm waits on slurmctld's timers
+# and uses a tenth of a core), the others soak up the CPU it leaves (QEMU, Ansible).
+# Usage: scripts/test-tiers.sh GROUP...  (e.g. unit+fuzz live-slurm+molecule,vm,lab)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p build
 summary=build/test-tiers.txt
 : > "$summary"
+rm -f build/tier-*.status build/tier-*.log
 start_all=$SECONDS
 failed=()
 echo "== setup: Debian packages (estate/catalogue.py) and .venv"
@@ -23,31 +27,42 @@ report() {   # tier status seconds
   printf 'tier %-12s %-7s %4d s\n' "$1" "$2" "$3" | tee -a "$summary"
   [ "$2" = passed ] || failed+=("$1")
 }
+run_tier() {   # tier: make test-<tier>, its status and seconds in build/tier-<tier>.status
+  local t0=$SECONDS s
+  if make -s "test-$1"; then s=passed; else s=FAILED; fi
+  echo "$s $((SECONDS - t0))" > "build/tier-$1.status"
+}
+run_lane() {   # tier[,tier...], one after another, each with its own log
+  local tier
+  IFS=, read -r -a chain <<< "$1"
+  for tier in "${chain[@]}"; do run_tier "$tier" > "build/tier-$tier.log" 2>&1; done
+}
 for group in "$@"; do
-  IFS=+ read -r -a tiers <<< "$group"
-  if [ ${#tiers[@]} -eq 1 ]; then
+  if [[ $group != *[+,]* ]]; then
     echo "== tier $group"
     start=$SECONDS
     if make -s "test-$group"; then status=passed; else status=FAILED; fi
     report "$group" "$status" $((SECONDS - start))
     continue
   fi
-  echo "== tiers ${tiers[*]}, side by side"
+  IFS=+ read -r -a lanes <<< "$group"
+  echo "== side by side: ${lanes[*]}"
   start=$SECONDS
   pids=()
-  for tier in "${tiers[@]}"; do
-    ( t0=$SECONDS; if make -s "test-$tier"; then s=passed; else s=FAILED; fi
-      echo "$s $((SECONDS - t0))" > "build/tier-$tier.status" ) > "build/tier-$tier.log" 2>&1 &
+  for i in "${!lanes[@]}"; do
+    if ((i == 0)); then run_lane "${lanes[i]}" &
+    else ( renice -n 10 -p "$BASHPID" >/dev/null; run_lane "${lanes[i]}" ) &
+    fi
     pids+=($!)
   done
   wait "${pids[@]}"
-  for tier in "${tiers[@]}"; do
+  for tier in ${group//[+,]/ }; do
     echo "== tier $tier"
     cat "build/tier-$tier.log"
     read -r status secs < "build/tier-$tier.status" || { status=FAILED; secs=0; }
     report "$tier" "$status" "$secs"
   done
-  echo "tiers ${tiers[*]} side by side: $((SECONDS - start)) s"
+  echo "side by side ${group}: $((SECONDS - start)) s"
 done
 echo
 echo "== test tiers (wall time, 2-core machine)"
