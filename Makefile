@@ -63,7 +63,7 @@ test-molecule: deps venv
 ## skipped (with the reason) elsewhere.
 ## Every test tier that runs on this machine.
 test:
-	@scripts/test-tiers.sh unit+fuzz live-slurm+molecule,vm,lab
+	@scripts/test-tiers.sh unit+fuzz live-slurm,vm+molecule,lab
 
 test-unit: venv
 	$(PYTEST) -q tests/unit tests/golden tests/live_k8s

@@ -6,9 +6,9 @@
 # Groups are run one after another. Within a group, '+' joins lanes that run side by side
 # and ',' chains tiers that run one after another in their lane; each tier's log is printed
 # when its group ends. The first lane runs at normal priority, the others under `nice`:
-# the first is the one whose daemons have deadlines (live Slurm waits on slurmctld's timers
-# and uses a tenth of a core), the others soak up the CPU it leaves (QEMU, Ansible).
-# Usage: scripts/test-tiers.sh GROUP...  (e.g. unit+fuzz live-slurm+molecule,vm,lab)
+# the first starts with the tier whose daemons have deadlines (live Slurm waits on
+# slurmctld's timers and uses a tenth of a core); the others soak up the CPU it leaves.
+# Usage: scripts/test-tiers.sh GROUP...  (e.g. unit+fuzz live-slurm,vm+molecule,lab)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p build
