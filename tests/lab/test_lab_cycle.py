@@ -201,6 +201,7 @@ def test_verify_passes_and_names_what_is_unsupported(lab, tmp_path):
                              "the_report"),
                  ("cluster", "alertmanager_is_ready_and_prometheus_sends_it_the_alerts"),
                  ("cluster", "alertmanager_routes_each_alert_to_the_specs_receiver"),
+                 ("cluster", "the_rendered_rules_run_on_the_live_series_and_no_alert_fires"),
                  ("monitoring", "alertmanager_runs_on_a_valid_configuration"),
                  ("monitoring", "alertmanager_listens_on_the_monitoring_segment_only_with_no_"
                                 "cluster_port"),
