@@ -118,3 +118,17 @@ def on_nodes(select):
         func.estate_nodes = select
         return func
     return mark
+
+
+def assert_installed_secret(host, ctx: VerifyContext, path: str, secret: str | None, *,
+                            owner: str = "root", mode: int, what: str) -> None:
+    """A secret file on the node: its owner, group (the owner's) and mode, and, where the
+    secrets directory is given, that it is `what` (digests compared: neither the secret nor
+    its digest reaches the report)."""
+    f = host.file(path)
+    assert f.exists, f"{path} is missing: estate apply installs {what}"
+    assert (f.user, f.group, f.mode) == (owner, owner, mode), \
+        f"{path} is {f.user}:{f.group} {f.mode:04o}, not {owner}:{owner} {mode:04o}"
+    want = ctx.secret_sha256(secret) if secret else None
+    if want:
+        assert f.sha256sum == want, f"{path} is not {what}"

@@ -7,7 +7,7 @@ import shlex
 import pytest
 
 from estate.model.services import MANIFESTS
-from estate.verify.plugin import UNSUPPORTED
+from estate.verify.plugin import UNSUPPORTED, assert_installed_secret
 from roles.k8s_packages.tests.test_k8s_packages import unsupported_here  # noqa: F401
 
 ROLE = "k8s_control_plane"
@@ -64,9 +64,5 @@ def test_the_cluster_ca_is_the_estates_where_a_bridge_needs_it(host, node, ctx, 
         pytest.skip("no bridge, or not the control plane that initialises the cluster")
     for path, secret, mode in ((k8s.CLUSTER_CA_CERT, K8S_CA_CERT, 0o644),
                                (k8s.CLUSTER_CA_KEY, K8S_CA_KEY, 0o600)):
-        f = host.file(path)
-        assert (f.user, f.group, f.mode) == ("root", "root", mode), \
-            f"{path} is {f.user}:{f.group} {f.mode:04o}"
-        want = ctx.secret_sha256(secret)
-        if want:
-            assert f.sha256sum == want, f"{path} is not the estate's {secret}"
+        assert_installed_secret(host, ctx, path, secret, mode=mode,
+                                what=f"the estate's {secret}")

@@ -5,6 +5,8 @@ import shlex
 
 import pytest
 
+from estate.verify.plugin import assert_installed_secret
+
 ROLE = "slurm_controller"
 
 
@@ -28,13 +30,9 @@ def test_jwt_key(host, node, ctx):
     path = ctx.runtime.get("jwt_key")
     if not path:
         pytest.skip("the rendered slurm.conf enables no JWT authentication")
-    f = host.file(path)
-    user = ctx.runtime.get("slurm_user", "slurm")
-    assert (f.user, f.group, f.mode) == (user, user, 0o600), \
-        f"{path} is {f.user}:{f.group} {f.mode:04o}"
-    want = ctx.secret_sha256("jwt_hs256.key")
-    if want:
-        assert f.sha256sum == want, f"{path} is not the estate's JWT key"
+    assert_installed_secret(host, ctx, path, "jwt_hs256.key", mode=0o600,
+                            owner=ctx.runtime.get("slurm_user", "slurm"),
+                            what="the estate's JWT key")
 
 
 def test_the_minter_keeps_a_token_per_bridged_tenant(host, node, ctx):
@@ -70,13 +68,8 @@ def test_the_minter_holds_each_tenants_kubeconfig_root_only(host, node, ctx):
         d = host.file(posixpath.dirname(path))
         assert (d.user, d.group, d.mode) == ("root", "root", 0o700), \
             f"{d.path} is {d.user}:{d.group} {d.mode:04o}"
-        f = host.file(path)
-        assert f.exists, f"no kubeconfig for tenant {g.tenant}: estate apply installs it"
-        assert (f.user, f.group, f.mode) == ("root", "root", 0o600), \
-            f"{path} is {f.user}:{f.group} {f.mode:04o}"
-        want = ctx.secret_sha256(kubeconfig_secret(g.tenant))
-        if want:
-            assert f.sha256sum == want, f"{path} is not the kubeconfig apply issued"
+        assert_installed_secret(host, ctx, path, kubeconfig_secret(g.tenant), mode=0o600,
+                                what=f"tenant {g.tenant}'s kubeconfig apply issued")
 
 
 def test_the_minters_last_run_succeeded(host, node, ctx):

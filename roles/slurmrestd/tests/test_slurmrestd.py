@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from estate.model.bridge import CA_CERT, TLS_CA, TLS_CERT, TLS_KEY, TLS_USER, server_files
+from estate.verify.plugin import assert_installed_secret
 
 ROLE = "slurmrestd"
 
@@ -32,9 +33,5 @@ def test_the_front_key_is_root_only_and_the_estates(host, node, ctx):
     key, cert = server_files(node)
     for name, path, mode in ((key, TLS_KEY, 0o600), (cert, TLS_CERT, 0o644),
                              (CA_CERT, TLS_CA, 0o644)):
-        f = host.file(path)
-        assert (f.user, f.group, f.mode) == ("root", "root", mode), \
-            f"{path} is {f.user}:{f.group} {f.mode:04o}"
-        want = ctx.secret_sha256(name)
-        if want:
-            assert f.sha256sum == want, f"{path} is not the one issued for {node}"
+        assert_installed_secret(host, ctx, path, name, mode=mode,
+                                what=f"the one issued for {node}")
