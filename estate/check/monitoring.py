@@ -8,7 +8,7 @@ from estate.check.findings import Severity
 from estate.check.registry import validator
 from estate.model.flows import flow
 from estate.model.monitoring import (ALERT_PLANES, ALERTS, JOBS, NULL_RECEIVER, TENANT_LABELS,
-                                     tenants)
+                                     tenants, unmapped_mig_groups)
 from estate.spec.hostlist import Hostlist
 
 E, W = Severity.ERROR, Severity.WARNING
@@ -59,6 +59,30 @@ def targets_off_segment(estate):
                           f"their {job.flow} (job {job.name})",
                           f"give them an address on '{f.segment}', or scrape over a "
                           "segment every node has")
+
+
+@validator("monitoring.mig_gpu_attribution", W, "monitoring",
+           "GPUs with MIG devices on Slurm workers: their utilization is no job's")
+def mig_gpu_attribution(estate):
+    groups = unmapped_mig_groups(estate)
+    for ci, cls in enumerate(estate.spec.node_classes):
+        hosts = Hostlist([r for g in groups if g.spec.node_class == cls.name
+                          for r in g.hosts.ranges])
+        if not hosts:
+            continue
+        for ki, gpu in enumerate(cls.gpu_kinds):
+            if gpu.mig_profiles:
+                at = ("node_classes", ci, "gpus") + ((ki,) if isinstance(cls.gpus, list)
+                                                     else ())
+                yield problem(at + ("mig_profiles",), f"{short(hosts)} run Slurm jobs on "
+                              f"MIG devices of their {gpu.model} GPUs: the DCGM exporter's "
+                              "HPC job mapping keys whole GPUs, and Slurm numbers MIG devices "
+                              "in its own order, so Estate keeps no job mapping there and "
+                              "these GPUs' utilization is attributed to no job and no "
+                              "tenant; Slurm's accounting (estate report's sacct side) still "
+                              "counts their jobs' GPU-hours, each MIG device as a GPU",
+                              "accept it, or give jobs that need per-tenant utilization "
+                              "whole GPUs (a class without mig_profiles)")
 
 
 # --- Alertmanager ----------------------------------------------------------------------------

@@ -15,8 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from estate.model import model
 from estate.model.flows import dotted, flow
-from estate.model.slurm import gpu_workers
+from estate.model.nodes import Group
+from estate.model.slurm import gpu_workers, gres_kinds
 from estate.spec.resolved import Estate
 
 
@@ -88,6 +90,18 @@ JOB_MAP_DIR = "/run/estate/dcgm-job-map"
 def gpu_job_map(estate: Estate) -> bool:
     """The mapping is rendered where the spec monitors and a Slurm worker has GPUs."""
     return estate.spec.monitoring is not None and bool(gpu_workers(estate))
+
+
+def unmapped_mig_groups(estate: Estate) -> tuple[Group, ...]:
+    """The Slurm worker groups whose GPUs carry a MIG layout, where the mapping is not kept
+    (their Prolog and Epilog leave it alone): the exporter's HPC mapping keys whole GPUs by
+    their index (a file per index, matched with the gpu label), while SLURM_JOB_GPUS numbers
+    a node's MIG devices in slurmd's own order, so a map there would label another GPU with
+    the job. Their utilization is no job's; Slurm's accounting still counts their GPU-hours."""
+    if not gpu_job_map(estate):
+        return ()
+    return tuple(g for g in model(estate).groups
+                 if g.slurm_compute and any(k.mig for k in gres_kinds(g)))
 
 
 # The alerts, with the plane each names, and the label of the series each plane's tenant

@@ -13,7 +13,7 @@ from markupsafe import Markup
 
 from estate.model import bridge, model
 from estate.model.flows import srun_ports
-from estate.model.monitoring import JOB_MAP_DIR, gpu_job_map
+from estate.model.monitoring import JOB_MAP_DIR, gpu_job_map, unmapped_mig_groups
 from estate.model.slurm import (block_topology, def_mem_per_cpu, def_per_gpu, default_time,
                                 gpu_affinity, node_lines, propagate_except, state_mount,
                                 suspend_excluded, weights)
@@ -30,6 +30,7 @@ from estate.model.services import (GPU_DEVICES, HOOK_DIR, HOOKS, PORTS, SLURM_US
 from estate.render.artifacts import Artifact
 from estate.render.templates import RenderError, render_template, shell_quote
 from estate.spec.hostlist import Hostlist, compress
+from estate.spec.hostset import HostSet, union
 from estate.spec.resolved import Estate
 
 PLANE = "slurm"
@@ -257,6 +258,10 @@ def restart_facts(estate: Estate, confs: list[Artifact]) -> list[Artifact]:
 # Estate's own Prolog and Epilog where it keeps the DCGM exporter's job mapping; each runs
 # the site's script of the same key after it (estate.model.monitoring.gpu_job_map).
 JOB_MAP_HOOKS = {"Prolog": "estate-prolog", "Epilog": "estate-epilog"}
+# Their variant for the workers with MIG devices, which keeps no mapping: installed at the
+# same path (slurm.conf's Prolog= and Epilog= are one line for all workers), as the
+# destination table maps every artifact under slurm/hooks/ by its file name.
+MIG_HOOKS = f"{HOOKS}mig/"
 
 
 def node_hooks(estate: Estate) -> list[tuple[str, str]]:
@@ -270,12 +275,25 @@ def node_hooks(estate: Estate) -> list[tuple[str, str]]:
 
 
 def job_map_artifacts(estate: Estate, workers: Hostlist) -> list[Artifact]:
+    """Estate's Prolog and Epilog: on the workers, the pair that keeps the mapping; on
+    those with MIG devices, a pair that leaves it alone (unmapped_mig_groups says why)."""
     if not gpu_job_map(estate):
         return []
+    mig = union(HostSet.of(g.hosts) for g in unmapped_mig_groups(estate))
+    mapped = (HostSet.of(workers) - mig).hostlist() if mig else workers
+    out = []
+    for prefix, hosts, keeps_map in ((HOOKS, mapped, True), (MIG_HOOKS, mig.hostlist(), False)):
+        if hosts:
+            out += _job_map_hooks(estate, prefix, hosts, keeps_map)
+    return out
+
+
+def _job_map_hooks(estate: Estate, prefix: str, hosts: Hostlist, keeps_map: bool
+                   ) -> list[Artifact]:
     site = {h.key: h.installed for h in hooks(estate.spec) if h.daemon == "slurmd"}
-    return [Artifact(f"{HOOKS}{name}", render_template("slurm_conf/gpu-job-map.sh.j2", {
-                "key": key, "dir": JOB_MAP_DIR, "site": site.get(key)}), workers, PLANE,
-                mode=0o755)
+    return [Artifact(f"{prefix}{name}", render_template("slurm_conf/gpu-job-map.sh.j2", {
+                "key": key, "dir": JOB_MAP_DIR, "site": site.get(key), "map": keeps_map}),
+                hosts, PLANE, mode=0o755)
             for key, name in JOB_MAP_HOOKS.items()]
 
 

@@ -417,6 +417,10 @@ CASES = [
     ("monitoring.targets_off_segment", W, "lab", {"monitoring.segment": "service"},
      "monitoring.segment"),
     ("network.unknown_segment", E, "lab", {"monitoring.segment": "mgmt"}, "monitoring.segment"),
+    # gpu[1-2] split their A100s into MIG devices: the DCGM job mapping cannot say whose
+    ("monitoring.mig_gpu_attribution", W, "lab",
+     {"node_classes[1].gpus.mig_profiles": {"1g.5gb": 7}, "slurm.gres_autodetect": "nvml"},
+     "node_classes[1].gpus.mig_profiles"),
     # Alertmanager (the lab routes slurm to ops, research to research, inference to inference)
     ("monitoring.alertmanager_duplicate_receiver", E, "lab",
      {"monitoring.alertmanager.receivers[2].name": "ops"},
