@@ -4,6 +4,10 @@
 # rebuilds it. Prints the image tag on stdout.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
+# One build at a time: `make lab` starts one ahead of the lab (while .venv, doctor and the
+# namespace lab run), and the lab's own call then waits for it and finds the image.
+exec 9>"${TMPDIR:-/tmp}/estate-lab-image.lock"
+flock 9
 mirror=${ESTATE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # The host's apt settings for its mirror's Release files, carried into the nodes: a
 # mirror that serves a frozen snapshot (this machine's) is only usable with the expiry
