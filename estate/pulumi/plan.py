@@ -266,9 +266,10 @@ def secret_hosts(estate: Estate, artifacts: Artifacts) -> dict[str, Hostlist]:
         # the TLS front's certificates are issued from it on the slurmrestd nodes' runs; the
         # cluster CA on the first control plane's and the minter's credentials on the
         # controllers' (estate.provision.kube_pki), where a tenant has the bridge
-        ca = [bridge.ca_host(estate)] if bridge.ca_host(estate) else []
+        ca_host = bridge.ca_host(estate)
         out["tls"] = Hostlist.from_names(dict.fromkeys([
-            *estate.role_hosts("slurmrestd"), *ca, *bridge.minter_hosts(estate)]))
+            *estate.role_hosts("slurmrestd"), *([ca_host] if ca_host else []),
+            *bridge.minter_hosts(estate)]))
     return out
 
 
