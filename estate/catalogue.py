@@ -52,6 +52,11 @@ def plugin_file(plugin: str) -> str:
     return f"{PLUGIN_DIR}/{plugin.replace('/', '_')}.so"
 
 
+# Open MPI, and PMIx for Debian's mpi_pmix plugins: they dlopen the unversioned
+# /usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so (strings mpi_pmix_v4.so, bookworm), which
+# only libpmix-dev ships; with libpmix2 alone srun says "can not load PMIx library".
+PMIX = ("openmpi-bin", "libpmix2", "libpmix-dev")
+
 # The plugin packages every node that runs a Slurm daemon or client needs: the rendered
 # slurm.conf names auth/jwt whenever the spec has slurmrestd, and configless slurmds load it too.
 SLURM_PLUGINS = (BASIC_PLUGINS, "slurm-wlm-jwt-plugin")
@@ -94,8 +99,11 @@ ROLES: dict[str, Role] = {r.name: r for r in (
          ("slurmrestd", "stunnel@slurmrestd"), loads=("slurm.conf", "slurmrestd"), spec_role=True,
          stage="slurm-nodes"),
     Role("slurm_login", "slurm", ("slurm-client", *SLURM_PLUGINS), loads=("slurm.conf",),
-         spec_role=True, stage="slurm-nodes"),
-    Role("slurm_worker", "slurm", ("slurmd", *SLURM_PLUGINS), ("slurmd",),
+         extras={"pmix": PMIX}, spec_role=True, stage="slurm-nodes"),
+    # slurm-client: job scripts call srun, scontrol, sbatch and sacct on the node they run
+    # on. pmix: Open MPI, and the PMIx library Debian's mpi_pmix plugin loads at run time
+    Role("slurm_worker", "slurm", ("slurmd", "slurm-client", *SLURM_PLUGINS), ("slurmd",),
+         extras={"pmix": PMIX},
          loads=("slurm.conf", "cgroup.conf", "gres.conf"), spec_role=True, stage="slurm-nodes"),
     Role("storage", None, (), ("nfs-server",),
          extras={"server": ("nfs-kernel-server",), "client": ("nfs-common",)},
@@ -179,6 +187,8 @@ def phases(storage_first: bool = False) -> list[tuple[str, list[str]]]:
 # the namespace lab runs the Slurm roles' daemons on the host itself.
 HOST_ROLES = ("munge", "slurmdbd", "slurm_controller", "slurmrestd", "slurm_login",
               "slurm_worker")
+# The roles' extras the host's namespace labs use: the lab spec's MpiDefault=pmix
+HOST_EXTRAS = ("pmix",)
 HOST_TOOLS: dict[str, tuple[str, ...]] = {
     # lab nodes: docker engine, local base image, Vagrant's docker provider
     "containers": ("docker.io", "debootstrap", "vagrant", "openssh-client", "rsync"),
@@ -229,7 +239,7 @@ def packages(*roles: str, extras: tuple[str, ...] = ()) -> list[str]:
 def host_packages() -> list[str]:
     """Everything `make lab` and `make test` need on this machine."""
     tools = [p for group in HOST_TOOLS.values() for p in group]
-    return list(dict.fromkeys(packages(*HOST_ROLES) + tools))
+    return list(dict.fromkeys(packages(*HOST_ROLES, extras=HOST_EXTRAS) + tools))
 
 
 def root_packages() -> list[str]:

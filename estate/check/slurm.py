@@ -614,3 +614,13 @@ def power_saving_without_cloud(estate):
                       "group has state: cloud, so it powers nothing (the other nodes are "
                       "SuspendExcNodes)", "set nodes[].slurm.state: cloud on the groups "
                       "slurmctld may power down, or drop power_saving")
+
+
+@validator("slurm.cgroup_mountpoint_without_cgroup", W, "slurm",
+           "a CgroupMountpoint other than /sys/fs/cgroup, but no cgroup tracking")
+def cgroup_mountpoint_without_cgroup(estate):
+    slurm = estate.spec.slurm
+    if slurm.cgroup_mountpoint != "/sys/fs/cgroup" and slurm.process_tracking != "cgroup":
+        yield problem(("slurm", "cgroup_mountpoint"), "slurm.cgroup_mountpoint is set, but "
+                      "process_tracking is linuxproc: no job cgroup is made there",
+                      "set slurm.process_tracking: cgroup, or drop cgroup_mountpoint")

@@ -46,7 +46,8 @@ from estate.lab import driver, netns_bridge
 from estate.lab.driver import LabError
 from estate.pipeline import build
 from estate.render import write_tree
-from estate.model.services import (GPU_DEVICES, IDENTITY, SLURM_USER, SLURMDBD_DATABASE,
+from estate.model.services import (DEFAULT_CGROUP_MOUNTPOINT, GPU_DEVICES, IDENTITY,
+                                   SLURM_USER, SLURMDBD_DATABASE,
                                    SLURMDBD_PATHS, jwt_key_path, slurm_daemon_paths)
 from estate.model.slurm import node_lines, state_mount
 from estate.model.destinations import ESTATE_ETC, destination
@@ -59,6 +60,14 @@ NS_PREFIX = "estns-"          # namespace names: estns-ctl1, estns-gpu1, ...
 VETH_PREFIX = "estns"         # host ends: estns0, estns1, ... (15-character limit)
 NETNS_DIR = Path("/run/netns")
 IPT_RULES = (["-i", BRIDGE, "-j", "ACCEPT"], ["-o", BRIDGE, "-j", "ACCEPT"])
+# cgroup v1 controllers Slurm's cgroup plugins use (proctrack: freezer; task: cpuset,
+# memory, devices; jobacct_gather/cgroup: cpuacct, memory). Each node of a spec with
+# cgroup tracking gets a cgroup of its own under each, bound at slurm.cgroup_mountpoint in
+# its mount namespace, as each container node binds its own (slurm_conf/cgroup-bind.sh.j2):
+# nodes on one kernel would otherwise share one <controller>/slurm tree.
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+CGROUP_CONTROLLERS = ("cpuset", "memory", "devices", "freezer", "cpuacct")
+CGROUP_PREFIX = "estate-netns-"
 # Paths each node sees privately: (in-node path, directory under the node's state).
 # /run comes first: the munge socket directory is bound inside it.
 PRIVATE = (("/run", "run"), ("/var/spool", "spool"), ("/var/log", "log"),
@@ -201,6 +210,7 @@ class Lab:
         shared = self.shared_state()
         if shared and name in self.slurm.controllers:
             out.append((str(shared[1]), shared[0].path))
+        out += [(str(src), target) for src, target in self.node_cgroups(name)]
         if self.root == "/":
             return out
         # the munge socket is bound onto the node's run directory on this machine, which
@@ -208,6 +218,32 @@ class Lab:
         munge, *rest = out
         return [munge] + [(src, self.root + dst) for src, dst in
                           [(p, p) for p in ROOT_SYSTEM] + rest]
+
+    def node_cgroups(self, name: str) -> list[tuple[Path, str]]:
+        """(this machine's cgroup, where the node sees it) per controller, where the spec
+        tracks jobs by cgroup (none where it does not)."""
+        slurm = self.slurm
+        if slurm.process_tracking != "cgroup" or name not in self._workers():
+            return []
+        if slurm.cgroup_mountpoint == DEFAULT_CGROUP_MOUNTPOINT:
+            raise LabError("the namespace lab's nodes share this machine's cgroup tree: set "
+                           "slurm.cgroup_mountpoint (e.g. /run/estate/slurm-cgroup), where each "
+                           "node gets a cgroup of its own, or process_tracking: linuxproc")
+        own = f"{CGROUP_PREFIX}{self.state.name}-{name}"
+        return [(CGROUP_ROOT / c / own, f"{slurm.cgroup_mountpoint}/{c}")
+                for c in CGROUP_CONTROLLERS]
+
+    def _workers(self) -> set[str]:
+        return set(self.estate.role_hosts("slurm_worker").names())
+
+    def make_cgroups(self, name: str) -> None:
+        """The node's own cgroups, and their mount points in its private /run."""
+        for src, target in self.node_cgroups(name):
+            src.mkdir(exist_ok=True)
+            if src.parent.name == "cpuset":   # a v1 cpuset takes no task until it has both
+                for f in ("cpuset.cpus", "cpuset.mems"):
+                    (src / f).write_text((src.parent / f).read_text())
+            self.host_path(name, target).mkdir(parents=True, exist_ok=True)
 
     def shared_state(self) -> tuple | None:
         """(mount, host directory) where slurmctld's state lies on an export every
@@ -436,6 +472,7 @@ class Lab:
             if art.path == IDENTITY:
                 write_identity(d / "etc", json.loads(art.content))
         self.make_dirs(name)
+        self.make_cgroups(name)
         self.root_mount_points(name)
         jwt = jwt_key_path(self.estate.spec)
         # one key for both controllers where the key lies in their shared state
@@ -468,13 +505,23 @@ class Lab:
             return None
 
     def make_devices(self, name: str, doc: dict) -> None:
+        """Fake GPUs: under /run in the node's private tree, or under /dev on this machine,
+        which every namespace node shares (the same NVIDIA major and minors for all)."""
         if doc.get("mode") != "create":
-            raise LabError(f"{name}: the lab needs fake GPUs; set slurm.gpu_device_path "
-                           f"under /run (e.g. /run/estate/fake-gpu/nvidia), not /dev")
+            raise LabError(f"{name}: the lab needs fake GPUs; mark the node class's GPUs "
+                           "emulated (node_classes[].gpus.emulated: true)")
         for dev in doc["devices"]:
-            path = self.host_path(name, dev["path"])
+            want = os.makedev(dev["major"], dev["minor"])
+            if dev["path"].startswith("/dev/"):
+                path = Path(dev["path"])
+                with suppress(FileNotFoundError):
+                    if path.lstat().st_rdev == want:
+                        continue
+                    path.unlink()
+            else:
+                path = self.host_path(name, dev["path"])
             path.parent.mkdir(parents=True, exist_ok=True)
-            os.mknod(path, 0o666 | 0o020000, os.makedev(dev["major"], dev["minor"]))
+            os.mknod(path, 0o666 | 0o020000, want)
 
     def make_dirs(self, name: str) -> None:
         """The directories slurm.conf names, private to the node; slurmctld's owned by
@@ -718,7 +765,22 @@ def leftovers(state: Path = STATE) -> dict[str, list[str]]:
             if NETNS_DIR.exists() else [],
             "processes": [str(p) for p in lab_pids(state)],
             "bridges": [BRIDGE] if Path(f"/sys/class/net/{BRIDGE}").exists() else [],
-            "iptables": rules}
+            "iptables": rules,
+            "cgroups": [str(p) for p in _lab_cgroups(state)]}
+
+
+def _lab_cgroups(state: Path) -> list[Path]:
+    return sorted(CGROUP_ROOT.glob(f"*/{CGROUP_PREFIX}{state.name}-*"))
+
+
+def _remove_cgroup(path: Path) -> None:
+    """rmdir depth-first: a cgroup directory goes only when its children have (Slurm's
+    uid_/job_/step_ tree under the node's own cgroup)."""
+    for sub in sorted((p for p in path.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+        with suppress(OSError):
+            sub.rmdir()
+    with suppress(OSError):
+        path.rmdir()
 
 
 def down(state: Path = STATE, log=print) -> dict[str, list[str]]:
@@ -742,6 +804,8 @@ def down(state: Path = STATE, log=print) -> dict[str, list[str]]:
                 pass
     for path in [state / "secret", *state.glob("nodes/*/lib/mysql")]:
         shutil.rmtree(path, ignore_errors=True)
+    for cgroup in _lab_cgroups(state):
+        _remove_cgroup(cgroup)
     for key in state.glob("nodes/*/spool/**/jwt*.key"):
         key.unlink(missing_ok=True)
     return leftovers(state)

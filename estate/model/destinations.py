@@ -11,7 +11,8 @@ from fnmatch import fnmatch
 
 from estate.model.kubernetes import (KUBE_VIP_INIT_PATH, KUBE_VIP_MANIFEST, KUBE_VIP_PATH,
                                      SBIN, SYSTEMD_UNITS)
-from estate.model.services import (CTLD_HOOKS, GPU_DEVICES, HOOK_DIR, HOOKS, MANIFESTS,
+from estate.model.services import (CGROUP_BIND, CGROUP_BIND_SBIN, CTLD_HOOKS, GPU_DEVICES,
+                                   HOOK_DIR, HOOKS, MANIFESTS,
                                    SLURMD_RESTART, STATE_DROPIN)
 
 ESTATE_ETC = "/etc/estate"
@@ -28,6 +29,8 @@ TABLE: list[tuple[str, str]] = [
     ("slurm/bridge/*.timer", "/etc/systemd/system/{name}"),
     ("slurm/bridge/*", "/usr/local/sbin/{name}"),
     (STATE_DROPIN, "/etc/systemd/system/slurmctld.service.d/estate-state.conf"),
+    (CGROUP_BIND + "*.conf", "/etc/systemd/system/slurmd.service.d/estate-cgroup.conf"),
+    (CGROUP_BIND + "*", CGROUP_BIND_SBIN),
     ("slurm/*.conf", "/etc/slurm/{name}"),
     (HOOKS + "*", HOOK_DIR + "/{name}"),
     (CTLD_HOOKS + "*", HOOK_DIR + "/{name}"),
@@ -83,6 +86,7 @@ INSTALLERS: list[tuple[str, str]] = [
     (GPU_DEVICES + "*", "slurm_worker"),
     (SLURMD_RESTART + "*", "slurm_worker"),
     (HOOKS + "*", "slurm_worker"),
+    (CGROUP_BIND + "*", "slurm_worker"),
     (CTLD_HOOKS + "*", "slurm_controller"),
     ("slurm/accounting.sh", "slurm_controller"),
     ("slurm/accounts.cfg", "slurm_controller"),

@@ -69,6 +69,10 @@ STATE_DROPIN = "slurm/systemd/slurmctld-state.conf"   # slurmctld waits for its 
 HOOKS = "slurm/hooks/"              # the site's node hook scripts (slurmd runs them) ...
 CTLD_HOOKS = "slurm/ctld-hooks/"    # ... and its power programs (slurmctld runs them) ...
 HOOK_DIR = "/etc/slurm/hooks"       # ... and where the nodes have them
+# slurm.cgroup_mountpoint elsewhere than this: the workers bind their own cgroups there
+DEFAULT_CGROUP_MOUNTPOINT = "/sys/fs/cgroup"
+CGROUP_BIND = "slurm/cgroup/"
+CGROUP_BIND_SBIN = "/usr/local/sbin/estate-slurm-cgroup"
 
 
 @dataclass(frozen=True)

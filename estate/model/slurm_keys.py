@@ -35,7 +35,7 @@ OWNED = frozenset(k.lower() for k in (
     "Prolog", "Epilog", "PrologFlags", "HealthCheckProgram", "HealthCheckInterval",
     "HealthCheckNodeState", "RebootProgram", "ResumeProgram", "SuspendProgram", "SuspendTime",
     "ResumeTimeout", "SuspendTimeout", "ResumeRate", "SuspendRate", "SuspendExcNodes",
-    "PrivateData",
+    "PrivateData", "MailProg",
     "NodeName", "PartitionName", "NodeSet", "FrontendName", "DownNodes", "Include",
     "ControlMachine", "ControlAddr", "BackupController", "BackupAddr"))
 

@@ -86,6 +86,12 @@ def targets(estate: Estate, manifest: dict) -> list[Target]:
     return out
 
 
+def worker_extras(mpi_default: str) -> list[str]:
+    """The slurm_worker role's extras: Open MPI and PMIx where MpiDefault's plugin loads
+    libpmix at run time (Debian's mpi_pmix*.so dlopen it) and jobs launch Open MPI."""
+    return ["pmix"] if mpi_default.startswith("pmix") else []
+
+
 def runtime_facts(estate: Estate) -> dict:
     """Facts the roles need, from the derived model (the templates print the same values)."""
     spec = estate.spec
@@ -97,7 +103,9 @@ def runtime_facts(estate: Estate) -> dict:
              "slurm_suite": SLURM_SUITES[spec.slurm.version],
              "jwt_key": jwt_key_path(spec),
              # the mount that holds the state (HA controllers): mounted before slurmctld
-             "slurm_state_mount": shared.path if shared else None}
+             "slurm_state_mount": shared.path if shared else None,
+             # what the workers install beyond slurmd and the clients (estate.catalogue)
+             "slurm_worker_extras": worker_extras(spec.slurm.mpi_default)}
     if gpu_job_map(estate):
         # the image the Slurm GPU workers' unit runs, which their role pulls beforehand
         facts["dcgm_image"] = dcgm_image()

@@ -23,7 +23,8 @@ from estate.model.slurm_keys import conf_keys
 # for the renderer's callers.
 from estate.model.slurm_plugins import (job_acct_gather, plugin_settings,  # noqa: F401
                                         slurm_plugins, unset_by_release)
-from estate.model.services import (GPU_DEVICES, HOOK_DIR, HOOKS, PORTS, SLURM_USER,
+from estate.model.services import (CGROUP_BIND, CGROUP_BIND_SBIN, DEFAULT_CGROUP_MOUNTPOINT,
+                                   GPU_DEVICES, HOOK_DIR, HOOKS, PORTS, SLURM_USER,
                                    SLURMD_RESTART, SLURMDBD_DATABASE,
                                    SLURMDBD_PATHS, STATE_DROPIN, hooks, jwt_key_path,
                                    slurm_daemon_paths, uses_jwt)
@@ -240,8 +241,25 @@ def worker_artifacts(estate: Estate) -> list[Artifact]:
                           for r in g.hosts.ranges])
         if hosts and cls.gpu_kinds:
             out.append(Artifact(f"{GPU_DEVICES}{cls.name}.json",
-                                gpu_devices_json(estate, cls.gpu_count), hosts, PLANE))
-    return out + hook_artifacts(estate, workers) + job_map_artifacts(estate, workers)
+                                gpu_devices_json(estate, cls), hosts, PLANE))
+    return out + hook_artifacts(estate, workers) + job_map_artifacts(estate, workers) + \
+        cgroup_bind_artifacts(estate, workers)
+
+
+def cgroup_bind_artifacts(estate: Estate, workers: Hostlist) -> list[Artifact]:
+    """Where slurm.cgroup_mountpoint moves Slurm's cgroup tree: a script slurmd runs before
+    it starts (a drop-in's ExecStartPre) that binds the node's own cgroups there."""
+    slurm = estate.spec.slurm
+    if slurm.cgroup_mountpoint == DEFAULT_CGROUP_MOUNTPOINT or \
+            slurm.process_tracking != "cgroup" or not workers:
+        return []
+    script = render_template("slurm_conf/cgroup-bind.sh.j2", {
+        "cluster": slurm.cluster_name, "mountpoint": slurm.cgroup_mountpoint})
+    dropin = ("# Written by Estate: slurmd's job cgroups nest under this node's own "
+              "(slurm.cgroup_mountpoint)\n[Service]\n"
+              f"ExecStartPre={CGROUP_BIND_SBIN}\n").encode()
+    return [Artifact(CGROUP_BIND + "estate-slurm-cgroup", script, workers, PLANE, mode=0o755),
+            Artifact(CGROUP_BIND + "slurmd-cgroup.conf", dropin, workers, PLANE)]
 
 
 def restart_facts(estate: Estate, confs: list[Artifact]) -> list[Artifact]:
@@ -313,13 +331,15 @@ def hook_artifacts(estate: Estate, workers: Hostlist) -> list[Artifact]:
     return out
 
 
-def gpu_devices_json(estate: Estate, count: int) -> bytes:
-    """Device nodes gres.conf names. Under /dev the driver makes them and the role only
-    checks they exist; elsewhere (labs) the role creates them as fake devices."""
+def gpu_devices_json(estate: Estate, cls) -> bytes:
+    """Device nodes gres.conf names. The driver makes them and the role only checks they
+    exist, unless the class's GPUs are emulated (or the prefix is under /run): then the
+    role creates them as fake devices, under /dev where a devices cgroup governs them."""
     prefix = estate.spec.slurm.gpu_device_path
-    doc = {"mode": "expect" if prefix.startswith("/dev/") else "create",
+    fake = prefix.startswith("/run/") or all(k.emulated for k in cls.gpu_kinds)
+    doc = {"mode": "create" if fake else "expect",
            "devices": [{"path": f"{prefix}{i}", "major": NVIDIA_MAJOR, "minor": i}
-                       for i in range(count)]}
+                       for i in range(cls.gpu_count)]}
     return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
 
 

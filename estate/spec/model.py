@@ -21,9 +21,9 @@ from estate.spec.bounds import (IPv4, BlockSize, CoresPerSocket, Fairshare, GpuM
                                  MAX_MEMORY_MB, MAX_CORES_PER_SOCKET, MAX_SOCKETS,
                                  MemoryMB, SLURM_UINT32_MAX, Reserved,
                                  SlurmMemoryMB, SlurmPriority, SlurmWeight, Sockets)
-from estate.spec.types import (AbsolutePath, AptSource, DevicePrefix, DnsName, EmailAddress,
-                               FreeText, LabelKey, LabelValue, OptionList, OwnedDirectory,
-                               RelativeFile, SchedulerValue, SlurmConfValue, SlurmTime,
+from estate.spec.types import (AbsolutePath, AptSource, CgroupMountpoint, DevicePrefix,
+                               DnsName, EmailAddress, FreeText, LabelKey, LabelValue,
+                               OptionList, OwnedDirectory, ProgramPath, RelativeFile, SchedulerValue, SlurmConfValue, SlurmTime,
                                StoragePath, Version, WebUrl)
 
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$", max_length=63)]
@@ -359,7 +359,12 @@ class NodeHooks(Strict):
                                         "the node and requeues the job held.")
     epilog: RelativeFile | None = Field(None, description="Epilog: runs as root when the job "
                                         "ends on each node; a failure drains the node.")
-    prolog_flags: list[PrologFlag] = []
+    prolog_flags: list[PrologFlag] = Field(
+        ["Alloc"], description="PrologFlags. Default Alloc: every node of a job runs the "
+        "Prolog when the job is allocated, not only the first node and the others when a "
+        "step reaches them, so what a prolog sets up (the GPU job map) is on every node of "
+        "a multi-node job. Add Contain where users ssh into their jobs' nodes "
+        "(pam_slurm_adopt).")
     health_check: HealthCheck | None = None
     reboot_program: AbsolutePath | None = Field(None, description="RebootProgram: an "
                                                 "installed program (scontrol reboot).")
@@ -396,7 +401,23 @@ class Slurm(Strict):
         "off", description="gres.conf AutoDetect: off (Estate writes each GPU's File= and "
         "Cores=) or nvml (slurmd asks NVIDIA's NVML; needed for MIG). nvml needs a Slurm "
         "built with NVML: Debian's packages are not (slurm.plugin_not_in_release).")
-    process_tracking: Literal["cgroup", "linuxproc"] = "cgroup"
+    process_tracking: Literal["cgroup", "linuxproc"] = Field(
+        "cgroup", description="cgroup: proctrack/cgroup, task/cgroup,task/affinity and "
+        "cgroup.conf's Constrain{Cores,RAMSpace,Devices}: jobs get their cores, memory and "
+        "GPUs only. linuxproc: none of that (process tracking by parent PID only), for "
+        "hosts that cannot give slurmd a cgroup tree of its own.")
+    cgroup_mountpoint: CgroupMountpoint = Field(
+        "/sys/fs/cgroup", description="cgroup.conf CgroupMountpoint (cgroup v1). Another "
+        "path: each worker binds its own cgroup of every controller Slurm uses there before "
+        "slurmd starts, so that job cgroups nest under the node's own: nodes that are "
+        "containers sharing one kernel (the lab's) would otherwise share one "
+        "/sys/fs/cgroup/<controller>/slurm tree and collide on a multi-node job's cgroups.")
+    mail_prog: ProgramPath | None = Field(
+        None, description="MailProg: the program slurmctld mails job events with (--mail-type), "
+        "e.g. /usr/bin/mail where the controllers have a mail transport. Default: none, and "
+        "mail is off (MailProg=/bin/true, said in slurm.conf): Slurm's default "
+        "/bin/mail does not exist on Debian without a mail agent, and slurmctld then logs "
+        "'Configured MailProg is invalid' and drops every mail.")
     state_dir: OwnedDirectory = "/var/spool/slurmctld"
     config_overrides: bool = Field(False, description="Trust slurm.conf over the hardware "
                                    "slurmd detects (SlurmdParameters=config_overrides); "

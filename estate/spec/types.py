@@ -184,6 +184,33 @@ OwnedDirectory = Annotated[str, AfterValidator(_owned_directory), _schema(
 """A directory a role creates and chowns to a service: never a system directory."""
 
 
+def _program(value: str) -> str:
+    _absolute_path(value)
+    if value in SYSTEM_DIRECTORIES or value.endswith("/"):
+        raise _error("program_path", f"{value!r} is a directory, not a program; name the "
+                     "program's file, e.g. /usr/bin/mail")
+    return value
+
+
+ProgramPath = Annotated[str, AfterValidator(_program), _schema(
+    f"^{_PATH}$", "An installed program's absolute path (never a directory).")]
+"""An installed program slurmctld or slurmd runs (MailProg): a file, never a directory."""
+
+
+def _cgroup_mountpoint(value: str) -> str:
+    _absolute_path(value)
+    if value != "/sys/fs/cgroup" and not re.fullmatch(r"/run/[^/]+/[^/].*", value):
+        raise _error("cgroup_mountpoint", f"{value!r}: the workers make directories and "
+                     "bind cgroups there, so it is either /sys/fs/cgroup (the default) or a "
+                     "dedicated directory under /run, e.g. /run/estate/slurm-cgroup")
+    return value
+
+
+CgroupMountpoint = Annotated[str, AfterValidator(_cgroup_mountpoint), _schema(
+    f"^{_PATH}$", "/sys/fs/cgroup, or a dedicated directory under /run.")]
+"""Where Slurm's cgroup v1 hierarchies are: the system's, or a per-node bind under /run."""
+
+
 def _device_prefix(value: str) -> str:
     _absolute_path(value)
     if not value.startswith(("/dev/", "/run/")):

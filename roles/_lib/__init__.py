@@ -172,8 +172,10 @@ def install_packages(role: str, extras: tuple[str, ...] = ()) -> None:
     if all(p in have for p in wanted):
         host.noop(f"{role}: packages present ({', '.join(wanted)})")
         return
+    # no Recommends: slurmd's would bring every slurm-wlm-*-dev header package and the
+    # elasticsearch, influxdb, hdf5, rrd and rsmi plugins; the catalogue names what is needed
     apt.packages(name=f"Install {role} packages", packages=wanted, update=True,
-                 cache_time=3600)
+                 cache_time=3600, no_recommends=True)
 
 
 def suite_problem(name: str, codename: str, suite: str | None, version: str | None) -> str:

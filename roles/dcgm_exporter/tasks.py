@@ -3,9 +3,9 @@ this way): Debian's podman, nvidia-ctk from NVIDIA's container toolkit repositor
 roles/gpu_node) to write the CDI spec through which podman hands the container the GPUs,
 the pinned image pulled beforehand, and the rendered unit, which runs it.
 
-Unsupported, before any operation, where the node cannot have it: NVIDIA's repository or
-the image's registry cannot be reached, or no NVIDIA driver is loaded (the lab's GPUs are
-device files without one: DCGM would have nothing to read).
+Unsupported, before any operation, where the node cannot have it: no NVIDIA driver is
+loaded (the lab's GPUs are device files without one: DCGM would have nothing to read), or,
+with a driver, NVIDIA's repository or the image's registry cannot be reached.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pyinfra.operations.util import any_changed
 from roles._lib import (STAMPS, Unsupported, consumed, digest_of, digest_text, install,
                         install_packages, probe, run_when_changed, runtime, service_current)
 from roles._lib.kubernetes import reach_problem
-from roles._lib.nvidia import REPO, toolkit_source
+from roles._lib.nvidia import DRIVER, REPO, driver_problem, toolkit_source
 
 SERVICE = "estate-dcgm-exporter"
 # nvidia-ctk only (the base package: CDI needs no runtime hook). Pinned below 1.18, whose
@@ -29,7 +29,6 @@ SERVICE = "estate-dcgm-exporter"
 TOOLKIT = "nvidia-container-toolkit-base"
 TOOLKIT_VERSION = "1.17.8-1"
 CDI_SPEC = "/etc/cdi/nvidia.yaml"
-DRIVER = "/proc/driver/nvidia/version"
 
 
 def registry(image: str) -> str:
@@ -38,13 +37,12 @@ def registry(image: str) -> str:
 
 
 def problems(run: Callable[[str], str], image: str) -> list[str]:
-    """Why this node cannot run the exporter (none: it can); run is a node's shell."""
-    out = [p for p in (reach_problem(run, REPO), reach_problem(run, registry(image))) if p]
-    if (run(f"test -r {DRIVER} && echo ok") or "").strip() != "ok":
-        out.append(f"no NVIDIA driver is loaded ({DRIVER} is missing), so DCGM has no GPU "
-                   "to read (the node's GPUs are device files only, or the driver is not "
-                   "installed yet)")
-    return out
+    """Why this node cannot run the exporter (none: it can); run is a node's shell. The
+    driver is looked for first: a node without one contacts no outside host at all."""
+    missing = driver_problem(run)
+    if missing:
+        return [missing]
+    return [p for p in (reach_problem(run, REPO), reach_problem(run, registry(image))) if p]
 
 
 @deploy("dcgm_exporter")
@@ -59,9 +57,9 @@ def dcgm_exporter() -> None:
     install_packages("dcgm_exporter")
     toolkit_source()
     apt.packages(name="Install nvidia-ctk (NVIDIA container toolkit base)",
-                 packages=[f"{TOOLKIT}={TOOLKIT_VERSION}"], update=True)
+                 packages=[f"{TOOLKIT}={TOOLKIT_VERSION}"], update=True, no_recommends=True)
     # a new driver has other libraries to hand the container: a new spec, and a restart
-    driver = digest_text(probe(f"cat {DRIVER}"), TOOLKIT_VERSION)
+    driver = digest_text(probe(f"cat {shlex.quote(DRIVER)}"), TOOLKIT_VERSION)
     run_when_changed(name="CDI spec of this node's GPUs",
                      command=f"nvidia-ctk cdi generate --output={shlex.quote(CDI_SPEC)}",
                      stamp=f"{STAMPS}/dcgm-exporter-cdi", digest=driver)

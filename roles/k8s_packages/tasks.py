@@ -54,7 +54,8 @@ def k8s_packages() -> None:
         install(p)
     apt.update(name="apt update (Kubernetes source)")
     packages = pinned_packages((render_dir() / prefs[0]).read_text())
-    apt.packages(name="Install the pinned Kubernetes packages", packages=packages)
+    apt.packages(name="Install the pinned Kubernetes packages", packages=packages,
+                 no_recommends=True)
     if set(packages) - set(probe("apt-mark showhold").split()):
         server.shell(name="Hold them (upgrades go through the spec's version)",
                      commands=[f"apt-mark hold {shlex.join(packages)} >/dev/null"])

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 from pyinfra.api import deploy
 
-from roles._lib import install_packages, slurm_configs
+from roles._lib import install_packages, runtime, slurm_configs
 
 
 @deploy("slurm_login")
 def slurm_login() -> None:
-    install_packages("slurm_login")
+    # the workers' extras (Open MPI): salloc, then mpirun here, launches on the workers
+    install_packages("slurm_login", extras=tuple(runtime("slurm_worker_extras", ())))
     slurm_configs()

@@ -14,11 +14,12 @@ import shlex
 from pyinfra import host
 from pyinfra.api import OperationError, deploy, operation
 from pyinfra.operations import systemd
+from pyinfra.operations.util import any_changed
 
-from estate.model.services import GPU_DEVICES, HOOKS, SLURMD_RESTART
+from estate.model.services import CGROUP_BIND, GPU_DEVICES, HOOKS, SLURMD_RESTART
 from roles._lib.facts import DeviceNode, FileText
 from roles._lib import consumed, digest_of, digest_text, install, install_packages, put_text, \
-    render_dir, service_current, slurm_configs
+    render_dir, runtime, service_current, slurm_configs
 
 TMPFILES = "/etc/tmpfiles.d/estate-gpu.conf"
 DROPIN = "/etc/systemd/system/slurmd.service.d/estate-configless.conf"
@@ -37,10 +38,11 @@ DEVICE_PATH = re.compile(r"/[A-Za-z0-9._+@/-]+")
 
 
 def _device_path(path: str) -> str:
-    if not DEVICE_PATH.fullmatch(path) or "/../" in path + "/" or not path.startswith("/run/"):
+    if not DEVICE_PATH.fullmatch(path) or "/../" in path + "/" or \
+            not path.startswith(("/run/", "/dev/")):
         raise OperationError(f"{host.name}: fake GPU device path {path!r} in the rendered "
-                             "device list is not a plain path under /run (tmpfiles c+ would "
-                             "replace whatever is there); re-render the spec")
+                             "device list is not a plain path under /dev or /run (tmpfiles "
+                             "c+ would replace whatever is there); re-render the spec")
     return path
 
 
@@ -88,7 +90,7 @@ def slurm_worker() -> None:
     if not consumed("slurm/slurmd.env"):
         raise OperationError(f"{host.name}: has the slurm_worker role but consumes no "
                              "slurm/slurmd.env; re-render the spec")
-    install_packages("slurm_worker")
+    install_packages("slurm_worker", extras=tuple(runtime("slurm_worker_extras", ())))
     # the rendered settings slurmd restarts for: configless, it installs no slurm.conf
     restart = consumed(f"{SLURMD_RESTART}*")
     inputs = gpus() + slurm_configs() + ["slurm/slurmd.env"] + restart
@@ -96,6 +98,9 @@ def slurm_worker() -> None:
         install(path)
     for path in consumed(f"{HOOKS}*"):
         install(path)   # slurmd runs the site's hooks afresh each time: no restart for them
+    cgroup = [install(p) for p in consumed(f"{CGROUP_BIND}*")]
+    systemd.daemon_reload(name="systemd: slurmd's cgroup drop-in", _if=any_changed(*cgroup))
+    inputs += consumed(f"{CGROUP_BIND}*")
     dropin = ""
     if not consumed("slurm/slurm.conf"):
         dropin = CONFIGLESS_DROPIN

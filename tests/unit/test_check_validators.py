@@ -40,6 +40,8 @@ NFS_GPU1 = {"name": "nfs", "to": "nfs1", "segment": "storage", "port": 2049,
 
 # (validator id, severity, base spec, edits {path: value}, expected finding path)
 CASES = [
+    ("slurm.cgroup_mountpoint_without_cgroup", W, "lab",
+     {"slurm.process_tracking": "linuxproc"}, "slurm.cgroup_mountpoint"),
     ("slurm.tres_weight_without_accounting", E, "lab", {"slurm.accounting": None},
      "slurm.priority.tres.GRES/gpu"),
     # network
@@ -209,7 +211,8 @@ CASES = [
      "nodes[2].slurm.gres_count"),
     ("slurm.real_memory_exceeds", E, "prod", {"nodes[3].slurm.real_memory_mb": 3000000},
      "nodes[3].slurm.real_memory_mb"),
-    ("slurm.prolog_flags", E, "lab", {"slurm.hooks": {"prolog_flags": ["X11"]}},
+    ("slurm.prolog_flags", E, "lab", {"slurm.hooks": {"prolog_flags": ["X11"]},
+                                      "slurm.process_tracking": "linuxproc"},
      "slurm.hooks.prolog_flags"),
     ("slurm.prolog_flags", E, "prod", {"slurm.hooks": {"prolog_flags": ["Contain", "NoHold"]}},
      "slurm.hooks.prolog_flags"),

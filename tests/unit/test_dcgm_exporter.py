@@ -220,9 +220,10 @@ def test_unit_words_read_back_as_themselves():
 
 # --- where the role says "unsupported here" ------------------------------------------------
 
-def test_unsupported_names_the_repository_the_registry_and_the_driver(lab):
-    """The role's (and its suite's) reasons, from what the node's shell answers: nothing
-    reachable and no driver (the lab's GPU workers) is three reasons; all there is none."""
+def test_unsupported_looks_for_the_driver_before_any_network_probe(lab):
+    """The role's (and its suite's) reasons, from what the node's shell answers: without a
+    driver (the lab's GPU workers) that is the one reason, and no outside host is
+    contacted; with a driver and nothing reachable, the repository and the registry."""
     from roles.dcgm_exporter.tasks import DRIVER, problems
     image = runtime_facts(lab.estate)["dcgm_image"]
     asked = []
@@ -231,8 +232,14 @@ def test_unsupported_names_the_repository_the_registry_and_the_driver(lab):
         asked.append(command)
         return ""
     found = problems(nothing, image)
-    assert [p.split(" (")[0] for p in found[:2]] == ["cannot reach nvidia.github.io:443",
-                                                     "cannot reach nvcr.io:443"]
-    assert found[2].startswith(f"no NVIDIA driver is loaded ({DRIVER} is missing)")
-    assert any(DRIVER in c for c in asked)
+    assert len(found) == 1 and found[0].startswith(
+        f"no NVIDIA driver is loaded ({DRIVER} is missing)")
+    assert len(asked) == 1 and DRIVER in asked[0]
+    assert not any("nvidia.github.io" in c or "nvcr.io" in c for c in asked)
+
+    def driver_only(command: str) -> str:
+        return "ok" if DRIVER in command else ""
+    found = problems(driver_only, image)
+    assert [p.split(" (")[0] for p in found] == ["cannot reach nvidia.github.io:443",
+                                                 "cannot reach nvcr.io:443"]
     assert problems(lambda command: "ok", image) == []

@@ -91,6 +91,7 @@ def test_artifact_consumers_follow_configless_design():
     restart = [p for p in paths if p.startswith("slurm/slurmd-restart/")]
     assert len(restart) == 1 and [p for p in paths if p not in restart] == [
         "monitoring/dcgm-exporter/estate-dcgm-exporter.service", "slurm/cgroup.conf",
+        "slurm/cgroup/estate-slurm-cgroup", "slurm/cgroup/slurmd-cgroup.conf",
         "slurm/gpu-devices/gpu-2x.json", "slurm/hooks/estate-epilog",
         "slurm/hooks/estate-prolog", "slurm/slurmd.env"]
     assert "slurm/slurmrestd/ctl1.env" not in [a.path for a in arts.for_node("gpu2")]

@@ -196,7 +196,7 @@ def test_gpus_split_over_sockets_are_bound_to_their_cores():
 def test_one_socket_or_an_uneven_split_gets_no_cores():
     data = spec_dict("lab")          # gpu-2x: one socket
     assert _gres_lines(render(data)["slurm/gres.conf"]) == [
-        "NodeName=gpu[1-2] Name=gpu Type=a100 File=/run/estate/fake-gpu/nvidia[0-1]"]
+        "NodeName=gpu[1-2] Name=gpu Type=a100 File=/dev/nvidia[0-1]"]
     data["node_classes"][1] |= {"sockets": 3, "cores_per_socket": 2}
     assert "Cores=" not in render(data)["slurm/gres.conf"]
 
@@ -210,5 +210,5 @@ def test_shards_and_untyped_gpus():
     assert " Gres=gpu:2,shard:6 " in node
     assert "GresTypes=gpu,shard" in files["slurm/slurm.conf"].splitlines()
     assert _gres_lines(files["slurm/gres.conf"]) == [
-        "NodeName=gpu[1-2] Name=gpu File=/run/estate/fake-gpu/nvidia[0-1]",
+        "NodeName=gpu[1-2] Name=gpu File=/dev/nvidia[0-1]",
         "NodeName=gpu[1-2] Name=shard Count=6"]
