@@ -18,6 +18,14 @@ from estate.output import (
     strict_host_keys_option)
 
 HEADER = ["status", "node", "aspect", "what", "actual", "expected", "fix"]
+# The widest each column may print (what, actual, expected, fix): a row then fits a
+# 200-column terminal, and a rich table an 80-column one by wrapping; drift.json keeps
+# every text whole.
+WIDTHS = {3: 30, 4: 50, 5: 30, 6: 50}
+
+
+def cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def last_manifest(spec: Path, last: Path | None) -> tuple[dict | None, str]:
@@ -46,7 +54,8 @@ def print_report(report, output: Output, json_path: Path, junit_path: Path) -> N
     if output is Output.json:
         typer.echo(json_path.read_text(), nl=False)
         return
-    rows = [[f.status, f.node, f.aspect, f.what, f.actual, f.expected, f.fix]
+    rows = [[cut(cell, WIDTHS.get(i, 20)) for i, cell in
+             enumerate([f.status, f.node, f.aspect, f.what, f.actual, f.expected, f.fix])]
             for f in sorted(report.findings, key=order)]
     if output.resolve() is Output.github:
         for f in report.findings:
@@ -97,9 +106,13 @@ def register(app: typer.Typer) -> None:
             result = _render(spec, out)
             conn = _connection(lab, ssh_key, ssh_user, strict_host_keys and not lab)
             fixes = Fixes(str(spec), connect_flags(lab, ssh_key, ssh_user))
+            absent = None
+            if lab:
+                from estate.lab.vagrant import not_started
+                absent = not_started(out)
             try:
                 report = run_drift(result.estate, out, conn, fixes, limit, previous, last_dir,
-                                   report_dir)
+                                   report_dir, absent)
             except ValueError as exc:     # --limit names nodes the spec does not have
                 _fail(str(exc))
         finally:

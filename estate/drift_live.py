@@ -26,9 +26,12 @@ WORKERS = 8               # nodes read at once (each is a handful of short comma
 
 def run_drift(estate: Estate, render_dir: Path, conn: Connection, fixes: Fixes,
               limit: str | None = None, last: dict | None = None, last_dir: str = "",
-              outdir: Path = Path("build/drift")) -> Report:
+              outdir: Path = Path("build/drift"), absent: dict[str, str] | None = None
+              ) -> Report:
     """Compare the selected nodes (all without limit) with the spec rendered in
-    render_dir; `last`: the manifest of the last render, where there is one."""
+    render_dir; `last`: the manifest of the last render, where there is one; `absent`:
+    nodes not to reach, each with why (a lab's machines it did not start), reported
+    skipped."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))     # the roles' unsupported_here (roles.* package)
     # Every node in the ssh_config: Slurm is read through its controller even when
@@ -41,6 +44,10 @@ def run_drift(estate: Estate, render_dir: Path, conn: Connection, fixes: Fixes,
     for deploy in {d for n in selected for d in ctx.nodes[n].deploys}:
         role_suite(deploy)
     report = Report()
+    for name in [n for n in selected if n in (absent or {})]:
+        report.add(name, "reach", [Finding(name, "reach", "ssh", "reachable", absent[name],
+                                           "", d.SKIPPED)], 0)
+    selected = [n for n in selected if n not in (absent or {})]
     with ThreadPoolExecutor(max_workers=min(WORKERS, max(1, len(selected)))) as pool:
         for part in pool.map(lambda n: node_report(ctx, n, fixes, last), selected):
             for (node, aspect), (found, compared) in part.items():

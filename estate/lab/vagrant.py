@@ -156,6 +156,20 @@ def running(nodes: list[dict], image: str) -> bool:
     return len(lines) == len(names) and all(l == f"true {image}" for l in lines)
 
 
+def not_started(render_dir: Path) -> dict[str, str]:
+    """The spec's lab machines whose container does not run, each with why: what `estate
+    drift --lab` and verify skip instead of reporting them unreachable."""
+    nodes = lab_document(render_dir)["nodes"]
+    proc = run(["docker", "ps", "--format", "{{.Names}}", "--filter", f"label={LABEL}"],
+               check=False, quiet=True)
+    up = set(proc.stdout.split()) if proc.returncode == 0 else set()
+    return {n["name"]: ("not started by the lab (the lab starts the Slurm and storage nodes; "
+                        f"`estate lab up SPEC --nodes {n['name']}` starts this one)"
+                        if not n["autostart"] else "its lab container is not running "
+                        "(`estate lab up SPEC` starts it)")
+            for n in nodes if n["container"] not in up}
+
+
 def vagrant_up(render_dir: Path, image: str, names: list[str]) -> None:
     run(["vagrant", "up", "--provider=docker", "--parallel", *names],
         env=vagrant_env(render_dir, image), timeout=900)

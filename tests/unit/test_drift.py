@@ -450,3 +450,23 @@ def test_a_node_lost_over_ssh_is_one_reach_finding(estate, tmp_path):
     [f] = part[("gpu2", "reach")][0]
     assert f.status == d.DRIFT and "No route to host" in f.actual
     assert f.fix.endswith("then estate apply stacks/lab.yaml --limit gpu2 --lab")
+
+
+def test_drift_lines_fit_a_200_column_terminal_and_the_json_keeps_the_reason(tmp_path,
+                                                                            capsys):
+    """A reason of 300 characters (an unreachable node's ssh error) is cut in the printed
+    rows, so that no line is wider than 200 columns; drift.json keeps it whole."""
+    import json
+    from estate.drift_cli import print_report
+    from estate.output import Output
+    reason = "unreachable (" + "ssh: connect to host 10.60.0.21 port 22: timed out " * 6 + ")"
+    report = Report()
+    report.add("k8s1", "reach", [Finding("k8s1", "reach", "ssh", "reachable", reason,
+                                         "start k8s1 or fix its network or ssh, then " * 3)], 1)
+    json_path = tmp_path / "drift.json"
+    json_path.write_text(json.dumps(report.as_dict()))
+    print_report(report, Output.text, json_path, tmp_path / "junit.xml")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines and max(len(line) for line in lines[:-1]) <= 200, lines
+    assert reason in json_path.read_text()
+

@@ -147,6 +147,12 @@ def test_a_running_job_shows_under_its_account_and_partition_then_in_the_report(
                      "--wrap 'sleep 90'")
     assert out.rc == 0, f"sbatch failed: {out.stderr.strip()}"
     job = out.stdout.strip().split(";")[0]
+    # this job running, by its own id: a series of an earlier job must not stand in for it
+    # (a job cancelled in the second it started has used no GPU-hours to charge)
+    state = _poll(lambda: submit.run(f"squeue -h -j {shlex.quote(job)} -o %T").stdout.strip()
+                  == "RUNNING", 60)
+    assert state, f"job {job} never started"
+    began = time.monotonic()
     where = f'account="{account}",partition="{part}"'
     query = (f'slurm_jobs{{state="running",{where}}} and on(account, partition) '
              f'slurm_gpus_allocated{{{where}}} >= {1 if gres else 0}')
@@ -154,6 +160,7 @@ def test_a_running_job_shows_under_its_account_and_partition_then_in_the_report(
         got = _poll(lambda: _api(base, "query", query=query)["result"],
                     4 * ctx.estate.spec.monitoring.scrape_interval_s + 20)
         assert got, f"Prometheus never showed job {job} running ({query})"
+        time.sleep(max(0.0, 5 - (time.monotonic() - began)))   # GPU-seconds to charge
     finally:
         submit.run(f"scancel {shlex.quote(job)}")
     if gres:
