@@ -63,8 +63,8 @@ IPT_RULES = (["-i", BRIDGE, "-j", "ACCEPT"], ["-o", BRIDGE, "-j", "ACCEPT"])
 # cgroup v1 controllers Slurm's cgroup plugins use (proctrack: freezer; task: cpuset,
 # memory, devices; jobacct_gather/cgroup: cpuacct, memory). Each node of a spec with
 # cgroup tracking gets a cgroup of its own under each, bound at slurm.cgroup_mountpoint in
-# its mount namespace, as each container node binds its own (slurm_conf/cgroup-bind.sh.j2):
-# nodes on one kernel would otherwise share one <controller>/slurm tree.
+# its mount namespace, as each container node binds its own (slurm_conf/cgroup-bind.sh.j2),
+# and removed at down: the jobs' cgroups stay under the lab's, never in the host's own tree.
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_CONTROLLERS = ("cpuset", "memory", "devices", "freezer", "cpuacct")
 CGROUP_PREFIX = "estate-netns-"

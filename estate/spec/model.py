@@ -410,8 +410,8 @@ class Slurm(Strict):
         "/sys/fs/cgroup", description="cgroup.conf CgroupMountpoint (cgroup v1). Another "
         "path: each worker binds its own cgroup of every controller Slurm uses there before "
         "slurmd starts, so that job cgroups nest under the node's own: nodes that are "
-        "containers sharing one kernel (the lab's) would otherwise share one "
-        "/sys/fs/cgroup/<controller>/slurm tree and collide on a multi-node job's cgroups.")
+        "containers on one kernel (the lab's) would otherwise make their jobs' cgroups at "
+        "the top of the kernel's hierarchy, outside the node's own limits.")
     mail_prog: ProgramPath | None = Field(
         None, description="MailProg: the program slurmctld mails job events with (--mail-type), "
         "e.g. /usr/bin/mail where the controllers have a mail transport. Default: none, and "

@@ -206,7 +206,15 @@ def test_verify_passes_and_names_what_is_unsupported(lab, tmp_path):
                  ("monitoring", "alertmanager_listens_on_the_monitoring_segment_only_with_no_"
                                 "cluster_port"),
                  ("firewall", "input_denies_by_default"),
-                 ("cluster", "rest_api_reach_follows_the_flows")]:
+                 ("cluster", "rest_api_reach_follows_the_flows"),
+                 # the users' side (estate/verify/checks/test_users.py)
+                 ("cluster", "a_batch_job_runs_srun_steps_on_two_nodes"),
+                 ("cluster", "two_steps_with_one_gpu_each"),
+                 ("cluster", "a_job_array_completes"),
+                 ("cluster", "a_job_opens_its_own_gpu_and_not_the_other"),
+                 ("cluster", "a_step_over_its_memory_ends_out_of_memory"),
+                 ("cluster", "tasks_are_bound_to_their_cores_and_accounted"),
+                 ("cluster", "every_node_of_a_job_runs_the_prolog")]:
         assert want in checks
     # the reachability matrix with the firewall on: every designed flow between the nodes
     # succeeds, every undesigned one fails (each node's probes are a check of its own)
@@ -237,13 +245,13 @@ def test_a_spec_change_reaches_slurmctld_and_is_undone(lab, tmp_path):
 
 
 def test_drift_is_repaired_and_reported(lab, tmp_path):
-    on("10.60.0.13", "echo '# drift' >> /etc/slurm/cgroup.conf && rm -f /run/estate/fake-gpu/nvidia1")
+    on("10.60.0.13", "echo '# drift' >> /etc/slurm/cgroup.conf && rm -f /dev/nvidia1")
     result = apply_json(tmp_path)
     changed = result["hosts"]["gpu1"]["changed"]
     assert "Install slurm/cgroup.conf -> /etc/slurm/cgroup.conf" in changed
     assert "GPU device files" in changed
     assert "character special file c3:1" in on("10.60.0.13",
-                                               "stat -c '%F %t:%T' /run/estate/fake-gpu/nvidia1")
+                                               "stat -c '%F %t:%T' /dev/nvidia1")
     assert {h: r["changed"] for h, r in apply_json(tmp_path)["hosts"].items()
             if r["changed"]} == {}
 

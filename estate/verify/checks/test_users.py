@@ -36,7 +36,7 @@ def _login(ctx) -> str:
 
 def _as_user(ctx, command: str):
     user = ctx.job_user()
-    return ctx.host(_login(ctx)).run(f"runuser -u {shlex.quote(user)} -- {command}")
+    return ctx.host(_login(ctx)).run(f"cd /tmp && runuser -u {shlex.quote(user)} -- {command}")
 
 
 def _workers(ctx, n: int = 2) -> list[str]:
@@ -48,7 +48,7 @@ def _workers(ctx, n: int = 2) -> list[str]:
 
 def _sbatch(ctx, options: str, script: str) -> str:
     """Submit a batch job as the user and wait for it; its job id."""
-    out = _as_user(ctx, f"{WAIT} sbatch --wait --parsable -t 3 "
+    out = _as_user(ctx, f"{WAIT} sbatch --wait --parsable -t 3 -D /tmp "
                         f"-o /tmp/estate-verify-%j.out {options} --wrap {shlex.quote(script)}")
     job = out.stdout.strip().split(";")[0]
     assert job.split("_")[0].isdigit(), f"sbatch refused the job: {out.stderr.strip()}"
