@@ -109,6 +109,20 @@ def node_feature_discovery(estate: Estate) -> list[dict]:
     return out
 
 
+# GFD at v0.20.0 defaults `use-node-feature-api` to true (k8s-device-plugin
+# cmd/gpu-feature-discovery/main.go); with it on, internal/lm/output.go NewOutputer wants
+# NODE_NAME and a NodeFeature client, and upstream's static DaemonSet passes neither, so GFD
+# stops at start ("required flag node-name not set"). Estate turns the API off: GFD then
+# writes the file below (main.go's `output-file` default), on the features.d hostPath that
+# nfd-worker reads (k8s/nfd/), the path k8s/gfd/README.md documents. An environment variable
+# is set on the command line as far as urfave/cli is concerned (c.IsSet), so it wins over a
+# `flags.useNodeFeatureAPI` in the device plugin's config file (api/config/v1/flags.go
+# updateFromCLIFlag). No service account, no RBAC to write NodeFeatures.
+GFD_FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
+GFD_OUTPUT_ENV = ({"name": "USE_NODE_FEATURE_API", "value": "false"},
+                  {"name": "GFD_OUTPUT_FILE", "value": f"{GFD_FEATURES_DIR}/gfd"})
+
+
 def gpu_feature_discovery(estate: Estate, configs: dict[str, dict],
                           config_map: str) -> list[dict]:
     """One GFD DaemonSet per device-plugin config, on the nodes that select it, reading that
@@ -139,6 +153,7 @@ def gpu_feature_discovery(estate: Estate, configs: dict[str, dict],
         env = [e for e in c.get("env", []) if e["name"] != "MIG_STRATEGY"]
         env += [{"name": "MIG_STRATEGY", "value": strategy},
                 {"name": "CONFIG_FILE", "value": "/config/config.yaml"},
+                *GFD_OUTPUT_ENV,
                 {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
                 {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}]
         if strategy != "none":
