@@ -415,8 +415,16 @@ def build_device_plugin(estate: Estate, source: str) -> list[Artifact]:
                    tolerations=[{"key": GPU_RESOURCE, "operator": "Exists",
                                  "effect": "NoSchedule"},
                                 {"key": "CriticalAddonsOnly", "operator": "Exists"}],
+                   # the sidecars write only /config (an emptyDir)
                    security={"allowPrivilegeEscalation": False,
-                             "capabilities": {"drop": ["ALL"]}},
+                             "capabilities": {"drop": ["ALL"]},
+                             "readOnlyRootFilesystem": True},
+                   # upstream's chart sets none (values.yaml `resources: {}`): Estate's
+                   # estimate, small Go daemons that serve the kubelet over a socket
+                   sidecar_resources={"requests": {"cpu": "10m", "memory": "32Mi"},
+                                      "limits": {"cpu": "100m", "memory": "64Mi"}},
+                   plugin_resources={"requests": {"cpu": "50m", "memory": "64Mi"},
+                                     "limits": {"cpu": "500m", "memory": "256Mi"}},
                    mig_env=mig,
                    plugin_security={"privileged": True, **({"capabilities": {
                        "add": ["SYS_ADMIN"]}} if mig else {})})
