@@ -67,6 +67,9 @@ def _on_control_planes(pod: dict, port: int, nodes: int) -> None:
     pod["dnsPolicy"] = "ClusterFirstWithHostNet"
     pod["nodeSelector"] = {**pod.get("nodeSelector", {}), k8s.CONTROL_PLANE_LABEL: ""}
     pod["tolerations"] = list(k8s.ADDON_TOLERATIONS)
+    # the container's own settings (upstream's) said for the whole pod too
+    pod["securityContext"] = {"runAsNonRoot": True, "runAsUser": 65534,
+                              "seccompProfile": {"type": "RuntimeDefault"}}
     [c] = pod["containers"]
     used = ",".join(r for r in DEFAULT_RESOURCES if r not in UNUSED)
     c["args"] = [*c.get("args", []), f"--port={port}", f"--resources={used}"]
