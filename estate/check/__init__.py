@@ -22,7 +22,7 @@ __all__ = ["Finding", "Severity", "Problem", "validator", "check_gate", "check_s
 STAGE_DOMAINS = {
     "gate": ("nodes",),
     "artifacts": ("cni", "kubernetes_addons", "kubernetes_artifacts", "kubernetes_ha",
-                  "kubernetes_mig", "kubernetes_quota", "ownership"),
+                  "kubernetes_mig", "kubernetes_quota", "kubernetes_rbac", "ownership"),
 }
 _LOADED: set[str] = set()
 

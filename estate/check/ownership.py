@@ -24,7 +24,8 @@ that writes something else is caught:
   one nvidia.com/mig-<profile> per profile under mixed), else the MIG devices per GPU its
   replicas label declares.
 
-Namespaces Estate does not render (kube-system, default) and those of the CNI's operator
+Namespaces Estate does not render (default), kube-system (which Estate renders only to
+label its Pod Security level, estate.render.system_policy) and those of the CNI's operator
 (estate.model.cni.NAMESPACES, which Estate renders) are the cluster operators' and are not
 tenants; they are outside this proof.
 """
@@ -237,12 +238,15 @@ def _matches(want: dict, labels: dict) -> bool:
     return all(labels.get(k) == v for k, v in want.items())
 
 
+OPERATORS = (*cni.NAMESPACES, "kube-system")
+
+
 def _namespaced(artifacts) -> tuple[dict, dict]:
     namespaces, quotas = {}, {}
     for a in plane_artifacts(artifacts, MANIFESTS):
         for doc in _dicts(a):
             meta = doc.get("metadata") or {}
-            if doc.get("kind") == "Namespace" and meta.get("name") not in cni.NAMESPACES:
+            if doc.get("kind") == "Namespace" and meta.get("name") not in OPERATORS:
                 namespaces[meta.get("name")] = (a.path, doc)
             elif doc.get("kind") == "ResourceQuota":
                 hard = (doc.get("spec") or {}).get("hard") or {}

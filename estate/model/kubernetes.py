@@ -76,9 +76,34 @@ NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"   # set by the API server
 # (a JSON list) covers. The plugin is enabled on the API server (ADMISSION_PLUGINS).
 TOLERATIONS_WHITELIST = "scheduler.alpha.kubernetes.io/tolerationsWhitelist"
 ADMISSION_PLUGINS = ("NodeRestriction", "PodTolerationRestriction")   # kubeadm's + ours
-# The built-in ClusterRole a tenant's groups get, bound per namespace (a RoleBinding): read
-# and write most namespaced objects, no RBAC, quota or namespace changes.
-TENANT_ROLE = "edit"
+# The ClusterRole a tenant's groups get, bound per namespace (a RoleBinding). Estate's own,
+# not the built-in `edit`: `edit` may create, change and delete NetworkPolicies (a tenant
+# could delete its default-deny, or add a policy that opens it), may impersonate the
+# namespace's ServiceAccounts, and grows with every ClusterRole labelled aggregate-to-edit.
+# This one lists what a tenant runs its work with and reads the boundaries without writing
+# them (kubernetes.tenant_boundary_writable proves it from the rendered RBAC).
+TENANT_ROLE = "estate-tenant-admin"
+_WRITE = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
+_READ = ["get", "list", "watch"]
+TENANT_ROLE_RULES = (
+    {"apiGroups": [""], "verbs": _WRITE, "resources": [
+        "pods", "pods/attach", "pods/exec", "pods/portforward", "persistentvolumeclaims",
+        "configmaps", "secrets", "services", "serviceaccounts", "replicationcontrollers"]},
+    {"apiGroups": [""], "verbs": _READ, "resources": [
+        "pods/log", "pods/status", "events", "endpoints", "resourcequotas", "limitranges",
+        "namespaces"]},
+    {"apiGroups": ["apps"], "verbs": _WRITE, "resources": [
+        "deployments", "deployments/scale", "replicasets", "replicasets/scale",
+        "statefulsets", "statefulsets/scale"]},
+    {"apiGroups": ["batch"], "verbs": _WRITE, "resources": ["jobs", "cronjobs"]},
+    {"apiGroups": ["autoscaling"], "verbs": _WRITE, "resources": ["horizontalpodautoscalers"]},
+    {"apiGroups": ["policy"], "verbs": _WRITE, "resources": ["poddisruptionbudgets"]},
+    {"apiGroups": ["networking.k8s.io"], "verbs": _READ, "resources": ["networkpolicies"]},
+    {"apiGroups": ["events.k8s.io", "discovery.k8s.io"], "verbs": _READ,
+     "resources": ["events", "endpointslices"]},
+    {"apiGroups": ["kueue.x-k8s.io"], "verbs": _READ, "resources": [
+        "workloads", "workloads/status", "localqueues", "localqueues/status"]},
+)
 # Kubernetes' built-in PriorityClasses, meant for cluster add-ons, never for tenants.
 SYSTEM_PRIORITY_CLASSES = ("system-cluster-critical", "system-node-critical")
 # Pod Security Admission on every tenant namespace: baseline is enforced (no privileged
@@ -122,6 +147,10 @@ DCGM_VERSION = "4.5.3-4.8.2"               # NVIDIA/dcgm-exporter tag: DCGM 4.5.
 DCGM_MANIFEST = "k8s/dcgm-exporter/dcgm-exporter.yaml"
 DCGM_SHA256 = "8f5b1580b55bc5a09a831184b0957e7671edb1e5c5f60cb17a0b4f58ffd76450"
 DCGM_NAME = "dcgm-exporter"
+# A container that mounts the host's /dev/null here gets every GPU from the container
+# toolkit without privileges (accept-nvidia-visible-devices-as-volume-mounts; toolkit
+# v1.20.0 internal/config/image/cuda_image.go, DeviceListAsVolumeMountsRoot)
+ALL_GPUS_MOUNT = "/var/run/nvidia-container-devices/all"
 DCGM_PORT = PORTS["dcgm-exporter"]
 # GPU Feature Discovery (labels from the hardware), from the device plugin's repository at
 # the plugin's tag, and node-feature-discovery, which publishes GFD's labels (GFD writes

@@ -93,7 +93,8 @@ class EstateDeployment(pulumi.ComponentResource):
         environment must be secret whatever a provider does)."""
         parts = {KEYS[k].env: self.keys[k].base64 for k in step.secrets}
         if step.join == "sink":
-            parts["join"] = self._source_stdout(nodes).apply(planning.join_environment)
+            parts["join"] = self._source_stdout(nodes).apply(
+                lambda out: planning.join_environment(out, step.control_plane))
         if not parts:
             return None
         return pulumi.Output.secret(pulumi.Output.all(**parts).apply(_flatten))

@@ -50,6 +50,7 @@ class Step:
     after: list[str]
     secrets: tuple[str, ...] = ()   # "munge", "jwt"
     join: str | None = None         # "source", "sink", "revoke"
+    control_plane: bool = False     # a sink joining as a control plane
 
 
 @dataclass
@@ -104,7 +105,7 @@ def graph(stack: str, root: Path = ROOT, tree: str | None = None,
         raise DryRunError(f"stack config: {exc}") from None
     nodes = [f"node-{s.node}" for s in the_plan.steps]
     steps = [Step(f"node-{s.node}", s.command, [f"node-{n}" for n in the_plan.after(s)],
-                  s.secrets, s.join)
+                  s.secrets, s.join, s.control_plane)
              for s in the_plan.steps]
     if the_plan.revoke:
         steps.append(Step(REVOKE, the_plan.revoke,
@@ -133,7 +134,7 @@ def environment(step: Step, keys: dict[str, str], source_stdout: str) -> dict[st
     env.update({k: v for k, v in keys.items() if k in wanted})
     join = planning.join_environment(source_stdout)
     if step.join == "sink":
-        env.update(join)
+        env.update(planning.join_environment(source_stdout, step.control_plane))
     elif step.join == "revoke":
         token = planning.JOIN_ENV["token"]
         env.update({token: join[token]} if token in join else {})

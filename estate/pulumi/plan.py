@@ -85,6 +85,7 @@ class NodeStep:
     deploys: tuple[str, ...] = ()
     join: str | None = None      # "source": outputs the join material; "sink": takes it
     joiners: tuple[str, ...] = ()  # on the source: the nodes that join with its outputs
+    control_plane: bool = False  # a sink that joins as a control plane (needs the cert key)
 
     @property
     def triggers(self) -> list[str]:
@@ -203,11 +204,18 @@ def step_command(spec_path: str, node: str, accept: tuple[str, ...] = (),
         (" --lab" if lab else "")
 
 
-def join_environment(stdout: str) -> dict[str, str]:
-    """The join material in a control plane's step outputs, as the joining steps'
-    environment (empty where it handed out none, e.g. kubeadm unsupported there)."""
+# What a joining worker needs: kubeadm's certificate key decrypts the control plane's
+# certificates (kubeadm-certs Secret), which only a joining control plane downloads.
+WORKER_JOIN = ("token", "ca_cert_hash")
+
+
+def join_environment(stdout: str, control_plane: bool = True) -> dict[str, str]:
+    """The join material in a control plane's step outputs, as a joining step's environment
+    (empty where it handed out none, e.g. kubeadm unsupported there): the certificate key
+    only for a joining control plane."""
     join = step_outputs(stdout).get("join") or {}
-    return {JOIN_ENV[k]: v for k, v in join.items() if k in JOIN_ENV and v}
+    return {JOIN_ENV[k]: v for k, v in join.items()
+            if k in JOIN_ENV and v and (control_plane or k in WORKER_JOIN)}
 
 
 def admin_conf(stdout: str) -> str:
@@ -338,7 +346,8 @@ def plan(estate: Estate, artifacts: Artifacts, spec_path: str,
             steps[stage].append(NodeStep(
                 node, stage, step_command(spec_path, node, accept, lab),
                 artifacts.digest_for_node(node), secrets, codes[deploys], deploys,
-                join_role(runs[node].consumes)))
+                join_role(runs[node].consumes),
+                control_plane=any(p.startswith(MANIFESTS) for p in runs[node].consumes)))
             stages[stage].append(node)
     used = tuple(k for k, hl in holders.items() if hl)
     ordered = [st for s in STAGES for st in steps[s.name]]

@@ -17,6 +17,7 @@ import yaml
 
 from estate import cache
 from estate.model import kubernetes as k8s
+from estate.render import hardening
 from estate.render.templates import ROOT, RenderError
 from estate.spec.resolved import Estate
 
@@ -51,9 +52,16 @@ def dcgm_exporter(estate: Estate) -> list[dict]:
     """The exporter's DaemonSet and Service, in kube-system, on the GPU workers.
 
     Changed from upstream, and why:
-    - privileged instead of SYS_ADMIN alone: the container toolkit ignores
-      NVIDIA_VISIBLE_DEVICES from unprivileged containers (k8s/README.md, GPU isolation), so
-      unprivileged it would see no GPU;
+    - every GPU through a volume mount, not NVIDIA_VISIBLE_DEVICES: the container toolkit
+      ignores that variable in unprivileged containers (k8s/README.md, GPU isolation) but
+      reads /dev/null mounted under /var/run/nvidia-container-devices/ as a device request
+      (nvidia-container-toolkit v1.20.0 internal/config/image/cuda_image.go,
+      requestsFromMounts; Estate's toolkit config accepts it). So the exporter runs with
+      upstream's own security context (every capability dropped but SYS_ADMIN, for the
+      profiling metrics), not privileged; tenants cannot copy the trick, since Pod Security
+      baseline refuses hostPath volumes in their namespaces;
+    - liveness and readiness on /health at the listening port, as upstream's Helm chart
+      (deployment/templates/daemonset.yaml, 45 s initial delay); RuntimeDefault seccomp;
     - hostNetwork: the monitoring hosts (firewall.monitoring) scrape it on the node's address,
       port 9400, which the node's firewall admits from them only (the `dcgm-exporter` flow);
       in the pod network it would be reachable past the node's input chain.
@@ -66,11 +74,18 @@ def dcgm_exporter(estate: Estate) -> list[dict]:
             _on_gpu_workers(estate, pod)
             pod["hostNetwork"] = True
             pod["dnsPolicy"] = "ClusterFirstWithHostNet"
+            hardening.seccomp(pod)
+            pod["volumes"].append({"name": "all-gpus", "hostPath": {
+                "path": "/dev/null", "type": "CharDevice"}})
             for c in pod["containers"]:
                 c["env"] = [e for e in c.get("env", []) if not e["name"].startswith("NVIDIA_")]
-                c["env"] += [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
-                             {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}]
-                c["securityContext"] = {"privileged": True}
+                c["env"] += [{"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}]
+                c["volumeMounts"].append({"name": "all-gpus", "readOnly": True,
+                                          "mountPath": k8s.ALL_GPUS_MOUNT})
+                port = next(p["containerPort"] for p in c["ports"])
+                probe = {"httpGet": {"path": "/health", "port": port},
+                         "initialDelaySeconds": 45, "periodSeconds": 5}
+                c["livenessProbe"], c["readinessProbe"] = probe, dict(probe)
         out.append(doc)
     return out
 
@@ -88,6 +103,11 @@ def _to_kube_system(doc: dict) -> None:
             subject["namespace"] = k8s.DEVICE_PLUGIN_NAMESPACE
 
 
+# ten times upstream's CPU requests (nfd-master 100m, nfd-gc 10m, nfd-worker 5m; the
+# worker's rounded up to 100m: it scans the node's PCI, USB and kernel features each minute)
+NFD_CPU_LIMITS = {"nfd-master": "1", "nfd-gc": "100m", "nfd-worker": "100m"}
+
+
 def node_feature_discovery(estate: Estate) -> list[dict]:
     """NFD's release build, changed only where Estate's placement needs it: kube-system; the
     master and the garbage collector placed like every cluster add-on (ADDON_TOLERATIONS,
@@ -99,6 +119,10 @@ def node_feature_discovery(estate: Estate) -> list[dict]:
             continue
         _to_kube_system(doc)
         pod = ((doc.get("spec") or {}).get("template") or {}).get("spec")
+        if pod is not None:
+            hardening.seccomp(pod)
+            for c in pod["containers"]:   # upstream: CPU requests, memory limits only
+                hardening.cpu_limit(c, NFD_CPU_LIMITS[doc["metadata"]["name"]])
         if doc.get("kind") == "Deployment":
             pod["tolerations"] = list(k8s.ADDON_TOLERATIONS)
             pod["affinity"] = k8s.addon_affinity()
@@ -107,6 +131,20 @@ def node_feature_discovery(estate: Estate) -> list[dict]:
             pod["tolerations"] = k8s.gpu_addon_tolerations(estate)
         out.append(doc)
     return out
+
+
+# GFD at v0.20.0 defaults `use-node-feature-api` to true (k8s-device-plugin
+# cmd/gpu-feature-discovery/main.go); with it on, internal/lm/output.go NewOutputer wants
+# NODE_NAME and a NodeFeature client, and upstream's static DaemonSet passes neither, so GFD
+# stops at start ("required flag node-name not set"). Estate turns the API off: GFD then
+# writes the file below (main.go's `output-file` default), on the features.d hostPath that
+# nfd-worker reads (k8s/nfd/), the path k8s/gfd/README.md documents. An environment variable
+# is set on the command line as far as urfave/cli is concerned (c.IsSet), so it wins over a
+# `flags.useNodeFeatureAPI` in the device plugin's config file (api/config/v1/flags.go
+# updateFromCLIFlag). No service account, no RBAC to write NodeFeatures.
+GFD_FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
+GFD_OUTPUT_ENV = ({"name": "USE_NODE_FEATURE_API", "value": "false"},
+                  {"name": "GFD_OUTPUT_FILE", "value": f"{GFD_FEATURES_DIR}/gfd"})
 
 
 def gpu_feature_discovery(estate: Estate, configs: dict[str, dict],
@@ -139,12 +177,18 @@ def gpu_feature_discovery(estate: Estate, configs: dict[str, dict],
         env = [e for e in c.get("env", []) if e["name"] != "MIG_STRATEGY"]
         env += [{"name": "MIG_STRATEGY", "value": strategy},
                 {"name": "CONFIG_FILE", "value": "/config/config.yaml"},
+                *GFD_OUTPUT_ENV,
                 {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
                 {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute,utility"}]
         if strategy != "none":
             env.append({"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"})
         c["env"] = env
         c["volumeMounts"].append({"name": "config", "mountPath": "/config", "readOnly": True})
+        # no API access since the NodeFeature API is off; upstream's chart sizes it not at
+        # all (values.yaml `resources: {}`): GFD labels once a minute and sleeps between
+        pod["automountServiceAccountToken"] = False
+        hardening.seccomp(pod)
+        hardening.sized(c, "10m", "64Mi", "100m", "128Mi")
         pod["volumes"].append({"name": "config", "configMap": {
             "name": config_map, "items": [{"key": name, "path": "config.yaml"}]}})
         out.append(doc)

@@ -108,7 +108,18 @@ def _deployment(to_yaml) -> str:
     pod = dep["spec"]["template"]["spec"]
     pod["tolerations"] = [dict(t) for t in k8s.ADDON_TOLERATIONS]
     pod["affinity"] = k8s.addon_affinity()
+    # the image's own user (Dockerfile at v0.19.2: distroless `nonroot`, USER 65532:65532),
+    # named so that a check can see it is no host UID
+    pod["securityContext"].update({"runAsUser": KUEUE_UID, "runAsGroup": KUEUE_UID})
     return to_yaml(dep) + "\n"
+
+
+KUEUE_UID = 65532
+# Kueue's controller passes Pod Security `restricted` (non-root, no privilege escalation,
+# every capability dropped, RuntimeDefault seccomp): enforce it, rather than fall back to
+# the API server's default (privileged).
+POD_SECURITY = {"pod-security.kubernetes.io/enforce": "restricted",
+                "pod-security.kubernetes.io/enforce-version": "latest"}
 
 
 def _namespace(to_yaml) -> str:
@@ -116,6 +127,7 @@ def _namespace(to_yaml) -> str:
     carry only the add-on tolerations, never a GPU pool's (ownership.tenant_pool_access
     proves it for every rendered Namespace)."""
     ns = vendored_doc(*NAMESPACE)
+    ns["metadata"].setdefault("labels", {}).update(POD_SECURITY)
     allowed = list(k8s.DEFAULT_TOLERATIONS) + list(k8s.ADDON_TOLERATIONS)
     ns["metadata"].setdefault("annotations", {})[k8s.TOLERATIONS_WHITELIST] = json.dumps(
         allowed, separators=(",", ":"))

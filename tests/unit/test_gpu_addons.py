@@ -72,9 +72,19 @@ def test_the_exporter_runs_on_exactly_the_gpu_pools():
         {"key": "nvidia.com/gpu", "operator": "Equal", "value": pool, "effect": "NoSchedule"}
         for pool in ("a100", "l4")]
     assert all(d["metadata"]["namespace"] == "kube-system" for d in docs(arts, DCGM))
-    # the toolkit hides GPUs from unprivileged containers: privileged, like the plugin
+    # unprivileged, with upstream's own security context: the GPUs come through the
+    # toolkit's volume-mount request (host /dev/null under nvidia-container-devices/)
     [c] = pod["containers"]
-    assert c["securityContext"] == {"privileged": True} and pod["hostNetwork"] is True
+    sc = c["securityContext"]
+    assert "privileged" not in sc and sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"add": ["SYS_ADMIN"], "drop": ["ALL"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    [mount] = [m for m in c["volumeMounts"] if m["mountPath"] == k8s.ALL_GPUS_MOUNT]
+    assert volumes[mount["name"]]["hostPath"]["path"] == "/dev/null"
+    assert not [e for e in c["env"] if e["name"] == "NVIDIA_VISIBLE_DEVICES"]
+    assert c["livenessProbe"]["httpGet"]["path"] == "/health"
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["hostNetwork"] is True
     assert artifact_findings(estate, arts).get("kubernetes.addon_unschedulable") is None
 
 

@@ -187,7 +187,9 @@ def test_pipeline_runs_the_artifact_checks():
                    "kubernetes.quota_exceeds_allocatable", "kubernetes.kueue_config_invalid",
                    "kubernetes.kueue_tenant_unmanaged", "kubernetes.addon_unschedulable",
                    "kubernetes.api_vip_mismatch", "kubernetes.control_plane_timers",
-                   "kubernetes.quota_not_advertised", "kubernetes.mig_layout_invalid"}
+                   "kubernetes.quota_not_advertised", "kubernetes.mig_layout_invalid",
+                   "kubernetes.tenant_boundary_writable", "kubernetes.tenant_secrets_readable",
+                   "kubernetes.namespace_pod_security_implicit"}
     result = build(ROOT / "stacks" / "lab.yaml")
     assert result.ok and "kubernetes/manifests/50-kueue.yaml" in result.artifacts
 
@@ -202,6 +204,21 @@ def _set(path: list, value):
 
 
 TAMPER = [
+    # tenants bound to the built-in `edit`, which writes NetworkPolicies (issue 46)
+    ("kubernetes/manifests/30-tenant-inference.yaml", _set([1, "roleRef", "name"], "edit"),
+     "kubernetes.tenant_boundary_writable", "change what the estate owns in 'inference'"),
+    # a tenant role that may delete its own default-deny
+    ("kubernetes/manifests/00-tenants.yaml",
+     _set([-1, "rules", 6, "verbs"], ["get", "list", "watch", "delete"]),
+     "kubernetes.tenant_boundary_writable", "networkpolicies"),
+    # kube-state-metrics allowed to list Secrets everywhere again (issue 38)
+    ("kubernetes/manifests/26-kube-state-metrics.yaml",
+     _set([0, "rules"], [{"apiGroups": [""], "resources": ["secrets"],
+                          "verbs": ["list", "watch"]}]),
+     "kubernetes.tenant_secrets_readable", "read Secrets in 'inference'"),
+    # kueue-system without a Pod Security level: privileged by default
+    ("kubernetes/manifests/40-kueue-install.yaml", _set([0, "metadata", "labels"], {}),
+     "kubernetes.namespace_pod_security_implicit", "namespace 'kueue-system' has no"),
     # the device plugin unprivileged, under a toolkit that ignores the devices variable then
     ("kubernetes/manifests/20-device-plugin.yaml",
      _set([4, "spec", "template", "spec", "containers", 1, "securityContext"],

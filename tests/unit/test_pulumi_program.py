@@ -23,6 +23,7 @@ from pulumi.runtime.settings import get_root_resource
 
 from estate.diff import KEEP_UP, worker_batches
 from estate.model import cni
+from estate.model import kubernetes as k8s_model
 from estate.pipeline import build
 from estate.pulumi import plan as planning
 from estate.pulumi.component import build_or_fail
@@ -259,11 +260,13 @@ def test_workers_join_with_the_control_planes_secret_outputs(lab):
     assert SOURCE in worker.deps
     env = worker.inputs["environment"]
     assert rpc.is_rpc_secret(env)
+    # a worker joins with the token and the CA hash only: kubeadm's certificate key, which
+    # decrypts the control plane's certificates, is for joining control planes
     right = rpc.unwrap_rpc_secret(env) == {
         "ESTATE_KUBEADM_TOKEN": lab.join["token"],
-        "ESTATE_KUBEADM_CA_CERT_HASH": lab.join["ca_cert_hash"],
-        "ESTATE_KUBEADM_CERTIFICATE_KEY": lab.join["certificate_key"]}
-    assert right, "k8s2's environment is not the control plane's join material"
+        "ESTATE_KUBEADM_CA_CERT_HASH": lab.join["ca_cert_hash"]}
+    assert right, "k8s2's environment is not the worker's share of the join material"
+    assert lab.join["certificate_key"] not in str(rpc.unwrap_rpc_secret(env))
     revoke = lab.regs["join-token-revoke"]
     assert revoke.inputs["create"] == \
         f"exec {' '.join(planning.cli())} pulumi step {LAB} k8s1 --revoke-join"
@@ -334,8 +337,7 @@ def test_keys_reach_the_commands_only_as_secrets(lab):
     envs = {n: rpc.unwrap_rpc_secret(e) for n, e in envs.items()}
     assert {n: sorted(e or {}) for n, e in envs.items()} == {
         "nfs1": [], "k8s1": ["ESTATE_TLS_SEED_B64"],   # the cluster CA (estate.provision.kube_pki)
-        "k8s2": ["ESTATE_KUBEADM_CA_CERT_HASH", "ESTATE_KUBEADM_CERTIFICATE_KEY",
-                 "ESTATE_KUBEADM_TOKEN"],
+        "k8s2": ["ESTATE_KUBEADM_CA_CERT_HASH", "ESTATE_KUBEADM_TOKEN"],
         "ctl1": [JWT_KEY_ENV, MUNGE_KEY_ENV, "ESTATE_TLS_SEED_B64"],
         "login1": [MUNGE_KEY_ENV], "gpu1": [MUNGE_KEY_ENV], "gpu2": [MUNGE_KEY_ENV]}
     munge, jwt = lab.generated["munge-key"], lab.generated["slurmrestd-jwt-key"]
@@ -382,7 +384,7 @@ def test_stack_outputs(lab):
     assert inventory["stages"] == {"storage": "nfs1", "slurm-controllers": "ctl1",
                                    "slurm-nodes": "login1,gpu[1-2]",
                                    "k8s-control-plane": "k8s1", "k8s-workers": "k8s2"}
-    assert lab.exports["kubernetes"].startswith("managed: 12 manifest files")
+    assert lab.exports["kubernetes"].startswith("managed: 14 manifest files")
 
 
 def test_without_kubeconfig_the_control_planes_admin_conf_feeds_the_provider():
@@ -393,7 +395,7 @@ def test_without_kubeconfig_the_control_planes_admin_conf_feeds_the_provider():
     assert rpc.is_rpc_secret(provider.inputs["kubeconfig"])
     right = rpc.unwrap_rpc_secret(provider.inputs["kubeconfig"]) == run.join["admin_conf"]
     assert right, "the provider's kubeconfig is not k8s1's admin.conf"
-    assert run.exports["kubernetes"] == ("managed: 12 manifest files (kubernetes/manifests/) "
+    assert run.exports["kubernetes"] == ("managed: 14 manifest files (kubernetes/manifests/) "
                                          "through the admin.conf that k8s1's step outputs")
 
 
@@ -638,3 +640,20 @@ def test_batches_chain_only_workers_of_the_batched_stage():
 def test_a_keep_up_out_of_range_stops_the_program(value):
     with pytest.raises(pulumi.RunError, match=rf"estate:keepUp is '{value}'.*from 0 to 0.99"):
         run_stack(LAB, keepUp=value)
+
+
+def test_only_joining_control_planes_get_the_certificate_key():
+    """kubeadm's certificate key decrypts the control plane's certificates: of the joining
+    steps, the control planes' take it, the workers' take the token and CA hash only."""
+    prod = ROOT / "stacks" / "example-prod.yaml"
+    result = build(prod)
+    the_plan = planning.plan(result.estate, result.artifacts, str(prod))
+    cps = {n.name for n in k8s_model.control_planes(result.estate)}
+    sinks = [s for s in the_plan.steps if s.join == "sink"]
+    assert {s.node for s in sinks if s.control_plane} == cps - {the_plan.join_source}
+    assert any(not s.control_plane for s in sinks)
+    out = json.dumps({"join": {"token": "t", "ca_cert_hash": "h", "certificate_key": "k"}})
+    assert planning.join_environment(out, control_plane=False) == {
+        "ESTATE_KUBEADM_TOKEN": "t", "ESTATE_KUBEADM_CA_CERT_HASH": "h"}
+    assert planning.join_environment(out, control_plane=True)[
+        "ESTATE_KUBEADM_CERTIFICATE_KEY"] == "k"

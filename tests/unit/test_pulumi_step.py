@@ -165,9 +165,9 @@ def test_dry_run_runs_the_graph_in_order_with_the_engines_environments(fake_step
                                             "ESTATE_TLS_SEED_B64"]
     assert sorted(env[("gpu1", False)]) == ["ESTATE_MUNGE_KEY_B64"]
     assert env[("nfs1", False)] == {}
+    # a worker: the token and the CA hash, never the control plane's certificate key
     assert env[("k8s2", False)] == {"ESTATE_KUBEADM_TOKEN": "abcdef.0123456789abcdef",
-                                    "ESTATE_KUBEADM_CA_CERT_HASH": "sha256:ca",
-                                    "ESTATE_KUBEADM_CERTIFICATE_KEY": "cafe"}
+                                    "ESTATE_KUBEADM_CA_CERT_HASH": "sha256:ca"}
     assert env[("k8s1", True)] == {"ESTATE_KUBEADM_TOKEN": "abcdef.0123456789abcdef"}
     # the lab stack's flags reach every step; the secret outputs reach no report
     assert all(c["args"][-1] in ("--lab", "--revoke-join") for c in calls)
