@@ -30,9 +30,11 @@ E, W = Severity.ERROR, Severity.WARNING
 _TIME = re.compile(r"[0-9]+|[0-9]+:[0-9]+|[0-9]+:[0-9]+:[0-9]+|[0-9]+-[0-9]+|[0-9]+-[0-9]+:[0-9]+"
                    r"|[0-9]+-[0-9]+:[0-9]+:[0-9]+")
 _UNLIMITED = {"infinite", "unlimited"}
-# Names slurm.conf treats as keywords: NodeName=DEFAULT / PartitionName=DEFAULT set defaults,
-# Nodes=ALL means every node.
-_RESERVED = {"default", "all"}
+# The partition name slurm.conf reads as a keyword: PartitionName=DEFAULT sets defaults for
+# the partition lines after it and makes no partition (read_config.c, _parse_partitionname;
+# 22.05 and 24.11). 'all' is no keyword there: slurmctld loads PartitionName=all and serves
+# it (tests/live_slurm/test_import_refusals.py).
+_RESERVED = {"default"}
 
 
 def _named_lists(slurm):
@@ -50,12 +52,14 @@ def duplicate_name(estate):
                           f"(first at slurm.{key}[{first}])", "rename or remove one")
 
 
-@validator("slurm.reserved_name", E, "slurm", "a partition named like a slurm.conf keyword")
+@validator("slurm.reserved_name", E, "slurm", "a partition named DEFAULT (a slurm.conf keyword)")
 def reserved_name(estate):
     for i, part in enumerate(estate.spec.slurm.partitions):
         if part.name.lower() in _RESERVED:
             yield problem(("slurm", "partitions", i, "name"), f"'{part.name}' is a slurm.conf "
-                          "keyword, not a partition name", "choose another name")
+                          "keyword: slurmctld reads PartitionName=DEFAULT as defaults for "
+                          "the partitions after it and makes no partition of that name",
+                          "choose another name")
 
 
 @validator("slurm.unknown_controller", E, "slurm", "a controller that is not a defined host")
@@ -444,7 +448,10 @@ def default_time_exceeds(estate):
         if limit is not None and (default is None or default > limit):
             yield problem(("slurm", "partitions", i, "default_time"), f"default_time "
                           f"{default_time(part)} exceeds max_time {part.max_time}: a job "
-                          "without --time would be refused", f"set it at most {part.max_time}")
+                          "without --time gets it as its limit, and slurmctld leaves such a "
+                          "job pending for ever (Reason=PartitionTimeLimit), or refuses it "
+                          "at submission under EnforcePartLimits=ALL or ANY",
+                          f"set it at most {part.max_time}")
 
 
 @validator("slurm.allow_and_deny_accounts", W, "slurm",

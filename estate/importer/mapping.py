@@ -192,6 +192,8 @@ def import_slurm(src: Sources, passwd=None, version: str = DEFAULT_SLURM,
     if not defs:
         raise ImportFailed(file, 0, "no NodeName line defines a node (an Include'd file "
                            "is not followed: import the file that has the NodeName lines)")
+    if (several := nodemap.several_per_host(defs)) is not None:
+        raise ImportFailed(file, 0, several)
     hooks, power = programs.programs(lines, report, file, can_read)
     if power is None:
         programs.no_cloud(defs, report, file)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from estate.importer.moved import renamed
 from estate.importer.parse import ConfLine, with_defaults
 from estate.importer.report import Report
+from estate.model.slurm import time_seconds
 from estate.spec import hostlist
 
 _LISTS = {"allowaccounts": "allow_accounts", "denyaccounts": "deny_accounts",
@@ -94,6 +95,28 @@ def _defined(line: ConfLine, nodes: str, known: frozenset[str], report: Report,
     return hostlist.compress([n for n in names if n in known])
 
 
+# What slurmctld does with a DefaultTime above MaxTime (job_mgr.c, _valid_job_part and
+# job_limits_check, 22.05 and 24.11; tests/live_slurm/test_import_refusals.py)
+DEFAULT_ABOVE_MAX = ("slurmctld loads it without a word, and a job submitted without --time "
+                     "gets the DefaultTime as its limit, above MaxTime: with "
+                     "EnforcePartLimits=NO (Slurm's default) it stays pending for ever "
+                     "(Reason=PartitionTimeLimit); with ALL or ANY sbatch refuses it "
+                     "('Requested time limit is invalid')")
+
+
+def _default_within_max(p: dict, line: ConfLine, report: Report, file: str) -> None:
+    """A DefaultTime above MaxTime (where one is set) becomes the MaxTime, reported: the
+    time a job without --time can be given at all."""
+    limit = time_seconds(p.get("max_time", "INFINITE"))
+    default = time_seconds(p["default_time"])
+    if limit is None or (default is not None and default <= limit):
+        return
+    report.change(file, line.number, f"DefaultTime={p['default_time']} (PartitionName="
+                  f"{line.name})", f"written as DefaultTime={p['max_time']}, the MaxTime: "
+                  + DEFAULT_ABOVE_MAX)
+    p["default_time"] = p["max_time"]
+
+
 def partitions(lines: list[ConfLine], all_hosts: list[str], report: Report,
                file: str, sets: set[str], version: str) -> list[dict]:
     out, known = [], frozenset(all_hosts)
@@ -128,5 +151,6 @@ def partitions(lines: list[ConfLine], all_hosts: list[str], report: Report,
         if "default_time" not in p:
             # Slurm's: no DefaultTime means MaxTime; Estate would cap it at an hour
             p["default_time"] = p.get("max_time", "INFINITE")
+        _default_within_max(p, line, report, file)
         out.append(p)
     return out
