@@ -159,15 +159,16 @@ def several_per_host(nodes: list[NodeDef]) -> str | None:
 
 
 def _several(key: str, shared: dict[str, dict[str, NodeDef]]) -> str:
-    defs = list({id(n): n for o in shared.values() for n in o.values()}.values())
-    numbers = sorted({n.line.number for n in defs})
-    hosts = [h for o in shared.values() for h in o]
+    defs = sorted({id(n): n for o in shared.values() for n in o.values()}.values(),
+                  key=lambda n: n.line.number)
+    hosts = {h for o in shared.values() for h in o}
     ports = ", each with its own Port=" if all(n.port for n in defs) else ""
-    return (f"NodeName line{'s' if len(numbers) > 1 else ''} "
-            f"{', '.join(map(str, numbers))} put {len(hosts)} nodes "
-            f"({hostlist.compress(hosts)}) on {len(shared)} host{'s' if len(shared) > 1 else ''} "
-            f"({key}={hostlist.compress(list(shared))}{ports}), Slurm's multiple-slurmd "
-            "mode (several slurmd on one host), which Estate cannot express: it runs one "
+    return (f"NodeName line{'s' if len(defs) > 1 else ''} "
+            f"{', '.join(str(n.line.number) for n in defs)} "
+            f"({', '.join(n.line.name for n in defs)}) put {len(hosts)} nodes on "
+            f"{len(shared)} host{'s' if len(shared) > 1 else ''} ({key}="
+            f"{hostlist.compress(list(shared))}{ports}): that is Slurm's multiple-slurmd "
+            "mode, several slurmd on one host, which Estate cannot express, as it runs one "
             "slurmd per host, so no spec is written")
 
 
