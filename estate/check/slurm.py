@@ -447,11 +447,10 @@ def default_time_exceeds(estate):
         limit, default = time_seconds(part.max_time), time_seconds(default_time(part))
         if limit is not None and (default is None or default > limit):
             yield problem(("slurm", "partitions", i, "default_time"), f"default_time "
-                          f"{default_time(part)} exceeds max_time {part.max_time}: a job "
-                          "without --time gets it as its limit, and slurmctld leaves such a "
-                          "job pending for ever (Reason=PartitionTimeLimit), or refuses it "
-                          "at submission under EnforcePartLimits=ALL or ANY",
-                          f"set it at most {part.max_time}")
+                          f"{default_time(part)} exceeds max_time {part.max_time}: "
+                          "slurmctld logs 'DefaultTime exceeds MaxTime' and drops it, so a "
+                          f"job without --time gets {part.max_time}, not {default_time(part)} "
+                          "(slurmctld/read_config.c)", f"set it at most {part.max_time}")
 
 
 @validator("slurm.allow_and_deny_accounts", W, "slurm",

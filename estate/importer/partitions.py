@@ -95,25 +95,23 @@ def _defined(line: ConfLine, nodes: str, known: frozenset[str], report: Report,
     return hostlist.compress([n for n in names if n in known])
 
 
-# What slurmctld does with a DefaultTime above MaxTime (job_mgr.c, _valid_job_part and
-# job_limits_check, 22.05 and 24.11; tests/live_slurm/test_import_refusals.py)
-DEFAULT_ABOVE_MAX = ("slurmctld loads it without a word, and a job submitted without --time "
-                     "gets the DefaultTime as its limit, above MaxTime: with "
-                     "EnforcePartLimits=NO (Slurm's default) it stays pending for ever "
-                     "(Reason=PartitionTimeLimit); with ALL or ANY sbatch refuses it "
-                     "('Requested time limit is invalid')")
+# What slurmctld does with a DefaultTime above MaxTime (slurmctld/read_config.c,
+# _build_single_partitionline_info, 22.05 and 24.11; tests/live_slurm/test_import_refusals.py)
+DEFAULT_ABOVE_MAX = ("slurmctld loads it, logs 'DefaultTime exceeds MaxTime' and drops the "
+                     "DefaultTime, so a job without --time gets the MaxTime")
 
 
 def _default_within_max(p: dict, line: ConfLine, report: Report, file: str) -> None:
-    """A DefaultTime above MaxTime (where one is set) becomes the MaxTime, reported: the
-    time a job without --time can be given at all."""
+    """A DefaultTime above MaxTime (where one is set) becomes the MaxTime, reported: what
+    slurmctld gives a job without --time there."""
     limit = time_seconds(p.get("max_time", "INFINITE"))
     default = time_seconds(p["default_time"])
     if limit is None or (default is not None and default <= limit):
         return
     report.change(file, line.number, f"DefaultTime={p['default_time']} (PartitionName="
                   f"{line.name})", f"written as DefaultTime={p['max_time']}, the MaxTime: "
-                  + DEFAULT_ABOVE_MAX)
+                  + DEFAULT_ABOVE_MAX + " (the spec says so rather than a DefaultTime that "
+                  "never applies)")
     p["default_time"] = p["max_time"]
 
 

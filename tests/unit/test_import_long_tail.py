@@ -73,7 +73,7 @@ def test_default_time_above_max_time_becomes_the_max(given, written, tmp_path):
     assert part["default_time"] == part["max_time"] == written
     entry = next(d for d in report.dropped if d.text.startswith("DefaultTime="))
     assert entry.kind == "changed" and entry.line == 4 and "(PartitionName=p)" in entry.text
-    assert "Reason=PartitionTimeLimit" in entry.reason
+    assert "a job without --time gets the MaxTime" in entry.reason
     assert _errors(text, tmp_path) == []
 
 
