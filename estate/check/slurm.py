@@ -435,7 +435,7 @@ def select_type_parameters(estate):
     elif types == ["CR_Memory"]:
         # select/linear's CR_Memory; cons_tres: "fatal: Invalid SelectTypeParameters:
         # CR_MEMORY (16), You need at least CR_(CPU|CORE|SOCKET)*" (22.05 and 24.11, seen
-        # loading a select/linear site's settings in tests/live_slurm/test_import_roundtrip.py)
+        # loading a select/linear site's settings; tests/live_slurm/test_import_refusals.py)
         yield problem(("slurm", "select_type_parameters"), "CR_Memory alone: "
                       "select/cons_tres refuses it and slurmctld stops (it needs a CPU, "
                       "core or socket unit)", "use CR_Core_Memory (or CR_CPU_Memory)")

@@ -328,7 +328,8 @@ def _without_empty(switches: list[dict], report: Report, file: str) -> list[dict
         for sw in empty:
             report.drop(file, sw["line"], f"SwitchName={sw['name']}", "no member left once "
                         "the hosts no NodeName line defines are left out; slurmctld refuses "
-                        "a switch with neither child switches nor nodes")
+                        "to start at a switch with neither child switches nor nodes ('fatal: "
+                        "something wrong with opening/reading topology.conf')")
         switches = [sw for sw in switches if sw not in empty]
     out = []
     for sw in switches:

@@ -84,14 +84,16 @@ def _split_nodes(nodes: str, sets: set[str]) -> tuple[str, list[str]]:
 
 def _defined(line: ConfLine, nodes: str, known: frozenset[str], report: Report,
              file: str) -> str:
-    """Nodes= without the hosts no NodeName line defines (reported: slurmctld refuses
-    such a partition or node set, 'Invalid node name specified')."""
+    """Nodes= without the hosts no NodeName line defines (reported: slurmctld stops at a
+    partition that names them, itself or through a node set; slurmctld/partition_mgr.c,
+    build_part_bitmap; tests/live_slurm/test_import_refusals.py)."""
     names = hostlist.expand(nodes) if nodes else []
     unknown = [n for n in names if n not in known]
     if unknown:
         report.drop(file, line.number, f"Nodes={hostlist.compress(unknown)} ({line.pairs[0][0]}="
                     f"{line.name})", "no NodeName line defines these hosts; slurmctld "
-                    "refuses a line naming them ('Invalid node name specified')")
+                    "refuses to start with a partition that names them, itself or through "
+                    "a node set ('fatal: Invalid node names in partition')")
     return hostlist.compress([n for n in names if n in known])
 
 

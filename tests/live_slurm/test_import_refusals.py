@@ -49,8 +49,9 @@ cat "$RUN/jobs"
 """
 
 
-def _probe(conf: str, probe: str, tmp_path, munge, release, name: str = "run"):
-    return _slurmctld(conf, None, tmp_path / name, munge, release, probe)
+def _probe(conf: str, probe: str, tmp_path, munge, release, name: str = "run",
+           topology: str | None = None):
+    return _slurmctld(conf, topology, tmp_path / name, munge, release, probe)
 
 
 def _ok(proc) -> str:
@@ -141,3 +142,42 @@ def test_imported_default_time_runs_a_job_within_max_time(release, munge, tmp_pa
                                            f"imported-{enforce}")))
         assert submitted.startswith("Submitted batch job"), submitted
         assert "TimeLimit=00:10:00" in jobs and "PartitionTimeLimit" not in jobs, jobs
+
+
+SHOW = "$in_root scontrol -o show node; $in_root scontrol -o show partition"
+
+
+@pytest.mark.parametrize("lines", ["PartitionName=p Nodes=n[1-3]\n",
+                                   "NodeSet=ns Nodes=n[1-3]\nPartitionName=p Nodes=ns\n"])
+def test_partition_naming_an_undefined_node_stops_slurmctld(lines, release, munge,
+                                                            tmp_path):
+    """What the import's report says where it leaves such hosts out of a partition or a
+    node set (estate/importer/partitions.py, _defined)."""
+    proc = _probe(HEAD + NODES + lines, SHOW, tmp_path, munge, release)
+    said = "fatal: Invalid node names in partition p"
+    assert proc.returncode != 0 and said in proc.stderr, proc.stderr
+    _, report = import_slurm(Sources(HEAD + NODES + lines))
+    assert any("('fatal: Invalid node names in partition')" in d.reason
+               for d in report.dropped)
+
+
+def test_switch_without_members_stops_slurmctld(release, munge, tmp_path):
+    """What the import's report says where it leaves out a switch left empty
+    (estate/importer/mapping.py, _without_empty)."""
+    conf = HEAD + "TopologyPlugin=topology/tree\n" + NODES + "PartitionName=p Nodes=n[1-2]\n"
+    topology = ("SwitchName=top Switches=leaf[1-2]\nSwitchName=leaf1 Nodes=n[1-2]\n"
+                "SwitchName=leaf2\n")
+    proc = _probe(conf, SHOW, tmp_path, munge, release, topology=topology)
+    said = "fatal: something wrong with opening/reading"
+    assert proc.returncode != 0 and said in proc.stderr, proc.stderr
+    _, report = import_slurm(Sources(conf, topology=topology.replace(
+        "SwitchName=leaf2\n", "SwitchName=leaf2 Nodes=gone1\n")))
+    assert any(f"('{said} topology.conf')" in d.reason for d in report.dropped)
+
+
+def test_cr_memory_alone_stops_slurmctld(release, munge, tmp_path):
+    """What slurm.select_type_parameters says of CR_Memory under select/cons_tres."""
+    conf = (HEAD.replace("CR_Core", "CR_Memory") + NODES + "PartitionName=p Nodes=n[1-2]\n")
+    proc = _probe(conf, SHOW, tmp_path, munge, release)
+    said = "Invalid SelectTypeParameters: CR_MEMORY"
+    assert proc.returncode != 0 and said in proc.stderr, proc.stderr

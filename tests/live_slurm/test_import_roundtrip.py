@@ -174,9 +174,10 @@ def _names(text: str) -> list[str]:
 
 def _controller(text: str) -> tuple[str, str]:
     """(name, address) of the primary: SlurmctldHost=name(addr), or ControlMachine with
-    a ControlAddr line."""
+    a ControlAddr line where that is an address (a name resolves as the controller's)."""
     lines = parse(text)
-    addr = next((ln.name for ln in lines if ln.keyword == "controladdr"), "")
+    addr = next((ln.name for ln in lines if ln.keyword == "controladdr"
+                 and re.match(r"^[0-9.]+$", ln.name)), "")
     for line in lines:
         if line.keyword == "slurmctldhost":
             name, _, given = line.name.partition("(")
