@@ -109,8 +109,14 @@ def _longest(r) -> int:
     return len(r.prefix) if r.single else len(r.prefix) + max(r.width, len(str(r.hi)))
 
 
-# Slurm's reserved node names: DEFAULT sets defaults for later lines, ALL means every node
-_RESERVED = {"default", "all"}
+# Slurm's reserved node names and what slurmctld does with each (read_config.c,
+# _parse_nodename, 22.05 and 24.11; tests/live_slurm/test_import_refusals.py)
+_RESERVED = {
+    "default": "slurmctld reads NodeName=DEFAULT as defaults for the node lines after it "
+               "and makes no node of that name",
+    "all": "slurmctld refuses to start ('ALL' is a reserved word disallowed for use with "
+           "NodeName), and Nodes=ALL means every node",
+}
 
 
 @validator("nodes.reserved_name", E, "nodes",
@@ -119,15 +125,15 @@ def reserved_name(estate):
     for loc, expr in _hostlist_fields(estate.spec):
         for r in (parse_hosts(expr) or Hostlist()).ranges:
             if r.single and r.prefix.lower() in _RESERVED:
-                yield problem(loc, f"'{r.prefix}' is a Slurm keyword (NodeName={r.prefix.upper()} "
-                              "sets defaults, Nodes=ALL means every node), not a host name",
-                              "rename the host")
+                yield problem(loc, f"'{r.prefix}' is a Slurm keyword, not a host name: "
+                              f"{_RESERVED[r.prefix.lower()]}", "rename the host")
                 break
     for i, part in enumerate(estate.spec.slurm.partitions):
         if part.name.lower() == "default":
             yield problem(("slurm", "partitions", i, "name"), f"'{part.name}' is a Slurm keyword "
-                          "(PartitionName=DEFAULT sets defaults for later partitions), not a "
-                          "partition name", "rename the partition")
+                          "(PartitionName=DEFAULT sets defaults for later partitions; "
+                          "slurmctld makes no partition of it), not a partition name",
+                          "rename the partition")
 
 
 @validator("nodes.duplicate_host", E, "nodes",

@@ -30,9 +30,11 @@ E, W = Severity.ERROR, Severity.WARNING
 _TIME = re.compile(r"[0-9]+|[0-9]+:[0-9]+|[0-9]+:[0-9]+:[0-9]+|[0-9]+-[0-9]+|[0-9]+-[0-9]+:[0-9]+"
                    r"|[0-9]+-[0-9]+:[0-9]+:[0-9]+")
 _UNLIMITED = {"infinite", "unlimited"}
-# Names slurm.conf treats as keywords: NodeName=DEFAULT / PartitionName=DEFAULT set defaults,
-# Nodes=ALL means every node.
-_RESERVED = {"default", "all"}
+# The partition name slurm.conf reads as a keyword: PartitionName=DEFAULT sets defaults for
+# the partition lines after it and makes no partition (read_config.c, _parse_partitionname;
+# 22.05 and 24.11). 'all' is no keyword there: slurmctld loads PartitionName=all and serves
+# it (tests/live_slurm/test_import_refusals.py).
+_RESERVED = {"default"}
 
 
 def _named_lists(slurm):
@@ -50,12 +52,14 @@ def duplicate_name(estate):
                           f"(first at slurm.{key}[{first}])", "rename or remove one")
 
 
-@validator("slurm.reserved_name", E, "slurm", "a partition named like a slurm.conf keyword")
+@validator("slurm.reserved_name", E, "slurm", "a partition named DEFAULT (a slurm.conf keyword)")
 def reserved_name(estate):
     for i, part in enumerate(estate.spec.slurm.partitions):
         if part.name.lower() in _RESERVED:
             yield problem(("slurm", "partitions", i, "name"), f"'{part.name}' is a slurm.conf "
-                          "keyword, not a partition name", "choose another name")
+                          "keyword: slurmctld reads PartitionName=DEFAULT as defaults for "
+                          "the partitions after it and makes no partition of that name",
+                          "choose another name")
 
 
 @validator("slurm.unknown_controller", E, "slurm", "a controller that is not a defined host")
@@ -431,7 +435,7 @@ def select_type_parameters(estate):
     elif types == ["CR_Memory"]:
         # select/linear's CR_Memory; cons_tres: "fatal: Invalid SelectTypeParameters:
         # CR_MEMORY (16), You need at least CR_(CPU|CORE|SOCKET)*" (22.05 and 24.11, seen
-        # loading a select/linear site's settings in tests/live_slurm/test_import_roundtrip.py)
+        # loading a select/linear site's settings; tests/live_slurm/test_import_refusals.py)
         yield problem(("slurm", "select_type_parameters"), "CR_Memory alone: "
                       "select/cons_tres refuses it and slurmctld stops (it needs a CPU, "
                       "core or socket unit)", "use CR_Core_Memory (or CR_CPU_Memory)")
@@ -443,8 +447,10 @@ def default_time_exceeds(estate):
         limit, default = time_seconds(part.max_time), time_seconds(default_time(part))
         if limit is not None and (default is None or default > limit):
             yield problem(("slurm", "partitions", i, "default_time"), f"default_time "
-                          f"{default_time(part)} exceeds max_time {part.max_time}: a job "
-                          "without --time would be refused", f"set it at most {part.max_time}")
+                          f"{default_time(part)} exceeds max_time {part.max_time}: "
+                          "slurmctld logs 'DefaultTime exceeds MaxTime' and drops it, so a "
+                          f"job without --time gets {part.max_time}, not {default_time(part)} "
+                          "(slurmctld/read_config.c)", f"set it at most {part.max_time}")
 
 
 @validator("slurm.allow_and_deny_accounts", W, "slurm",

@@ -192,6 +192,8 @@ def import_slurm(src: Sources, passwd=None, version: str = DEFAULT_SLURM,
     if not defs:
         raise ImportFailed(file, 0, "no NodeName line defines a node (an Include'd file "
                            "is not followed: import the file that has the NodeName lines)")
+    if (several := nodemap.several_per_host(defs)) is not None:
+        raise ImportFailed(file, 0, several)
     hooks, power = programs.programs(lines, report, file, can_read)
     if power is None:
         programs.no_cloud(defs, report, file)
@@ -326,7 +328,8 @@ def _without_empty(switches: list[dict], report: Report, file: str) -> list[dict
         for sw in empty:
             report.drop(file, sw["line"], f"SwitchName={sw['name']}", "no member left once "
                         "the hosts no NodeName line defines are left out; slurmctld refuses "
-                        "a switch with neither child switches nor nodes")
+                        "to start at a switch with neither child switches nor nodes ('fatal: "
+                        "something wrong with opening/reading topology.conf')")
         switches = [sw for sw in switches if sw not in empty]
     out = []
     for sw in switches:

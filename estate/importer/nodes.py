@@ -38,6 +38,9 @@ class NodeDef:
     gpu_typed: bool = True
     state: str = "unknown"
     addrs: list[str] = field(default_factory=list)
+    # NodeAddr and NodeHostname as written, one per host (where they can be read so)
+    machines: dict[str, list[str]] = field(default_factory=dict)
+    port: bool = False
 
 
 def _int(params: dict, key: str, default: int | None = None) -> int | None:
@@ -121,7 +124,52 @@ def node_def(line: ConfLine, params: dict, report: Report, file: str) -> NodeDef
                    state.lower() if state.upper() in ("CLOUD", "FUTURE") else "unknown")
     if "nodeaddr" in params:
         node.addrs = _addresses(params["nodeaddr"][1], node, report, file)
+    node.machines = {params[k][0]: _per_host(params[k][1], hosts)
+                     for k in ("nodeaddr", "nodehostname") if k in params}
+    node.port = "port" in params
     return node
+
+
+def _per_host(value: str, hosts: list[str]) -> list[str]:
+    """NodeAddr or NodeHostname for each host: Slurm takes one value for all the line's
+    hosts, or one each (read_config.c, _check_callback); [] where it is neither."""
+    try:
+        values = hostlist.expand(value)
+    except hostlist.HostlistError:
+        return []
+    return values * len(hosts) if len(values) == 1 else \
+        values if len(values) == len(hosts) else []
+
+
+def several_per_host(nodes: list[NodeDef]) -> str | None:
+    """Why the nodes cannot be a spec where several NodeName hosts share one NodeAddr or
+    NodeHostname (Slurm's multiple-slurmd mode, each with its own Port=), naming the
+    lines; None where every node has a host of its own."""
+    for key in ("NodeAddr", "NodeHostname"):
+        owners: dict[str, dict[str, NodeDef]] = {}
+        for n in nodes:
+            machines = next((v for k, v in n.machines.items() if k.lower() == key.lower()),
+                            [])
+            for host, machine in zip(n.hosts, machines):
+                owners.setdefault(machine, {})[host] = n
+        shared = {m: o for m, o in owners.items() if len(o) > 1}
+        if shared:
+            return _several(key, shared)
+    return None
+
+
+def _several(key: str, shared: dict[str, dict[str, NodeDef]]) -> str:
+    defs = sorted({id(n): n for o in shared.values() for n in o.values()}.values(),
+                  key=lambda n: n.line.number)
+    hosts = {h for o in shared.values() for h in o}
+    ports = ", each with its own Port=" if all(n.port for n in defs) else ""
+    return (f"NodeName line{'s' if len(defs) > 1 else ''} "
+            f"{', '.join(str(n.line.number) for n in defs)} "
+            f"({', '.join(n.line.name for n in defs)}) put {len(hosts)} nodes on "
+            f"{len(shared)} host{'s' if len(shared) > 1 else ''} ({key}="
+            f"{hostlist.compress(list(shared))}{ports}): that is Slurm's multiple-slurmd "
+            "mode, several slurmd on one host, which Estate cannot express, as it runs one "
+            "slurmd per host, so no spec is written")
 
 
 def _addresses(value: str, node: NodeDef, report: Report, file: str) -> list[str]:
@@ -159,16 +207,35 @@ def _class_key(n: NodeDef) -> tuple:
     return (n.sockets, n.cores, n.threads, n.memory, n.gpu)
 
 
+def _base_name(key: tuple) -> str:
+    sockets, cores, threads, memory, gpu = key
+    return f"c{sockets * cores * threads}-m{memory}" + "".join(f"-{t}x{c}" for t, c in gpu or ())
+
+
+def _class_names(nodes: list[NodeDef]) -> dict[tuple, str]:
+    """Each hardware shape's class name: CPUs, memory and GPUs, and where two shapes share
+    those (the same CPUs in other sockets, cores or threads) the layout too, so that each
+    name says what differs (-s2c16t1: 2 sockets of 16 cores, 1 thread per core)."""
+    keys = list(dict.fromkeys(_class_key(n) for n in nodes))
+    base = [_base_name(k) for k in keys]
+    names: dict[tuple, str] = {}
+    for key, name in zip(keys, base):
+        if base.count(name) > 1:
+            name += "-s{}c{}t{}".format(*key[:3])
+        names[key] = name
+    return names
+
+
 def classes(nodes: list[NodeDef]) -> tuple[list[dict], dict[tuple, str]]:
     """One node class per distinct hardware shape, named after it."""
-    out, names = [], {}
+    out, names = [], _class_names(nodes)
+    done: set[tuple] = set()
     for n in nodes:
         key = _class_key(n)
-        if key in names:
+        if key in done:
             continue
-        cpus = n.sockets * n.cores * n.threads
-        name = f"c{cpus}-m{n.memory}" + "".join(f"-{t}x{c}" for t, c in n.gpu or ())
-        names[key] = name
+        done.add(key)
+        name = names[key]
         cls = {"name": name, "sockets": n.sockets, "cores_per_socket": n.cores,
                "threads_per_core": n.threads, "memory_mb": max(n.memory, 256)}
         if n.gpu:

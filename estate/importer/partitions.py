@@ -4,6 +4,7 @@ from __future__ import annotations
 from estate.importer.moved import renamed
 from estate.importer.parse import ConfLine, with_defaults
 from estate.importer.report import Report
+from estate.model.slurm import time_seconds
 from estate.spec import hostlist
 
 _LISTS = {"allowaccounts": "allow_accounts", "denyaccounts": "deny_accounts",
@@ -83,15 +84,37 @@ def _split_nodes(nodes: str, sets: set[str]) -> tuple[str, list[str]]:
 
 def _defined(line: ConfLine, nodes: str, known: frozenset[str], report: Report,
              file: str) -> str:
-    """Nodes= without the hosts no NodeName line defines (reported: slurmctld refuses
-    such a partition or node set, 'Invalid node name specified')."""
+    """Nodes= without the hosts no NodeName line defines (reported: slurmctld stops at a
+    partition that names them, itself or through a node set; slurmctld/partition_mgr.c,
+    build_part_bitmap; tests/live_slurm/test_import_refusals.py)."""
     names = hostlist.expand(nodes) if nodes else []
     unknown = [n for n in names if n not in known]
     if unknown:
         report.drop(file, line.number, f"Nodes={hostlist.compress(unknown)} ({line.pairs[0][0]}="
                     f"{line.name})", "no NodeName line defines these hosts; slurmctld "
-                    "refuses a line naming them ('Invalid node name specified')")
+                    "refuses to start with a partition that names them, itself or through "
+                    "a node set ('fatal: Invalid node names in partition')")
     return hostlist.compress([n for n in names if n in known])
+
+
+# What slurmctld does with a DefaultTime above MaxTime (slurmctld/read_config.c,
+# _build_single_partitionline_info, 22.05 and 24.11; tests/live_slurm/test_import_refusals.py)
+DEFAULT_ABOVE_MAX = ("slurmctld loads it, logs 'DefaultTime exceeds MaxTime' and drops the "
+                     "DefaultTime, so a job without --time gets the MaxTime")
+
+
+def _default_within_max(p: dict, line: ConfLine, report: Report, file: str) -> None:
+    """A DefaultTime above MaxTime (where one is set) becomes the MaxTime, reported: what
+    slurmctld gives a job without --time there."""
+    limit = time_seconds(p.get("max_time", "INFINITE"))
+    default = time_seconds(p["default_time"])
+    if limit is None or (default is not None and default <= limit):
+        return
+    report.change(file, line.number, f"DefaultTime={p['default_time']} (PartitionName="
+                  f"{line.name})", f"written as DefaultTime={p['max_time']}, the MaxTime: "
+                  + DEFAULT_ABOVE_MAX + " (the spec says so rather than a DefaultTime that "
+                  "never applies)")
+    p["default_time"] = p["max_time"]
 
 
 def partitions(lines: list[ConfLine], all_hosts: list[str], report: Report,
@@ -128,5 +151,6 @@ def partitions(lines: list[ConfLine], all_hosts: list[str], report: Report,
         if "default_time" not in p:
             # Slurm's: no DefaultTime means MaxTime; Estate would cap it at an hour
             p["default_time"] = p.get("max_time", "INFINITE")
+        _default_within_max(p, line, report, file)
         out.append(p)
     return out

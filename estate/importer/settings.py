@@ -12,8 +12,12 @@ from estate.importer.parse import ConfLine
 from estate.importer.report import Report
 from estate.model.slurm_keys import (OWNED, conf_keys, moved, next_versions,
                                      scheduler_options, versions)
-from estate.spec.model import PriorityFlag, ResourceLimit, SelectParameter
-from estate.spec.types import SlurmConfValue
+from estate.spec.model import PriorityFlag, ResourceLimit, SelectParameter, Slurm
+from estate.spec.types import SlurmConfValue, system_directory_problem
+
+# Where an imported cluster's slurmctld state goes when the source keeps it in a system
+# directory: the spec's own default
+STATE_DIR = Slurm.model_fields["state_dir"].default
 
 TIMEOUTS = {"slurmctldtimeout": "slurmctld", "slurmdtimeout": "slurmd",
             "messagetimeout": "message", "unkillablesteptimeout": "unkillable_step",
@@ -137,6 +141,29 @@ def _moved_key(slurm: dict, entry: dict, written: str, value: str, line: ConfLin
                   f"dropped, Slurm's default behaviour: {entry['says']}")
 
 
+def _state_dir(slurm: dict, written: str, value: str, line: ConfLine, report: Report,
+               file: str) -> None:
+    """StateSaveLocation as the spec's state_dir: the same directory, or where the source
+    names a system directory (/tmp, /var/spool, or a directory under /tmp), the spec's
+    dedicated one, reported with what to move at cutover (the slurm_controller role
+    chowns state_dir to SlurmUser with mode 0700; estate.spec.types.OwnedDirectory)."""
+    path = posixpath.normpath(value) if value.startswith("/") else value
+    problem = system_directory_problem(path) if path.startswith("/") else None
+    if problem:
+        report.change(file, line.number, f"{written}={value}", f"written as {written}="
+                      f"{STATE_DIR}: {problem}, and Estate gives slurmctld's state a "
+                      "directory of its own (owned by SlurmUser, mode 0700). At cutover, "
+                      f"stop slurmctld and move its state files from {path} to {STATE_DIR} "
+                      "(job_state, node_state, part_state, resv_state and the rest, with "
+                      "their .old copies and the hash.* job script directories), or "
+                      "slurmctld starts without the running jobs")
+        path = STATE_DIR
+    elif path != value:
+        report.change(file, line.number, f"{written}={value}",
+                      f"written as {written}={path} (the same directory)")
+    slurm["state_dir"] = path
+
+
 def apply(slurm: dict, key: str, written: str, value: str, line: ConfLine, report: Report,
           file: str, version: str) -> None:
     """One global setting into `slurm` (the spec's slurm section as a dict), for the
@@ -186,10 +213,7 @@ def apply(slurm: dict, key: str, written: str, value: str, line: ConfLine, repor
             key == "preemptmode" and value.lower() == "off":
         pass   # no preemption: the spec's default
     elif key == "statesavelocation":
-        slurm["state_dir"] = posixpath.normpath(value) if value.startswith("/") else value
-        if slurm["state_dir"] != value:
-            report.change(file, line.number, f"{written}={value}",
-                          f"written as {written}={slurm['state_dir']} (the same directory)")
+        _state_dir(slurm, written, value, line, report, file)
     elif key in RENDERED and RENDERED[key].lower() == value.lower():
         pass
     elif key in OWNED:

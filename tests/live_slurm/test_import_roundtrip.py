@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from estate.importer.mapping import Sources, import_slurm
+from estate.importer.mapping import ImportFailed, Sources, import_slurm
 from estate.importer.parse import parse
 from estate.importer.roundtrip import report_differences
 from estate.catalogue import HOST_SUITE, SLURM_SUITES
@@ -44,6 +44,9 @@ SITES = Path(__file__).resolve().parents[1] / "data" / "slurm-sites"
 CONFS = sorted(p for p in SITES.glob("*.conf")
                if not p.name.endswith((".topology.conf", ".gres.conf")))
 TOOLS = ("slurmctld", "scontrol", "munged", "unshare", "ip", "setpriv")
+# Sites whose design Estate cannot express (several slurmd on one host): the import
+# refuses them, naming the lines, and slurmctld is shown to load them.
+UNEXPRESSIBLE = {"schedmd-faq-multiple-slurmd", "schedmd-programmer-guide"}
 # Keys the harness sets (or removes) on both sides: where state and logs go, who runs
 # slurmctld, how scontrol authenticates. None of them changes a node, partition or switch.
 HARNESS = ("statesavelocation", "slurmdspooldir", "slurmctldpidfile", "slurmdpidfile",
@@ -159,9 +162,10 @@ def _names(text: str) -> list[str]:
         params = line.params()
         if line.keyword == "nodename" and line.name.upper() != "DEFAULT":
             out += hostlist.expand(line.name)
-            if "nodeaddr" in params:
-                out += [a for a in hostlist.expand(params["nodeaddr"][1])
-                        if not re.match(r"^[0-9.]+$", a)]
+            for key in ("nodeaddr", "nodehostname"):
+                if key in params:
+                    out += [a for a in hostlist.expand(params[key][1])
+                            if not re.match(r"^[0-9.]+$", a)]
         if line.keyword in ("slurmctldhost", "controlmachine", "backupcontroller",
                             "controladdr", "backupaddr"):
             out.append(line.name.partition("(")[0])
@@ -169,10 +173,17 @@ def _names(text: str) -> list[str]:
 
 
 def _controller(text: str) -> tuple[str, str]:
-    for line in parse(text):
-        if line.keyword in ("slurmctldhost", "controlmachine"):
-            name, _, addr = line.name.partition("(")
-            return name, addr.rstrip(")")
+    """(name, address) of the primary: SlurmctldHost=name(addr), or ControlMachine with
+    a ControlAddr line where that is an address (a name resolves as the controller's)."""
+    lines = parse(text)
+    addr = next((ln.name for ln in lines if ln.keyword == "controladdr"
+                 and re.match(r"^[0-9.]+$", ln.name)), "")
+    for line in lines:
+        if line.keyword == "slurmctldhost":
+            name, _, given = line.name.partition("(")
+            return name, given.rstrip(")")
+        if line.keyword == "controlmachine":
+            return line.name, addr
     raise AssertionError("no controller")
 
 
@@ -209,10 +220,14 @@ for i in $(seq 100); do
   kill -0 $pid 2>/dev/null || { cat "$RUN/slurmctld.out" >&2; exit 3; }
   sleep 0.2
 done
-$in_root slurmctld -V; echo ===
-$in_root scontrol -o show node; echo ===; $in_root scontrol -o show partition; echo ===
-$in_root scontrol -o show topology || true; echo ===
-$in_root scontrol show config | grep -E '^(DependencyParameters|PreemptParameters|SchedulerParameters) ' || true
+show() {
+  $in_root slurmctld -V; echo ===
+  $in_root scontrol -o show node; echo ===; $in_root scontrol -o show partition; echo ===
+  $in_root scontrol -o show topology || true; echo ===
+  $in_root scontrol show config | grep -E '^(DependencyParameters|PreemptParameters|SchedulerParameters) ' || true
+}
+# PROBE: other commands to run against the running slurmctld ($in_root before each)
+eval "${PROBE:-show}"
 kill $pid; wait $pid || true
 """
 
@@ -229,7 +244,10 @@ def _run(conf: str, topology: str | None, run: Path, sock: Path,
 
 
 def _slurmctld(conf: str, topology: str | None, run: Path, sock: Path,
-               release: tuple[str, str]) -> subprocess.CompletedProcess:
+               release: tuple[str, str], probe: str = "") -> subprocess.CompletedProcess:
+    """slurmctld on conf in its own namespaces; once it answers, the probe's commands (a
+    shell snippet, $in_root before each command; default: the scontrol listing _run
+    reads), then it is stopped."""
     run.mkdir(parents=True)
     (run / "state").mkdir()
     (run / "slurm.conf").write_text(_harness_conf(conf, run, sock))
@@ -242,7 +260,7 @@ def _slurmctld(conf: str, topology: str | None, run: Path, sock: Path,
     root = release[1]
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "RUN": str(run), "CTL": ctl,
            "ADDR": addr if re.match(r"^[0-9.]+$", addr) else "",
-           "ROOT": "" if root == "/" else root, "MUNGE": str(sock.parent)}
+           "ROOT": "" if root == "/" else root, "MUNGE": str(sock.parent), "PROBE": probe}
     return subprocess.run(["unshare", "--net", "--uts", "--mount", "--propagation",
                            "private", "sh", "-c", _SCRIPT], env=env, capture_output=True,
                           text=True, timeout=60)
@@ -290,9 +308,19 @@ def test_import_round_trip(conf, release, munge, tmp_path):
     topology = topo_path.read_text() if topo_path.exists() else None
     gres_path = conf.with_name(conf.stem + ".gres.conf")
     gres = gres_path.read_text() if gres_path.exists() else None
-    doc, report = import_slurm(Sources(text, gres=gres, topology=topology,
-                                       slurm_name=conf.name), version=release[0],
-                               can_read=lambda path: False)
+    try:
+        doc, report = import_slurm(Sources(text, gres=gres, topology=topology,
+                                           slurm_name=conf.name), version=release[0],
+                                   can_read=lambda path: False)
+    except ImportFailed as exc:
+        # a design Estate cannot express: slurmctld loads it all the same, and the import
+        # says so in one sentence that names the lines
+        assert conf.stem in UNEXPRESSIBLE, exc
+        shown = _run(_baseline(text, topology, tmp_path, munge, release), topology,
+                     tmp_path / "original", munge, release)
+        assert shown[0] and shown[1], f"slurmctld showed no nodes or partitions: {shown}"
+        assert re.search(r"NodeName lines? [0-9]", str(exc)) and "\n" not in str(exc), exc
+        return
     report_differences(text, doc, report, conf.name)
     rendered = {a.path: a.content.decode()
                 for a in render_slurm(Estate(Spec.model_validate(doc)))}
