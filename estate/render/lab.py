@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from ipaddress import IPv4Address
 
+from estate.model.services import NVIDIA_MAJOR
 from estate.render.artifacts import Artifact
 from estate.spec.hostlist import Hostlist
 from estate.spec.resolved import Estate
@@ -68,6 +69,9 @@ def _nodes(estate: Estate) -> list[dict]:
             "plane": group.plane, "roles": list(group.roles),
             "cpus": cls.cpus if cls else 1, "memory_mb": cls.memory_mb if cls else 1024,
             "networks": nets,
+            # the fake GPUs the node's container may open (the Vagrantfile's device rules)
+            "devices": [{"major": NVIDIA_MAJOR, "minor": i}
+                        for i in range(cls.gpu_count if cls and group.plane == "slurm" else 0)],
             # Kubernetes server binaries are in no reachable registry: the k8s nodes
             # are defined (vagrant up NAME starts one) but not started by default.
             "autostart": group.plane != "kubernetes",

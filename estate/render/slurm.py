@@ -24,8 +24,8 @@ from estate.model.slurm_keys import conf_keys
 from estate.model.slurm_plugins import (job_acct_gather, plugin_settings,  # noqa: F401
                                         slurm_plugins, unset_by_release)
 from estate.model.services import (CGROUP_BIND, CGROUP_BIND_SBIN, DEFAULT_CGROUP_MOUNTPOINT,
-                                   GPU_DEVICES, HOOK_DIR, HOOKS, PORTS, SLURM_USER,
-                                   SLURMD_RESTART, SLURMDBD_DATABASE,
+                                   GPU_DEVICES, HOOK_DIR, HOOKS, NVIDIA_MAJOR, PORTS,
+                                   SLURM_USER, SLURMD_RESTART, SLURMDBD_DATABASE,
                                    SLURMDBD_PATHS, STATE_DROPIN, hooks, jwt_key_path,
                                    slurm_daemon_paths, uses_jwt)
 from estate.render.artifacts import Artifact
@@ -35,7 +35,6 @@ from estate.spec.hostset import HostSet, union
 from estate.spec.resolved import Estate
 
 PLANE = "slurm"
-NVIDIA_MAJOR = 195  # character major of /dev/nvidiaN
 
 
 def controllers(estate: Estate) -> list[dict]:
