@@ -162,7 +162,8 @@ def test_every_node_of_a_job_runs_the_prolog(node, ctx):
     try:
         found = {}
         for _ in range(40):
-            found = {n: ctx.host(n).run(f"ls {JOB_MAP_DIR}").stdout.split() for n in (a, b)}
+            found = {n: ctx.host(n).run(f"ls {shlex.quote(JOB_MAP_DIR)}").stdout.split()
+                     for n in (a, b)}
             if all(found.values()):
                 break
             time.sleep(1)
