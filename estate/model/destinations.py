@@ -28,6 +28,7 @@ TABLE: list[tuple[str, str]] = [
     ("slurm/bridge/*.timer", "/etc/systemd/system/{name}"),
     ("slurm/bridge/*", "/usr/local/sbin/{name}"),
     (STATE_DROPIN, "/etc/systemd/system/slurmctld.service.d/estate-state.conf"),
+    ("slurm/openmpi/*.conf", "/etc/openmpi/{name}"),   # Debian's Open MPI reads it there
     ("slurm/*.conf", "/etc/slurm/{name}"),
     (HOOKS + "*", HOOK_DIR + "/{name}"),
     (CTLD_HOOKS + "*", HOOK_DIR + "/{name}"),
@@ -87,6 +88,7 @@ INSTALLERS: list[tuple[str, str]] = [
     ("slurm/accounting.sh", "slurm_controller"),
     ("slurm/accounts.cfg", "slurm_controller"),
     (STATE_DROPIN, "slurm_controller"),
+    ("slurm/openmpi/*", "slurm_configs"),     # workers and login nodes (estate.render.jobs)
     ("slurm/*.conf", "slurm_configs"),
     ("storage/*", "storage"),
     ("monitoring/node-exporter.env", "node_exporter"),

@@ -93,7 +93,8 @@ class Hook:
 def hooks(spec: Spec) -> list[Hook]:
     h = spec.slurm.hooks
     named = [("Prolog", "prolog", h.prolog, ("prolog",)),
-             ("Epilog", "epilog", h.epilog, ("epilog",))]
+             ("Epilog", "epilog", h.epilog, ("epilog",)),
+             ("TaskProlog", "task-prolog", h.task_prolog, ("task_prolog",))]
     if h.health_check:
         named.append(("HealthCheckProgram", "healthcheck", h.health_check.program,
                       ("health_check", "program")))

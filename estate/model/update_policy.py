@@ -128,6 +128,7 @@ ARTIFACT_ACTIONS: tuple[tuple[str, str, str], ...] = (
     (SLURMD_RESTART + "*", "restart_slurmd", "slurmd"),
     (HOOKS + "*", "file", ""),        # slurmd runs the installed script at each job
     (CTLD_HOOKS + "*", "file", ""),
+    ("slurm/openmpi/*", "file", ""),  # Open MPI reads it at each mpirun
     ("network/nftables/*", "restart_service", "nftables"),
     ("monitoring/prometheus*", "restart_service", "prometheus"),
     ("monitoring/rules/*", "restart_service", "prometheus"),
