@@ -127,7 +127,8 @@ def _raw(m, untracked) -> str:
     fabric addresses is not tracked, so an all-to-all across thousands of nodes cannot fill
     nf_conntrack_max and no packet pays a lookup; the input chain accepts it by address
     and port alone. ICMP between them goes untracked too, so that an error about an
-    untracked connection is not `invalid`."""
+    untracked connection is not `invalid`. These chains drop nothing (no policy: accept);
+    they only mark."""
     if not untracked:
         return ""
     rules, peers = [], []
@@ -144,7 +145,7 @@ def _raw(m, untracked) -> str:
     rules += [f"{pair} meta l4proto icmp notrack comment \"job-icmp\"" for pair in peers]
     body = "".join(f"\t\t{r}\n" for r in rules)
     return "".join(
-        f"\tchain {name} {{\n\t\ttype filter hook {hook} priority raw; policy accept;\n"
+        f"\tchain {name} {{\n\t\ttype filter hook {hook} priority raw;\n"
         f"\t\t# job traffic on the fabric, {way}: not tracked\n{body}\t}}\n"
         for name, hook, way in (("raw_prerouting", "prerouting", "arriving"),
                                 ("raw_output", "output", "leaving")))
