@@ -11,7 +11,7 @@ from fnmatch import fnmatch
 
 from estate.model.kubernetes import (KUBE_VIP_INIT_PATH, KUBE_VIP_MANIFEST, KUBE_VIP_PATH,
                                      SBIN, SYSTEMD_UNITS)
-from estate.model.services import (CTLD_HOOKS, GPU_DEVICES, HOOK_DIR, HOOKS, MANIFESTS,
+from estate.model.services import (CTLD_HOOKS, GPU_DEVICES, HOOK_DIR, HOOKS, MANIFESTS, OPENMPI,
                                    SLURMD_RESTART, STATE_DROPIN)
 
 ESTATE_ETC = "/etc/estate"
@@ -28,7 +28,7 @@ TABLE: list[tuple[str, str]] = [
     ("slurm/bridge/*.timer", "/etc/systemd/system/{name}"),
     ("slurm/bridge/*", "/usr/local/sbin/{name}"),
     (STATE_DROPIN, "/etc/systemd/system/slurmctld.service.d/estate-state.conf"),
-    ("slurm/openmpi/*.conf", "/etc/openmpi/{name}"),   # Debian's Open MPI reads it there
+    (OPENMPI + "*.conf", "/etc/openmpi/{name}"),   # Debian's Open MPI reads it there
     ("slurm/*.conf", "/etc/slurm/{name}"),
     (HOOKS + "*", HOOK_DIR + "/{name}"),
     (CTLD_HOOKS + "*", HOOK_DIR + "/{name}"),
@@ -88,7 +88,7 @@ INSTALLERS: list[tuple[str, str]] = [
     ("slurm/accounting.sh", "slurm_controller"),
     ("slurm/accounts.cfg", "slurm_controller"),
     (STATE_DROPIN, "slurm_controller"),
-    ("slurm/openmpi/*", "slurm_configs"),     # workers and login nodes (estate.render.jobs)
+    (OPENMPI + "*", "slurm_configs"),     # workers and login nodes (estate.render.jobs)
     ("slurm/*.conf", "slurm_configs"),
     ("storage/*", "storage"),
     ("monitoring/node-exporter.env", "node_exporter"),

@@ -69,6 +69,7 @@ STATE_DROPIN = "slurm/systemd/slurmctld-state.conf"   # slurmctld waits for its 
 HOOKS = "slurm/hooks/"              # the site's node hook scripts (slurmd runs them) ...
 CTLD_HOOKS = "slurm/ctld-hooks/"    # ... and its power programs (slurmctld runs them) ...
 HOOK_DIR = "/etc/slurm/hooks"       # ... and where the nodes have them
+OPENMPI = "slurm/openmpi/"          # Open MPI's parameters (workers, login nodes: docs/jobs.md)
 
 
 @dataclass(frozen=True)

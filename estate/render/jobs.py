@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from markupsafe import Markup
 
 from estate.model import jobs, model
-from estate.model.services import HOOK_DIR, HOOKS
+from estate.model.services import HOOK_DIR, HOOKS, OPENMPI
 from estate.render.artifacts import Artifact
 from estate.render.templates import render_template
 from estate.spec.hostlist import Hostlist
@@ -20,7 +20,7 @@ PLANE = "slurm"
 TASK_PROLOG = "estate-task-prolog"
 # one artifact per node class, each installed at the same path (HOOK_DIR/<file name>)
 TASK_PROLOGS = f"{HOOKS}task-prologs/"
-MCA_PARAMS = "slurm/openmpi/openmpi-mca-params.conf"   # Debian's /etc/openmpi/ file
+MCA_PARAMS = f"{OPENMPI}openmpi-mca-params.conf"   # Debian's /etc/openmpi/ file
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,13 @@ from __future__ import annotations
 
 from pyinfra.api import deploy
 
-from roles._lib import install_packages, slurm_configs
+from estate.model.services import OPENMPI
+from roles._lib import consumed, install, install_packages, slurm_configs
 
 
 @deploy("slurm_login")
 def slurm_login() -> None:
     install_packages("slurm_login")
     slurm_configs()
+    for path in consumed(f"{OPENMPI}*"):
+        install(path)   # mpirun under salloc runs here (docs/jobs.md, "Login nodes")

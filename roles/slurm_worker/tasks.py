@@ -15,7 +15,7 @@ from pyinfra import host
 from pyinfra.api import OperationError, deploy, operation
 from pyinfra.operations import systemd
 
-from estate.model.services import GPU_DEVICES, HOOKS, SLURMD_RESTART
+from estate.model.services import GPU_DEVICES, HOOKS, OPENMPI, SLURMD_RESTART
 from roles._lib.facts import DeviceNode, FileText
 from roles._lib import consumed, digest_of, digest_text, install, install_packages, put_text, \
     render_dir, service_current, slurm_configs
@@ -96,6 +96,8 @@ def slurm_worker() -> None:
         install(path)
     for path in consumed(f"{HOOKS}*"):
         install(path)   # slurmd runs the site's hooks afresh each time: no restart for them
+    for path in consumed(f"{OPENMPI}*"):
+        install(path)   # Open MPI reads it at each mpirun (docs/jobs.md): no restart either
     dropin = ""
     if not consumed("slurm/slurm.conf"):
         dropin = CONFIGLESS_DROPIN
