@@ -11,8 +11,8 @@ from fnmatch import fnmatch
 
 from estate.model.kubernetes import (KUBE_VIP_INIT_PATH, KUBE_VIP_MANIFEST, KUBE_VIP_PATH,
                                      SBIN, SYSTEMD_UNITS)
-from estate.model.services import (CTLD_HOOKS, GPU_DEVICES, HOOK_DIR, HOOKS, MANIFESTS, OPENMPI,
-                                   SLURMD_RESTART, STATE_DROPIN)
+from estate.model.services import (CTLD_HOOKS, GPU_DEVICES, HOOK_DIR, HOOKS, MANIFESTS,
+                                   OPENMPI, SLURMD_RESTART, STATE_DROPIN)
 
 ESTATE_ETC = "/etc/estate"
 
