@@ -289,10 +289,11 @@ def _slurm(estate: Estate) -> list[Flow]:
 
 def _jobs(estate: Estate) -> list[Flow]:
     """The tasks of a job that spans nodes talk to each other on ports nobody can pin
-    (NCCL's bootstrap and sockets, Open MPI's TCP transport, torchrun's store): every port,
-    or firewall.jobs.ports, between the workers, on each fabric they have and on the Slurm
-    address segment. The login nodes accept the workers' calls back to a launcher that
-    runs there (mpirun under salloc), TCP only; nothing else reaches a job port."""
+    (NCCL's bootstrap and sockets, Open MPI's TCP transport, torchrun's store): every port
+    a job can bind (1024 up), or firewall.jobs.ports, between the workers, on each fabric
+    they have and on the Slurm address segment. The login nodes accept the workers' calls
+    back to a launcher that runs there (mpirun under salloc), TCP on the ephemeral ports
+    only; nothing else reaches a job port (docs/jobs.md)."""
     workers, path = jobs.workers(estate), ("firewall", "jobs")
     port = jobs.ports(estate)
     out = []
@@ -305,7 +306,7 @@ def _jobs(estate: Estate) -> list[Flow]:
     out.append(_flow("job-launcher", jobs.logins(estate), estate.spec.slurm.address_segment,
                      workers, "a job's tasks call back to its launcher on a login node "
                      "(mpirun under salloc: Open MPI's out-of-band channel)", path,
-                     port=port))
+                     port=jobs.launcher_ports(estate)))
     return out
 
 

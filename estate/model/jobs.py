@@ -16,7 +16,13 @@ from functools import lru_cache
 
 from estate.spec.resolved import Estate
 
-EVERY_PORT = (1, 65535)
+# A job's tasks run as its user, who cannot bind a port below 1024
+# (net.ipv4.ip_unprivileged_port_start): every port a job can listen on. Below it stay
+# closed between workers what root alone serves there (ssh).
+UNPRIVILEGED = (1024, 65535)
+# Linux's default net.ipv4.ip_local_port_range: where a listener on port 0 lands (mpirun's
+# out-of-band port, which the workers call back to on a login node).
+EPHEMERAL = (32768, 60999)
 # torchrun's default MASTER_PORT (torch.distributed.run --master-port)
 TORCHRUN_PORT = 29500
 # Open MPI's out-of-band channel (the daemons and mpirun): one listener per orted/prted and
@@ -50,9 +56,22 @@ def fabrics(estate: Estate) -> tuple[str, ...]:
 
 
 def ports(estate: Estate) -> tuple[int, int]:
-    """The job ports: firewall.jobs.ports, or every port."""
+    """The job ports between workers: firewall.jobs.ports, or every unprivileged port."""
     given = estate.spec.firewall.jobs.ports
-    return tuple(given) if given else EVERY_PORT
+    return tuple(given) if given else UNPRIVILEGED
+
+
+def launcher_ports(estate: Estate) -> tuple[int, int]:
+    """The ports a launcher on a login node listens on: firewall.jobs.ports, or the
+    ephemeral range (its listener binds port 0)."""
+    given = estate.spec.firewall.jobs.ports
+    return tuple(given) if given else EPHEMERAL
+
+
+def covers_ephemeral(ports: tuple[int, int]) -> bool:
+    """Whether a range holds every port a connection's own end may have: the replies to
+    it are then job traffic by their destination port too."""
+    return ports[0] <= EPHEMERAL[0] and EPHEMERAL[1] <= ports[1]
 
 
 def narrowed(estate: Estate) -> bool:

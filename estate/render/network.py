@@ -110,11 +110,10 @@ def _untracked(estate: Estate, flows) -> list:
 
 
 def _replies(m, flow, untracked) -> str:
-    """An untracked flow's replies are not `established`: where the job ports are
-    narrowed, a reply comes back from a job port to the connection's own (ephemeral)
-    port, so the input chain accepts it by its source port, statelessly."""
-    lo, hi = flow.ports
-    if flow not in untracked or (lo, hi) == jobs.EVERY_PORT:
+    """An untracked flow's replies are not `established`: where the job ports do not hold
+    the ephemeral range (narrowed), a reply comes back from a job port to the connection's
+    own ephemeral port, so the input chain accepts it by its source port, statelessly."""
+    if flow not in untracked or jobs.covers_ephemeral(flow.ports):
         return ""
     srcs = ", ".join(range_text(a, b) for a, b in m.source_ranges(flow))
     return (f"\t\t# the replies of {flow.name} on the fabric: untracked, so matched by port\n"
@@ -135,11 +134,9 @@ def _raw(m, untracked) -> str:
     for f in untracked:
         srcs = ", ".join(range_text(a, b) for a, b in m.source_ranges(f))
         pair = f"ip saddr {{ {srcs} }} ip daddr {{ {srcs} }}"
-        if f.ports == jobs.EVERY_PORT:
-            rules.append(f"{pair} meta l4proto {f.proto} notrack comment \"{f.name}\"")
-        else:
-            rules += [f"{pair} {f.proto} {d}port {f.port_text} notrack comment \"{f.name}\""
-                      for d in ("d", "s")]
+        # to a job port, and its replies (from one)
+        rules += [f"{pair} {f.proto} {d}port {f.port_text} notrack comment \"{f.name}\""
+                  for d in ("d", "s")]
         if pair not in peers:
             peers.append(pair)
     rules += [f"{pair} meta l4proto icmp notrack comment \"job-icmp\"" for pair in peers]

@@ -53,12 +53,13 @@ def _run(script: bytes, tmp_path: Path, env: dict | None = None) -> list[str]:
 
 def test_job_flows_join_the_workers_on_the_fabric_and_management_only(lab):
     jobs = [f for f in matrix(lab.estate).flows if f.name.startswith("job-")]
+    # every port a job's user can bind; back to a launcher, the ports it is given (port 0)
     assert sorted((f.name, f.segment, f.port_text, ",".join(sorted(f.to))) for f in jobs) == [
-        ("job-launcher", "management", "1-65535", "login1"),
-        ("job-tcp", "fabric", "1-65535", "gpu1,gpu2"),
-        ("job-tcp", "management", "1-65535", "gpu1,gpu2"),
-        ("job-udp", "fabric", "1-65535", "gpu1,gpu2"),
-        ("job-udp", "management", "1-65535", "gpu1,gpu2")]
+        ("job-launcher", "management", "32768-60999", "login1"),
+        ("job-tcp", "fabric", "1024-65535", "gpu1,gpu2"),
+        ("job-tcp", "management", "1024-65535", "gpu1,gpu2"),
+        ("job-udp", "fabric", "1024-65535", "gpu1,gpu2"),
+        ("job-udp", "management", "1024-65535", "gpu1,gpu2")]
     assert all(f.sources == frozenset({"gpu1", "gpu2"}) for f in jobs)
 
 
@@ -75,7 +76,12 @@ def test_only_the_workers_ruleset_untracks_the_fabric(lab):
     assert "type filter hook prerouting priority raw;" in text
     assert "type filter hook output priority raw;" in text
     pair = "ip saddr { 10.61.0.11-10.61.0.12 } ip daddr { 10.61.0.11-10.61.0.12 }"
-    assert f"{pair} meta l4proto tcp notrack" in text
+    assert f"{pair} tcp dport 1024-65535 notrack" in text
+    assert f"{pair} tcp sport 1024-65535 notrack" in text
+    # replies to an ephemeral port are job ports too: no reply rule
+    assert "ct state untracked" not in text
+    # below 1024 (ssh) stays closed between workers
+    assert "tcp dport 22 " in text and "dport 1-" not in text
     # management's job traffic stays tracked: no notrack names its addresses
     assert "10.60.0.13-10.60.0.14 } ip daddr" not in text
 

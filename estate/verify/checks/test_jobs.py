@@ -68,7 +68,8 @@ def _two_workers(ctx) -> list[str]:
 
 def _as_user(ctx, node: str, command: str, timeout: int = 120):
     user = ctx.job_user()
-    return ctx.host(node).run(f"timeout {timeout} runuser -u {shlex.quote(user)} -- "
+    return ctx.host(node).run(f"timeout {shlex.quote(str(timeout))} runuser -u "
+                              f"{shlex.quote(user)} -- "
                               f"sh -c {shlex.quote(command)}")
 
 
@@ -109,10 +110,8 @@ def test_a_batch_jobs_ranks_reach_each_other(node, ctx):
 def test_an_open_mpi_job_over_tcp_from_a_login_node(node, ctx):
     w0, w1 = _two_workers(ctx)
     submit = ctx.submit_node()
-    missing = [n for n, cmd in ((submit, "command -v mpirun"),
-                                (w0, "python3 -c 'import mpi4py'"),
-                                (w1, "python3 -c 'import mpi4py'"))
-               if ctx.host(n).run(cmd).rc != 0]
+    missing = [submit] if ctx.host(submit).run("command -v mpirun").rc != 0 else []
+    missing += [n for n in (w0, w1) if ctx.host(n).run("python3 -c 'import mpi4py'").rc != 0]
     if missing:
         pytest.skip(f"Open MPI or mpi4py missing on {', '.join(missing)}: apt-get install "
                     "openmpi-bin python3-mpi4py there")
@@ -150,5 +149,5 @@ def test_a_workers_job_port_is_dropped_from_here(node, ctx):
         finally:
             s.close()
     finally:
-        ctx.host(w0).run(f"kill {int(pid)}")
+        ctx.host(w0).run(f"kill {shlex.quote(str(int(pid)))}")
     assert got == "timeout", f"from this host to {w0} {addr}:{PORTS[1]}: {got}"
