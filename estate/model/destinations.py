@@ -12,7 +12,7 @@ from fnmatch import fnmatch
 from estate.model.kubernetes import (KUBE_VIP_INIT_PATH, KUBE_VIP_MANIFEST, KUBE_VIP_PATH,
                                      SBIN, SYSTEMD_UNITS)
 from estate.model.services import (CGROUP_BIND, CGROUP_BIND_SBIN, CTLD_HOOKS, GPU_DEVICES,
-                                   HOOK_DIR, HOOKS, MANIFESTS,
+                                   HOOK_DIR, HOOKS, MANIFESTS, OPENMPI,
                                    SLURMD_RESTART, STATE_DROPIN)
 
 ESTATE_ETC = "/etc/estate"
@@ -31,6 +31,7 @@ TABLE: list[tuple[str, str]] = [
     (STATE_DROPIN, "/etc/systemd/system/slurmctld.service.d/estate-state.conf"),
     (CGROUP_BIND + "*.conf", "/etc/systemd/system/slurmd.service.d/estate-cgroup.conf"),
     (CGROUP_BIND + "*", CGROUP_BIND_SBIN),
+    (OPENMPI + "*.conf", "/etc/openmpi/{name}"),   # Debian's Open MPI reads it there
     ("slurm/*.conf", "/etc/slurm/{name}"),
     (HOOKS + "*", HOOK_DIR + "/{name}"),
     (CTLD_HOOKS + "*", HOOK_DIR + "/{name}"),
@@ -91,6 +92,7 @@ INSTALLERS: list[tuple[str, str]] = [
     ("slurm/accounting.sh", "slurm_controller"),
     ("slurm/accounts.cfg", "slurm_controller"),
     (STATE_DROPIN, "slurm_controller"),
+    (OPENMPI + "*", "slurm_configs"),     # workers and login nodes (estate.render.jobs)
     ("slurm/*.conf", "slurm_configs"),
     ("storage/*", "storage"),
     ("monitoring/node-exporter.env", "node_exporter"),

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from ipaddress import IPv4Address, IPv4Network
 
-from estate.model import cni
+from estate.model import cni, jobs
 from estate.model.services import PORT_RANGES, PORTS, PROTOCOLS
 from estate.model.slurm import gpu_workers
 from estate.model.storage import export_clients
@@ -99,7 +99,8 @@ DEFAULT_NAMES = frozenset(("ssh", "node-exporter", "dcgm-exporter", "slurm-expor
                            "kube-state-metrics", "prometheus", "alertmanager", "slurmctld",
                            "slurmd",
                            "srun", "slurmdbd", "slurmrestd", "nfs", "kube-apiserver",
-                           "kubelet", "etcd", "calico-typha", "calico-vxlan", "calico-bgp"))
+                           "kubelet", "etcd", "calico-typha", "calico-vxlan", "calico-bgp",
+                           "job-tcp", "job-udp", "job-launcher"))
 
 
 @lru_cache(maxsize=8)
@@ -167,7 +168,8 @@ def admin_cidrs(estate: Estate) -> tuple[str, ...]:
 
 
 def default_flows(estate: Estate) -> list[Flow]:
-    return _kept(_access(estate) + _slurm(estate) + _storage(estate) + _kubernetes(estate))
+    return _kept(_access(estate) + _slurm(estate) + _jobs(estate) + _storage(estate)
+                 + _kubernetes(estate))
 
 
 def _kept(flows: list[Flow]) -> list[Flow]:
@@ -282,6 +284,29 @@ def _slurm(estate: Estate) -> list[Flow]:
                          "leave masqueraded as their node), and the admin hosts",
                          ("slurm", "slurmrestd"), port=(rest.port,) * 2,
                          cidrs=admin_cidrs(estate)))
+    return out
+
+
+def _jobs(estate: Estate) -> list[Flow]:
+    """The tasks of a job that spans nodes talk to each other on ports nobody can pin
+    (NCCL's bootstrap and sockets, Open MPI's TCP transport, torchrun's store): every port
+    a job can bind (1024 up), or firewall.jobs.ports, between the workers, on each fabric
+    they have and on the Slurm address segment. The login nodes accept the workers' calls
+    back to a launcher that runs there (mpirun under salloc), TCP on the ephemeral ports
+    only; nothing else reaches a job port (docs/jobs.md)."""
+    workers, path = jobs.workers(estate), ("firewall", "jobs")
+    port = jobs.ports(estate)
+    out = []
+    for seg in jobs.fabrics(estate) + (estate.spec.slurm.address_segment,):
+        on = frozenset(n for n in workers if estate.address(n, seg) is not None)
+        for proto in ("tcp", "udp"):
+            out.append(_flow(f"job-{proto}", on, seg, on, f"the tasks of a job talk to "
+                             f"each other ({proto}): NCCL, Open MPI, torchrun, Gloo, Ray",
+                             path, port=port, proto=proto))
+    out.append(_flow("job-launcher", jobs.logins(estate), estate.spec.slurm.address_segment,
+                     workers, "a job's tasks call back to its launcher on a login node "
+                     "(mpirun under salloc: Open MPI's out-of-band channel)", path,
+                     port=jobs.launcher_ports(estate)))
     return out
 
 

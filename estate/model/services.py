@@ -74,6 +74,7 @@ NVIDIA_MAJOR = 195   # the character major of /dev/nvidiaN (the driver's, and th
 DEFAULT_CGROUP_MOUNTPOINT = "/sys/fs/cgroup"
 CGROUP_BIND = "slurm/cgroup/"
 CGROUP_BIND_SBIN = "/usr/local/sbin/estate-slurm-cgroup"
+OPENMPI = "slurm/openmpi/"          # Open MPI's parameters (workers, login nodes: docs/jobs.md)
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,8 @@ class Hook:
 def hooks(spec: Spec) -> list[Hook]:
     h = spec.slurm.hooks
     named = [("Prolog", "prolog", h.prolog, ("prolog",)),
-             ("Epilog", "epilog", h.epilog, ("epilog",))]
+             ("Epilog", "epilog", h.epilog, ("epilog",)),
+             ("TaskProlog", "task-prolog", h.task_prolog, ("task_prolog",))]
     if h.health_check:
         named.append(("HealthCheckProgram", "healthcheck", h.health_check.program,
                       ("health_check", "program")))

@@ -32,7 +32,7 @@ OWNED = frozenset(k.lower() for k in (
     "PropagateResourceLimitsExcept", "PropagateResourceLimits", "SlurmctldTimeout",
     "SlurmdTimeout", "MessageTimeout", "UnkillableStepTimeout", "KillWait",
     "BatchStartTimeout", "InactiveLimit", "PreemptType", "PreemptMode", "SrunPortRange",
-    "Prolog", "Epilog", "PrologFlags", "HealthCheckProgram", "HealthCheckInterval",
+    "Prolog", "Epilog", "TaskProlog", "PrologFlags", "HealthCheckProgram", "HealthCheckInterval",
     "HealthCheckNodeState", "RebootProgram", "ResumeProgram", "SuspendProgram", "SuspendTime",
     "ResumeTimeout", "SuspendTimeout", "ResumeRate", "SuspendRate", "SuspendExcNodes",
     "PrivateData", "MailProg",

@@ -21,7 +21,8 @@ from fnmatch import fnmatch
 from functools import lru_cache
 from pathlib import Path
 
-from estate.model.services import CTLD_HOOKS, GPU_DEVICES, HOOKS, MANIFESTS, SLURMD_RESTART
+from estate.model.services import (CTLD_HOOKS, GPU_DEVICES, HOOKS, MANIFESTS, OPENMPI,
+                                   SLURMD_RESTART)
 from estate.model.slurm_keys import at_least
 
 POLICY_DIR = Path(__file__).resolve().parents[2] / "slurm_conf" / "update-policy"
@@ -128,6 +129,7 @@ ARTIFACT_ACTIONS: tuple[tuple[str, str, str], ...] = (
     (SLURMD_RESTART + "*", "restart_slurmd", "slurmd"),
     (HOOKS + "*", "file", ""),        # slurmd runs the installed script at each job
     (CTLD_HOOKS + "*", "file", ""),
+    (OPENMPI + "*", "file", ""),  # Open MPI reads it at each mpirun
     ("network/nftables/*", "restart_service", "nftables"),
     ("monitoring/prometheus*", "restart_service", "prometheus"),
     ("monitoring/rules/*", "restart_service", "prometheus"),

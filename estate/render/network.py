@@ -7,6 +7,7 @@ roles and segments.
 """
 from __future__ import annotations
 
+from estate.model import jobs
 from estate.model.flows import EGRESS, ICMP_TYPES, ICMPV6_TYPES, matrix, range_text
 from estate.render.artifacts import Artifact
 from estate.render.templates import line_value
@@ -54,7 +55,9 @@ def nftables(estate: Estate, gi: int) -> bytes:
     counted."""
     group, hosts = estate.spec.nodes[gi], set(estate.group_hosts[gi])
     m = matrix(estate)
-    rules = "".join(_rule(estate, m, f, hosts) for f in m.into(hosts))
+    into = m.into(hosts)
+    untracked = _untracked(estate, into)
+    rules = "".join(_rule(estate, m, f, hosts) + _replies(m, f, untracked) for f in into)
     egress = ", ".join(f"{name} ({proto} {port})" for name, proto, port, _ in EGRESS)
     return (
         "#!/usr/sbin/nft -f\n"
@@ -70,7 +73,8 @@ def nftables(estate: Estate, gi: int) -> bytes:
         "\t\t# ICMP errors, path MTU discovery's \"fragmentation needed\" among them\n"
         f"\t\ticmp type {{ {', '.join(ICMP_TYPES)} }} accept\n"
         f"\t\ticmpv6 type {{ {', '.join(ICMPV6_TYPES)} }} accept\n"
-        f"{rules}{_drop('input')}\t}}\n{_forward(estate, group)}}}\n").encode()
+        f"{rules}{_drop('input')}\t}}\n{_forward(estate, group)}"
+        f"{_raw(m, untracked)}}}\n").encode()
 
 
 DROP_PREFIX = "estate-drop "
@@ -97,6 +101,51 @@ def _rule(estate: Estate, m, flow, hosts: set[str]) -> str:
     return (f"\t\t# {line_value(why, where)}\n"
             f"\t\tip saddr {{ {srcs} }} {daddr}{flow.proto} dport {flow.port_text} "
             f"counter accept comment \"{line_value(flow.name, where)}\"\n")
+
+
+def _untracked(estate: Estate, flows) -> list:
+    """The job flows on a fabric: they bypass connection tracking (docs/jobs.md)."""
+    fabric = set(jobs.fabrics(estate))
+    return [f for f in flows if f.name in ("job-tcp", "job-udp") and f.segment in fabric]
+
+
+def _replies(m, flow, untracked) -> str:
+    """An untracked flow's replies are not `established`: where the job ports do not hold
+    the ephemeral range (narrowed), a reply comes back from a job port to the connection's
+    own ephemeral port, so the input chain accepts it by its source port, statelessly."""
+    if flow not in untracked or jobs.covers_ephemeral(flow.ports):
+        return ""
+    srcs = ", ".join(range_text(a, b) for a, b in m.source_ranges(flow))
+    return (f"\t\t# the replies of {flow.name} on the fabric: untracked, so matched by port\n"
+            f"\t\tip saddr {{ {srcs} }} ct state untracked {flow.proto} sport "
+            f"{flow.port_text} counter accept comment \"{flow.name}-replies\"\n")
+
+
+def _raw(m, untracked) -> str:
+    """Before connection tracking (priority raw), both ways: job traffic between job nodes'
+    fabric addresses is not tracked, so an all-to-all across thousands of nodes cannot fill
+    nf_conntrack_max and no packet pays a lookup; the input chain accepts it by address
+    and port alone. ICMP between them goes untracked too, so that an error about an
+    untracked connection is not `invalid`. These chains drop nothing (no policy: accept);
+    they only mark."""
+    if not untracked:
+        return ""
+    rules, peers = [], []
+    for f in untracked:
+        srcs = ", ".join(range_text(a, b) for a, b in m.source_ranges(f))
+        pair = f"ip saddr {{ {srcs} }} ip daddr {{ {srcs} }}"
+        # to a job port, and its replies (from one)
+        rules += [f"{pair} {f.proto} {d}port {f.port_text} notrack comment \"{f.name}\""
+                  for d in ("d", "s")]
+        if pair not in peers:
+            peers.append(pair)
+    rules += [f"{pair} meta l4proto icmp notrack comment \"job-icmp\"" for pair in peers]
+    body = "".join(f"\t\t{r}\n" for r in rules)
+    return "".join(
+        f"\tchain {name} {{\n\t\ttype filter hook {hook} priority raw;\n"
+        f"\t\t# job traffic on the fabric, {way}: not tracked\n{body}\t}}\n"
+        for name, hook, way in (("raw_prerouting", "prerouting", "arriving"),
+                                ("raw_output", "output", "leaving")))
 
 
 def _forward(estate: Estate, group) -> str:

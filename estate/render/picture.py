@@ -86,7 +86,8 @@ SERVICE_ROLE = {"slurmctld": "slurm_controller", "slurmd": "slurm_worker",
                 "ssh": "every node", "node-exporter": "every node",
                 "dcgm-exporter": "GPU workers", "slurm-exporter": "slurm_controller",
                 "kube-state-metrics": "k8s_control_plane", "prometheus": "monitoring host",
-                "alertmanager": "monitoring host"}
+                "alertmanager": "monitoring host", "job-tcp": "slurm_worker",
+                "job-udp": "slurm_worker", "job-launcher": "slurm_login"}
 
 
 def flow_edges(estate: Estate) -> list[Flow]:

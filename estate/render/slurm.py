@@ -28,6 +28,7 @@ from estate.model.services import (CGROUP_BIND, CGROUP_BIND_SBIN, DEFAULT_CGROUP
                                    SLURM_USER, SLURMD_RESTART, SLURMDBD_DATABASE,
                                    SLURMDBD_PATHS, STATE_DROPIN, hooks, jwt_key_path,
                                    slurm_daemon_paths, uses_jwt)
+from estate.render import jobs
 from estate.render.artifacts import Artifact
 from estate.render.templates import RenderError, render_template, shell_quote
 from estate.spec.hostlist import Hostlist, compress
@@ -241,8 +242,10 @@ def worker_artifacts(estate: Estate) -> list[Artifact]:
         if hosts and cls.gpu_kinds:
             out.append(Artifact(f"{GPU_DEVICES}{cls.name}.json",
                                 gpu_devices_json(estate, cls), hosts, PLANE))
-    return out + hook_artifacts(estate, workers) + job_map_artifacts(estate, workers) + \
-        cgroup_bind_artifacts(estate, workers)
+    site = dict(_site_hooks(estate)).get("TaskProlog")
+    return (out + hook_artifacts(estate, workers) + job_map_artifacts(estate, workers)
+            + jobs.task_prologs(estate, site) + jobs.mca_params(estate)
+            + cgroup_bind_artifacts(estate, workers))
 
 
 def cgroup_bind_artifacts(estate: Estate, workers: Hostlist) -> list[Artifact]:
@@ -284,11 +287,18 @@ MIG_HOOKS = f"{HOOKS}mig/"
 def node_hooks(estate: Estate) -> list[tuple[str, str]]:
     """slurm.conf's node hook keys and the programs they name: the site's, or Estate's
     mapping hooks in front of the site's Prolog and Epilog."""
-    site = [(h.key, h.installed) for h in hooks(estate.spec) if h.daemon == "slurmd"]
-    if not gpu_job_map(estate):
-        return site
-    ours = [(key, f"{HOOK_DIR}/{name}") for key, name in JOB_MAP_HOOKS.items()]
-    return ours + [(k, p) for k, p in site if k not in JOB_MAP_HOOKS]
+    site = _site_hooks(estate)
+    ours = [(key, f"{HOOK_DIR}/{name}") for key, name in JOB_MAP_HOOKS.items()] \
+        if gpu_job_map(estate) else []
+    # the jobs' network environment (estate.render.jobs), in front of the site's TaskProlog
+    if jobs.task_prologs_wanted(estate):
+        ours.append(("TaskProlog", jobs.task_prolog_path()))
+    mine = {k for k, _ in ours}
+    return ours + [(k, p) for k, p in site if k not in mine]
+
+
+def _site_hooks(estate: Estate) -> list[tuple[str, str]]:
+    return [(h.key, h.installed) for h in hooks(estate.spec) if h.daemon == "slurmd"]
 
 
 def job_map_artifacts(estate: Estate, workers: Hostlist) -> list[Artifact]:

@@ -94,6 +94,11 @@ class NIC(Strict):
     name: Name
     speed_gbps: LinkGbps
     kind: Literal["ethernet", "infiniband"] = "ethernet"
+    segments: list[Name] = Field([], description="The segments this NIC carries (its "
+                                 "addresses there): jobs' interface variables "
+                                 "(NCCL_SOCKET_IFNAME) name the NIC on the fabric.")
+    hca: Name | None = Field(None, description="The InfiniBand HCA behind this NIC as "
+                             "ibv_devices names it (mlx5_0): NCCL_IB_HCA and UCX_NET_DEVICES.")
 
 
 class NodeClass(Strict):
@@ -359,6 +364,11 @@ class NodeHooks(Strict):
                                         "the node and requeues the job held.")
     epilog: RelativeFile | None = Field(None, description="Epilog: runs as root when the job "
                                         "ends on each node; a failure drains the node.")
+    task_prolog: RelativeFile | None = Field(None, description="TaskProlog: runs as the "
+                                             "job's user before each task; what it prints "
+                                             "(export NAME=value) sets the task's "
+                                             "environment. Estate's own TaskProlog runs it "
+                                             "after printing the jobs' network variables.")
     prolog_flags: list[PrologFlag] = Field(
         ["Alloc"], description="PrologFlags. Default Alloc: every node of a job runs the "
         "Prolog when the job is allocated, not only the first node and the others when a "
@@ -644,6 +654,25 @@ class Flow(Strict):
     reason: FreeText = Field(min_length=1, description="Why the estate needs this flow.")
 
 
+Launcher = Literal["nccl", "openmpi", "torchrun"]
+
+
+class JobTraffic(Strict):
+    """Traffic between the tasks of a job that spans nodes (docs/jobs.md): every port
+    between the Slurm workers unless narrowed."""
+    ports: tuple[Port, Port] | None = Field(None, description="Narrow job traffic to this "
+                                            "port range (first, last); none: every port. "
+                                            "Open MPI's MCA parameters and torchrun's "
+                                            "MASTER_PORT are rendered inside it.")
+    launchers: list[Launcher] = Field([], description="What the site's jobs use to talk "
+                                      "between nodes: estate check refuses a narrowing one "
+                                      "of them cannot live with (NCCL cannot pin its ports).")
+    conntrack_max: int | None = Field(None, ge=1024, le=2**31 - 1, description="The workers' "
+                                      "net.netfilter.nf_conntrack_max, where job traffic "
+                                      "stays tracked (no fabric); default: the kernel's "
+                                      "262144 of a machine with 4 GiB or more.")
+
+
 class Firewall(Strict):
     admin: list[IPv4Cidr] | None = Field(None, description="Admin hosts and the provisioner: "
                                          "ssh, kube-apiserver and slurmrestd from here. Default: "
@@ -655,6 +684,8 @@ class Firewall(Strict):
                                           "ports srun listens on, opened between Slurm nodes.")
     flows: list[Flow] = Field([], description="Extra flows; one named like a default flow "
                               "replaces it (estate check refuses one that cuts a required flow).")
+    jobs: JobTraffic = Field(JobTraffic(), description="Job traffic between the Slurm "
+                             "workers (and back to the login nodes' launchers).")
 
 
 # --- monitoring --------------------------------------------------------------

@@ -21,10 +21,14 @@ from dataclasses import dataclass
 from estate.model.flows import matrix
 
 # Ports outside the matrix that a firewall must drop: web, databases, the ports just
-# around srun's range, Kubernetes' and common UDP services.
+# around srun's range, Kubernetes' and common UDP services. torchrun's MASTER_PORT and an
+# ephemeral port (NCCL's bootstrap, Open MPI's TCP transport) are job ports between the
+# workers (the job flows; every port unless narrowed) and dropped from anywhere else.
 SAMPLE = (("tcp", 80), ("tcp", 443), ("tcp", 3306), ("tcp", 5432), ("tcp", 8080),
           ("tcp", 9100), ("tcp", 10250), ("tcp", 60000), ("tcp", 63001),
-          ("udp", 53), ("udp", 123), ("udp", 8472), ("udp", 60001))
+          ("tcp", 29500), ("tcp", 45123),
+          ("udp", 53), ("udp", 123), ("udp", 8472), ("udp", 60001),
+          ("udp", 45123))
 TIMEOUT = 3.0          # per probe, all of a source's probes run at once
 LISTEN_SECONDS = 120   # listeners exit by themselves if the verify run dies
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from pyinfra.api import deploy
 
-from roles._lib import install_packages, runtime, slurm_configs
+from estate.model.services import OPENMPI
+from roles._lib import consumed, install, install_packages, runtime, slurm_configs
 
 
 @deploy("slurm_login")
@@ -11,3 +12,5 @@ def slurm_login() -> None:
     # the workers' extras (Open MPI): salloc, then mpirun here, launches on the workers
     install_packages("slurm_login", extras=tuple(runtime("slurm_worker_extras", ())))
     slurm_configs()
+    for path in consumed(f"{OPENMPI}*"):
+        install(path)   # mpirun under salloc runs here (docs/jobs.md, "Login nodes")

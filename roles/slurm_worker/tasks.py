@@ -16,7 +16,7 @@ from pyinfra.api import OperationError, deploy, operation
 from pyinfra.operations import systemd
 from pyinfra.operations.util import any_changed
 
-from estate.model.services import CGROUP_BIND, GPU_DEVICES, HOOKS, SLURMD_RESTART
+from estate.model.services import CGROUP_BIND, GPU_DEVICES, HOOKS, OPENMPI, SLURMD_RESTART
 from roles._lib.facts import DeviceNode, FileText
 from roles._lib import consumed, digest_of, digest_text, install, install_packages, put_text, \
     render_dir, runtime, service_current, slurm_configs
@@ -98,6 +98,8 @@ def slurm_worker() -> None:
         install(path)
     for path in consumed(f"{HOOKS}*"):
         install(path)   # slurmd runs the site's hooks afresh each time: no restart for them
+    for path in consumed(f"{OPENMPI}*"):
+        install(path)   # Open MPI reads it at each mpirun (docs/jobs.md): no restart either
     cgroup = [install(p) for p in consumed(f"{CGROUP_BIND}*")]
     systemd.daemon_reload(name="systemd: slurmd's cgroup drop-in", _if=any_changed(*cgroup))
     inputs += consumed(f"{CGROUP_BIND}*")

@@ -411,6 +411,22 @@ CASES = [
     # NFS from gpu1 only: the export's other mount clients are cut
     ("flows.required_cut", E, "lab", {"firewall.flows": [{**NFS_GPU1, "from_hosts": "gpu1"}]},
      "firewall.flows[0]"),
+    # job traffic: NCCL cannot keep to a narrowed range; Open MPI needs a port per rank
+    ("jobs.narrowing_launcher", E, "lab",
+     {"firewall.jobs": {"ports": [50000, 50100], "launchers": ["nccl", "torchrun"]}},
+     "firewall.jobs.ports"),
+    ("jobs.narrowing_launcher", E, "lab",
+     {"firewall.jobs": {"ports": [50000, 50010], "launchers": ["openmpi"]}},
+     "firewall.jobs.ports"),
+    ("jobs.nic_segment", E, "lab", {"node_classes[1].nics[1].segments": ["fabrik"]},
+     "node_classes[1].nics[1].segments[0]"),
+    # gpu[1-2] have a fabric address, but no NIC of gpu-2x says it carries the fabric
+    ("jobs.no_fabric_nic", W, "lab", {"node_classes[1].nics[1].segments": []},
+     "node_classes[1].nics"),
+    # gpu[001-032] without a fabric address: 8 x 8 ranks x 31 peers x 2 = 3968 > 2048
+    ("jobs.conntrack_overflow", W, "prod",
+     {"nodes[2].addresses": {"management": "auto", "storage": "auto"},
+      "firewall.jobs": {"conntrack_max": 2048}}, "firewall.jobs"),
     # monitoring: Prometheus on a node the spec lacks, or off the segment it scrapes
     ("monitoring.unknown_host", E, "lab", {"monitoring.host": "mon1"}, "monitoring.host"),
     ("monitoring.host_off_segment", E, "lab", {"monitoring.host": "gpu1",

@@ -190,8 +190,10 @@ def test_only_the_monitoring_host_reaches_the_slurm_gpu_workers_exporter(lab):
     est, m = lab.estate, matrix(lab.estate)
     for worker in ("gpu1", "gpu2"):
         assert m.allows("ctl1", worker, "tcp", 9400, "management").name == "dcgm-exporter"
-        assert [n for n in est.nodes if n != "ctl1"
-                and m.allows(n, worker, "tcp", 9400, "management")] == []
+        # the other workers only as job traffic (any unprivileged port: docs/jobs.md)
+        assert {n: f.name for n in est.nodes if n not in ("ctl1", worker)
+                and (f := m.allows(n, worker, "tcp", 9400, "management"))} == {
+            n: "job-tcp" for n in ("gpu1", "gpu2") if n != worker}
     nft = lab.artifacts["network/nftables/group-002.nft"]
     assert "gpu1" in nft.consumers
     assert 'ip saddr { 10.60.0.11 } tcp dport 9400 counter accept comment "dcgm-exporter"' \

@@ -198,11 +198,11 @@ def test_doctor_checks_daemon_ports_not_ssh_or_srun(lab):
 
 def test_reachability_plan_follows_the_matrix(lab):
     probes = {(p.src, p.dst, p.proto, p.port, p.segment): p.flow
-              for p in plan(lab.estate, ["ctl1", "login1", "gpu1", "nfs1"])}
+              for p in plan(lab.estate, ["ctl1", "login1", "gpu1", "gpu2", "nfs1", "k8s1"])}
     assert probes[("login1", "ctl1", "tcp", 6817, "management")] == "slurmctld"
     assert probes[("nfs1", "ctl1", "tcp", 6817, "management")] is None
     assert probes[("gpu1", "login1", "tcp", 63000, "management")] == "srun"
-    assert probes[("gpu1", "login1", "tcp", 63001, "management")] is None
+    assert probes[("ctl1", "login1", "tcp", 63001, "management")] is None
     assert probes[("login1", "ctl1", "tcp", 6820, "service")] is None
     assert probes[("gpu1", "ctl1", "tcp", 22, "management")] is None   # admins only
     assert probes[("login1", "nfs1", "tcp", 2049, "storage")] == "nfs"
@@ -210,6 +210,18 @@ def test_reachability_plan_follows_the_matrix(lab):
     assert probes[("gpu1", "nfs1", "tcp", 2049, "storage")] == "nfs"
     assert probes[("gpu1", "nfs1", "udp", 53, "storage")] is None
     assert not any(src == dst for src, dst, *_ in probes)
+    # job traffic: torchrun's port and an ephemeral one, worker to worker, on the fabric
+    # and the address segment; from a Kubernetes node, a login node or the controller, no
+    for port in (29500, 45123):
+        for seg in ("fabric", "management"):
+            assert probes[("gpu2", "gpu1", "tcp", port, seg)] == "job-tcp"
+        for src in ("k8s1", "login1", "ctl1", "nfs1"):
+            assert probes[(src, "gpu1", "tcp", port, "management")] is None
+    assert probes[("gpu2", "gpu1", "udp", 45123, "fabric")] == "job-udp"
+    # mpirun on a login node: the workers call back to it (TCP only)
+    assert probes[("gpu1", "login1", "tcp", 45123, "management")] == "job-launcher"
+    assert probes[("gpu1", "login1", "udp", 45123, "management")] is None
+    assert probes[("k8s1", "login1", "tcp", 45123, "management")] is None
 
 
 def test_reachability_summary_counts_and_lists_violations(lab):

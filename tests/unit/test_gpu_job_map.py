@@ -82,7 +82,8 @@ def test_mig_workers_get_hooks_that_keep_no_map_at_the_same_installed_path(tmp_p
         assert JOB_MAP_DIR not in unmapped.content.decode()
     assert {a.path for a in arts.for_node("gpu1") if "/hooks/" in a.path} == {
         "slurm/hooks/prolog", "slurm/hooks/epilog",
-        "slurm/hooks/mig/estate-prolog", "slurm/hooks/mig/estate-epilog"}
+        "slurm/hooks/mig/estate-prolog", "slurm/hooks/mig/estate-epilog",
+        "slurm/hooks/task-prologs/gpu-2x/estate-task-prolog"}
 
 
 def test_the_mig_workers_hooks_write_no_map_and_run_the_sites(tmp_path):

@@ -85,7 +85,8 @@ def test_artifact_consumers_follow_configless_design():
     assert str(arts["slurm/slurm.conf"].consumers) == "ctl1,login1"
     assert str(arts["slurm/topology.conf"].consumers) == "ctl1"
     # workers get only what slurmd needs locally (its hooks too: the lab's keep the DCGM
-    # job mapping, the settings it restarts for) and the GPU workers' DCGM exporter unit;
+    # job mapping, the jobs' TaskProlog, the settings it restarts for), Open MPI's
+    # parameters and the GPU workers' DCGM exporter unit;
     # slurm.conf comes from slurmctld
     paths = sorted(a.path for a in arts.for_node("gpu2") if a.plane == "slurm")
     restart = [p for p in paths if p.startswith("slurm/slurmd-restart/")]
@@ -93,7 +94,8 @@ def test_artifact_consumers_follow_configless_design():
         "monitoring/dcgm-exporter/estate-dcgm-exporter.service", "slurm/cgroup.conf",
         "slurm/cgroup/estate-slurm-cgroup", "slurm/cgroup/slurmd-cgroup.conf",
         "slurm/gpu-devices/gpu-2x.json", "slurm/hooks/estate-epilog",
-        "slurm/hooks/estate-prolog", "slurm/slurmd.env"]
+        "slurm/hooks/estate-prolog", "slurm/hooks/task-prologs/gpu-2x/estate-task-prolog",
+        "slurm/openmpi/openmpi-mca-params.conf", "slurm/slurmd.env"]
     assert "slurm/slurmrestd/ctl1.env" not in [a.path for a in arts.for_node("gpu2")]
     assert arts["slurm/slurmdbd.conf"].mode == 0o600
 
