@@ -214,7 +214,11 @@ def test_verify_passes_and_names_what_is_unsupported(lab, tmp_path):
                  ("cluster", "a_job_opens_its_own_gpu_and_not_the_other"),
                  ("cluster", "a_step_over_its_memory_ends_out_of_memory"),
                  ("cluster", "tasks_are_bound_to_their_cores_and_accounted"),
-                 ("cluster", "every_node_of_a_job_runs_the_prolog")]:
+                 ("cluster", "every_node_of_a_job_runs_the_prolog"),
+                 # jobs that span nodes (estate/verify/checks/test_jobs.py)
+                 ("cluster", "a_batch_jobs_ranks_reach_each_other"),
+                 ("cluster", "an_open_mpi_job_over_tcp_from_a_login_node"),
+                 ("cluster", "a_workers_job_port_is_dropped_from_here")]:
         assert want in checks
     # the reachability matrix with the firewall on: every designed flow between the nodes
     # succeeds, every undesigned one fails (each node's probes are a check of its own)
