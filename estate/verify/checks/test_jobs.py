@@ -68,7 +68,7 @@ def _two_workers(ctx) -> list[str]:
 
 def _as_user(ctx, node: str, command: str, timeout: int = 120):
     user = ctx.job_user()
-    return ctx.host(node).run(f"timeout {shlex.quote(str(timeout))} runuser -u "
+    return ctx.host(node).run(f"cd /tmp && timeout {shlex.quote(str(timeout))} runuser -u "
                               f"{shlex.quote(user)} -- "
                               f"sh -c {shlex.quote(command)}")
 
@@ -97,7 +97,8 @@ def test_a_batch_jobs_ranks_reach_each_other(node, ctx):
     assert out.rc == 0, f"the batch job failed: {out.stderr.strip()}"
     job = out.stdout.strip().split(";")[0]
     text = ctx.host(w0).run(f"cat /tmp/estate-jobs-{shlex.quote(job)}.out").stdout
-    ranks = {r["rank"]: r for r in map(json.loads, filter(None, text.splitlines()))}
+    ranks = {r["rank"]: r for r in map(json.loads, (line for line in text.splitlines()
+                                                    if line.startswith("{")))}
     assert set(ranks) == {0, 1}, f"job {job} printed {text!r}"
     bad = {t: g for t, g in ranks[1]["got"].items() if g != "open"}
     assert not bad, f"rank 1 on {w1} could not reach rank 0 on {w0}: {bad}"

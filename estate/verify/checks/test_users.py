@@ -18,6 +18,7 @@ from estate.verify.plugin import on_nodes
 
 ROLE = "cluster"
 WAIT = "timeout 180"
+ENDS = 120   # seconds a check's job may take to end
 # A step that opens every fake GPU of its node and prints each open's errno (0: opened).
 OPEN_GPUS = ("import errno, glob, os\n"
              "for d in sorted(glob.glob('{prefix}[0-9]*')):\n"
@@ -47,24 +48,26 @@ def _workers(ctx, n: int = 2) -> list[str]:
 
 
 def _sbatch(ctx, options: str, script: str) -> str:
-    """Submit a batch job as the user and wait for it; its job id."""
-    out = _as_user(ctx, f"{WAIT} sbatch --wait --parsable -t 3 -D /tmp "
-                        f"-o /tmp/estate-verify-%j.out {options} --wrap {shlex.quote(script)}")
+    """Submit a batch job as the user and wait until it and its steps have ended (sacct
+    polled here: `sbatch --wait` sleeps 2, then 8, then 32 s between its own polls)."""
+    out = _as_user(ctx, f"sbatch --parsable -t 3 -D /tmp -o /tmp/estate-verify-%j.out "
+                        f"{options} --wrap {shlex.quote(script)}")
     job = out.stdout.strip().split(";")[0]
-    assert job.split("_")[0].isdigit(), f"sbatch refused the job: {out.stderr.strip()}"
+    assert job.isdigit(), f"sbatch refused the job: {out.stderr.strip()}"
+    assert _sacct(ctx, job), f"job {job} did not end in {ENDS} s"
     return job
 
 
 def _sacct(ctx, job: str, fields: str = "JobID,State,ExitCode,NodeList") -> list[list[str]]:
-    """sacct's rows of the job and its steps, once slurmdbd has the job's end."""
-    rows: list[list[str]] = []
-    for _ in range(30):
+    """sacct's rows of the job and its steps once all have ended (State is fields[1])."""
+    end = time.monotonic() + ENDS
+    while time.monotonic() < end:
         out = _as_user(ctx, f"sacct -j {shlex.quote(job)} -n -P --format={fields}")
         rows = [r.split("|") for r in out.stdout.split()] if out.rc == 0 else []
-        if rows and all(r[1] not in ("PENDING", "RUNNING", "") for r in rows):
+        if rows and all(r[1] not in ("PENDING", "RUNNING", "REQUEUED", "") for r in rows):
             return rows
-        time.sleep(1)
-    return rows
+        time.sleep(0.5)
+    return []
 
 
 def _output(ctx, node: str, job: str) -> str:
@@ -97,7 +100,12 @@ def test_two_steps_with_one_gpu_each(node, ctx):
 @on_nodes(lambda ctx: ctx.controller())
 def test_a_job_array_completes(node, ctx):
     job = _sbatch(ctx, "--array=1-3 -N1", "srun hostname")
-    rows = [r for r in _sacct(ctx, job) if "." not in r[0]]
+    rows: list = []
+    for _ in range(20):   # slurmdbd may hold one task's end before the others'
+        rows = [r for r in _sacct(ctx, job) if "." not in r[0]]
+        if len(rows) == 3:
+            break
+        time.sleep(0.5)
     assert len(rows) == 3 and all(r[1] == "COMPLETED" for r in rows), rows
 
 
@@ -142,7 +150,7 @@ def test_tasks_are_bound_to_their_cores_and_accounted(node, ctx):
                   "l.startswith(\"Cpus_allowed_list\")][0].split()[1])'")
     cpus = _output(ctx, node, job).split()
     assert len(cpus) == 1 and cpus[0].isdigit(), f"Cpus_allowed_list {cpus}: not one CPU"
-    rss = [r[1] for r in _sacct(ctx, job, "JobID,MaxRSS") if r[0].endswith(".0")]
+    rss = [r[2] for r in _sacct(ctx, job, "JobID,State,MaxRSS") if r[0].endswith(".0")]
     assert rss and rss[0] not in ("", "0"), f"sacct MaxRSS of the step: {rss}"
 
 
