@@ -779,7 +779,11 @@ def test_the_spec_types_the_intervals_and_the_mail_relay(lab):
     config = _doc(lab.artifacts, render.ALERTMANAGER_CONFIG)
     assert config["route"]["group_wait"] == "10s"       # the lab's group_wait_s
     assert (config["route"]["group_interval"], config["route"]["repeat_interval"]) == \
-        ("5m", "4h")                                       # the defaults
+        ("30s", "4h")                            # the lab's group_interval_s, the default
+    # the Watchdog on its own rhythm, to the receiver the spec names, before any plane
+    assert config["route"]["routes"][0] == {
+        "matchers": ['alertname="Watchdog"'], "receiver": "watchdog", "group_wait": "0s",
+        "group_interval": "1m", "repeat_interval": "1m"}
     assert config["route"]["group_by"] == list(mon.GROUP_BY)
     prod = build(ROOT / "stacks" / "example-prod.yaml")
     config = _doc(prod.artifacts, render.ALERTMANAGER_CONFIG)
