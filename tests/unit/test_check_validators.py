@@ -465,7 +465,8 @@ CASES = [
     ("monitoring.watchdog_not_sent", W, "lab", {"monitoring.alertmanager.watchdog": DROP},
      "monitoring.alertmanager"),
     ("monitoring.alertmanager_repeat_before_interval", W, "lab",
-     {"monitoring.alertmanager.repeat_interval_s": 120},
+     {"monitoring.alertmanager.repeat_interval_s": 120,
+      "monitoring.alertmanager.group_interval_s": 300},
      "monitoring.alertmanager.repeat_interval_s"),
     # bridge (the lab's inference tenant submits as svc-inference to ops/gpu with normal)
     ("bridge.no_slurmrestd", E, "lab", {"slurm.slurmrestd": None}, "kubernetes.tenants[0].bridge"),

@@ -443,23 +443,24 @@ def test_drill_a_job_held_pending_fires_the_queue_delay(node, ctx):
                 ctx.estate.spec.slurm.partitions[0].name)
     receiver, where = _drill_receiver(ctx, "slurm", account)
     submit = ctx.host(node)
-    count = submit.run(f"sinfo -h -p {shlex.quote(part)} -o %D").stdout.split()
+    count = submit.run(shlex.join(["sinfo", "-h", "-p", part, "-o", "%D"])).stdout.split()
     assert count, f"sinfo knows no partition {part}"
-    as_user = f"runuser -u {shlex.quote(user)} -- sbatch --parsable -o /dev/null " \
-              f"-A {shlex.quote(account)} -p {shlex.quote(part)}"
     wait_s = mon.alerts.queue_delay_s + mon.alerts.hold_s + 3 * mon.scrape_interval_s + 60
     minutes = wait_s // 60 + 5
-    jobs = []
+    jobs: list[str] = []
+    sbatch = ["runuser", "-u", user, "--", "sbatch", "--parsable", "-o", "/dev/null", "-A",
+              account, "-p", part, "-t", str(minutes)]
+    wrap = ["--wrap", f"sleep {minutes * 60}"]
     want = {"account": account, "partition": part}
     with _listening(where) as got:
         try:
-            for argv in (f"-N {int(count[0])} --exclusive -t {minutes}",
-                         f"-N 1 -t {minutes}"):
-                out = submit.run(f"{as_user} {argv} --wrap 'sleep {minutes * 60}'")
+            for argv in (("-N", count[0], "--exclusive"), ("-N", "1")):
+                out = submit.run(shlex.join([*sbatch, *argv, *wrap]))
                 assert out.rc == 0, f"sbatch failed: {out.stderr.strip()}"
                 jobs.append(out.stdout.strip().split(";")[0])
             fired = _poll(lambda: _firing(ctx, "SchedulerQueueDelay", **want), wait_s)
-            reason = submit.run(f"squeue -h -j {jobs[-1]} -o %r").stdout.strip()
+            reason = submit.run(shlex.join(["squeue", "-h", "-j", jobs[-1], "-o", "%r"])
+                                ).stdout.strip()
             assert fired, (f"SchedulerQueueDelay {want} never fired within {wait_s} s (job "
                            f"{jobs[-1]} pends for {reason or '?'}); what explains the "
                            "partition: " + str(_api(_prometheus(ctx), "query", query=(
@@ -471,4 +472,4 @@ def test_drill_a_job_held_pending_fires_the_queue_delay(node, ctx):
             assert paged, f"receiver '{receiver}' never got SchedulerQueueDelay {want}"
         finally:
             if jobs:
-                submit.run(f"scancel {' '.join(jobs)}")
+                submit.run(shlex.join(["scancel", *jobs]))
