@@ -26,7 +26,7 @@ import pytest
 from estate.model.flows import admin_cidrs
 from estate.model.monitoring import WATCHDOG, alertmanager_address, receiver_for
 from estate.model.services import PORTS
-from estate.render.monitoring import route_cases, rules
+from estate.render.monitoring import nfs_exports, route_cases, rules
 from estate.verify.plugin import UNSUPPORTED, on_nodes
 
 ROLE = "cluster"
@@ -473,3 +473,51 @@ def test_drill_a_job_held_pending_fires_the_queue_delay(node, ctx):
         finally:
             if jobs:
                 submit.run(shlex.join(["scancel", *jobs]))
+
+
+def _nfs_server(ctx) -> list[str]:
+    """A storage server among the nodes checked, where the monitoring host is checked too
+    (its first one: one drill is enough)."""
+    mon = ctx.estate.spec.monitoring
+    if mon is None or mon.host not in ctx.nodes:
+        return []
+    servers = dict.fromkeys(server for _, server, _ in nfs_exports(ctx.estate))
+    return [s for s in servers if s in ctx.nodes][:1]
+
+
+@on_nodes(_nfs_server)
+def test_drill_the_nfs_server_stops_and_the_storage_alert_pages(node, ctx):
+    """Stop nfs-server on a storage server (kernel NFS: VMs or hardware, never the
+    container lab): nfsd runs no thread, SharedFilesystemDown (server_down) fires for each
+    of its exports and reaches the storage plane's receiver; after the restart it
+    resolves."""
+    storage = importlib.import_module("roles.storage.tests.test_storage")
+    host = ctx.host(node)
+    why = storage.unsupported_here(host, ctx, node)
+    if why:
+        pytest.skip(f"{UNSUPPORTED}: {why}")
+    mon = ctx.estate.spec.monitoring
+    receiver, where = _drill_receiver(ctx, "storage", node)
+    exports = [e for e, server, _ in nfs_exports(ctx.estate) if server == node]
+    budget = mon.alerts.hold_s + 3 * mon.scrape_interval_s + 30
+
+    def down():
+        found = {a["labels"].get("export")
+                 for a in _firing(ctx, "SharedFilesystemDown", cause="server_down",
+                                  node=node)}
+        return found if found >= set(exports) else None
+    with _listening(where) as got:
+        stop = host.run("systemctl stop nfs-server")
+        assert stop.rc == 0, stop.stderr.strip()
+        try:
+            assert _poll(down, budget), (f"SharedFilesystemDown server_down for {exports} "
+                                         f"never fired within {budget} s")
+            paged = _poll(lambda: _paged(got, "firing", "SharedFilesystemDown",
+                                         cause="server_down", node=node),
+                          mon.alertmanager.group_wait_s + 3 * mon.scrape_interval_s + 30)
+            assert paged, f"receiver '{receiver}' never got SharedFilesystemDown for {node}"
+        finally:
+            start = host.run("systemctl start nfs-server")
+        assert start.rc == 0, start.stderr.strip()
+        assert _poll(lambda: not _firing(ctx, "SharedFilesystemDown", node=node), budget), \
+            f"SharedFilesystemDown for {node} still fires after nfs-server started again"
