@@ -7,7 +7,7 @@ from estate.check._common import duplicates, problem, short
 from estate.check.findings import Severity
 from estate.check.registry import validator
 from estate.model.flows import flow
-from estate.model.monitoring import (ALERT_PLANES, ALERTS, JOBS, NULL_RECEIVER, TENANT_LABELS,
+from estate.model.monitoring import (ALERT_PLANES, JOBS, NULL_RECEIVER, TENANT_LABELS,
                                      tenants, unmapped_mig_groups)
 from estate.spec.hostlist import Hostlist
 
@@ -121,12 +121,14 @@ def _named_receivers(am):
     """(spec path, receiver name) of every reference to a receiver."""
     if am.receiver is not None:
         yield (*AM, "receiver"), am.receiver
+    if am.watchdog is not None:
+        yield (*AM, "watchdog", "receiver"), am.watchdog.receiver
     for i, route in enumerate(am.routes):
         yield (*AM, "routes", i, "receiver"), route.receiver
 
 
 @validator("monitoring.alertmanager_unknown_receiver", E, "monitoring",
-           "an Alertmanager route names a receiver the spec does not define")
+           "an Alertmanager route or the watchdog names a receiver the spec does not define")
 def unknown_receiver(estate):
     am = _alertmanager(estate)
     if not am:
@@ -163,9 +165,9 @@ def unknown_plane(estate):
     am = _alertmanager(estate)
     for i, route in enumerate(am.routes if am else []):
         if route.plane not in ALERT_PLANES:
-            alerts = ", ".join(f"{a}: {p}" for a, p in ALERTS.items())
             yield problem((*AM, "routes", i, "plane"), f"plane '{route.plane}' is no alert's "
-                          f"plane label ({alerts}): the route would never match",
+                          "plane label (an alert's own, or, for ScrapeTargetDown, its "
+                          "target's): the route would never match",
                           f"use one of {', '.join(ALERT_PLANES)}")
 
 
@@ -173,7 +175,8 @@ def _tenant_hint(estate, plane: str) -> str:
     if plane == "kubernetes" and not estate.spec.kubernetes:
         return "the spec has no kubernetes section: remove the route"
     where = {"slurm": "slurm.accounts", "kubernetes": "kubernetes.tenants",
-             "storage": "nodes"}[plane]
+             "storage": "nodes"}.get(plane, "the scrape jobs (" + ", ".join(
+                 sorted(tenants(estate, plane))) + ")")
     return f"name one of {where}, or leave tenant out to route the whole plane"
 
 
@@ -185,7 +188,7 @@ def unknown_tenant(estate):
         if route.tenant is None or route.plane not in ALERT_PLANES:
             continue   # the whole plane, or unknown_plane says so
         if route.tenant not in tenants(estate, route.plane):
-            label = TENANT_LABELS[route.plane]
+            label = TENANT_LABELS.get(route.plane, "scrape job or component")
             yield problem((*AM, "routes", i, "tenant"), f"tenant '{route.tenant}' is not a "
                           f"{route.plane} tenant: the {route.plane} alerts' tenant label is "
                           f"their {label}, and no {label} of the spec has this name, so the "
@@ -231,3 +234,15 @@ def repeat_before_interval(estate):
                       "is only looked at every group interval, so notifications repeat "
                       "no sooner than that", "make repeat_interval_s at least "
                       "group_interval_s")
+
+
+@validator("monitoring.watchdog_not_sent", W, "monitoring",
+           "Alertmanager sends the Watchdog nowhere: a silent Prometheus goes unnoticed")
+def watchdog_not_sent(estate):
+    am = _alertmanager(estate)
+    if am and am.receivers and am.watchdog is None:
+        yield problem((*AM,), "the always-firing Watchdog alert stays in Alertmanager: if "
+                      "Prometheus, its rules or Alertmanager stop, no alert says so, and no "
+                      "one outside hears the silence",
+                      "set monitoring.alertmanager.watchdog: {receiver: NAME} to a receiver "
+                      "whose webhook is a dead man's switch outside the estate")

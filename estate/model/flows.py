@@ -226,8 +226,9 @@ def _telemetry(estate: Estate) -> list[Flow]:
                    "the Slurm exporter on the controllers (jobs, nodes, GPUs by account)"),
             scrape("kube-state-metrics", _control_planes(estate), "kube-state-metrics "
                    "(Deployments and containers) on the control planes' host network"),
-            _flow("prometheus", scraper, seg, (), "the admin hosts reach Prometheus's UI "
-                  "and API", path, cidrs=admin_cidrs(estate)),
+            _flow("prometheus", scraper, seg, scraper, "the admin hosts reach Prometheus's "
+                  "UI and API; it scrapes itself (its rule evaluation failures)", path,
+                  cidrs=admin_cidrs(estate)),
             _flow("alertmanager", scraper, seg, scraper, "Prometheus sends its alerts to "
                   "Alertmanager; the admin hosts reach its UI and API (amtool, silences)",
                   path, cidrs=admin_cidrs(estate))]

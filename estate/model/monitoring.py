@@ -52,6 +52,13 @@ SLURM_METRICS: tuple[Metric, ...] = (
            "GPUs the partition's nodes configure (their Gres)."),
     Metric("slurm_scheduler_cycle_seconds", "gauge", (),
            "The main scheduler's last cycle (sdiag), for dashboards."),
+    Metric("slurm_node_partition", "gauge", ("nodename", "partition"),
+           "1 for each node (its NodeName) in each partition it is in: the rules join a "
+           "node's filesystem to the partitions whose queues it holds up."),
+    Metric("slurm_up", "gauge", (),
+           "1 where the exporter's last read of Slurm (squeue, sinfo, sdiag) succeeded, 0 "
+           "where one failed (slurmctld unreachable, munge down): the other series are then "
+           "absent, so every Slurm alert is blind."),
 )
 SLURM = {m.name: m for m in SLURM_METRICS}
 NODE_STATES = ("idle", "allocated", "mixed", "completing", "draining", "drained", "down",
@@ -66,6 +73,12 @@ KSM_UNAVAILABLE = "kube_deployment_status_replicas_unavailable"    # {namespace,
 KSM_WAITING = "kube_pod_container_status_waiting_reason"  # {namespace, pod, container, reason}
 KSM_REQUESTS = "kube_pod_container_resource_requests"     # {namespace, pod, resource, ...}
 WAITING_REASONS = ("CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull")
+KSM_PHASE = "kube_pod_status_phase"                       # {namespace, pod, phase}
+# PodScheduled=False: no node fits (Unschedulable) or Kueue holds the pod for its queue's
+# quota (SchedulingGated); a capacity wait, not a failure
+KSM_SCHEDULED = "kube_pod_status_scheduled"               # {namespace, pod, condition}
+KSM_POD_OWNER = "kube_pod_owner"                  # {namespace, pod, owner_kind, owner_name}
+KSM_RS_OWNER = "kube_replicaset_owner"     # {namespace, replicaset, owner_kind, owner_name}
 GPU_REQUEST = "nvidia_com_gpu"     # nvidia.com/gpu as kube-state-metrics labels the resource
 
 # node_exporter 1.5, --collector.mountstats: per mount {export, protocol, mountaddr} and
@@ -73,6 +86,12 @@ GPU_REQUEST = "nvidia_com_gpu"     # nvidia.com/gpu as kube-state-metrics labels
 NFS_REQUESTS = "node_mountstats_nfs_operations_requests_total"
 NFS_TRANSMISSIONS = "node_mountstats_nfs_operations_transmissions_total"
 NFS_REQUEST_TIME = "node_mountstats_nfs_operations_request_time_seconds_total"
+# the mount's transport: RPCs sent, retransmissions included (a mount whose sends grow while
+# no operation completes is stalled); the mount's age, a series as long as it is mounted
+NFS_SENDS = "node_mountstats_nfs_transport_sends_total"
+NFS_AGE = "node_mountstats_nfs_age_seconds_total"
+# the server's side (--collector.nfsd, on by default): 0 threads once nfs-server stops
+NFSD_THREADS = "node_nfsd_server_threads"
 NODE_EXPORTER_ARGS = ("--collector.mountstats", "--collector.nfs")
 
 # NVIDIA's DCGM exporter (the vendored 4.8.2, default counters): each GPU's utilization in
@@ -104,12 +123,46 @@ def unmapped_mig_groups(estate: Estate) -> tuple[Group, ...]:
                  if g.slurm_compute and any(k.mig for k in gres_kinds(g)))
 
 
-# The alerts, with the plane each names, and the label of the series each plane's tenant
-# label copies (the Slurm account, the Kubernetes namespace, the NFS client node).
-ALERTS = {"SchedulerQueueDelay": "slurm", "ContainerDeploymentFailed": "kubernetes",
-          "SharedFilesystemDegraded": "storage"}
+@dataclass(frozen=True)
+class Alert:
+    """An alert's plane (None: the scrape target's own plane label), the series label its
+    tenant copies (or, quoted, the tenant itself), and its causes (each a rule)."""
+    plane: str | None
+    tenant: str
+    causes: tuple[str, ...]
+
+
+# Every alert Estate renders. Each names its plane, tenant and cause in its labels; one
+# incident pages once (estate.render.monitoring: the rules' `unless`, Alertmanager's
+# inhibit_rules).
+ALERTS = {
+    "SchedulerQueueDelay": Alert("slurm", "account", ("queue_delay",)),
+    "SlurmExporterFailing": Alert("slurm", "node", ("slurm_unreadable",)),
+    "ContainerDeploymentFailed": Alert("kubernetes", "namespace",
+                                       ("unavailable_replicas", "container_waiting")),
+    "KubernetesCapacityWait": Alert("kubernetes", "namespace", ("gpus", "resources")),
+    "SharedFilesystemDegraded": Alert("storage", "node", ("retransmissions", "latency")),
+    "SharedFilesystemDown": Alert("storage", "node", ("server_down", "rpcs_stalled")),
+    "ScrapeTargetDown": Alert(None, "job", ("target_down",)),
+    "RuleEvaluationFailing": Alert("monitoring", "'prometheus'", ("rule_failures",)),
+    "AlertmanagerNotificationsFailing": Alert("monitoring", "'alertmanager'",
+                                              ("notify_failures",)),
+    "Watchdog": Alert("monitoring", "'prometheus'", ("watchdog",)),
+}
+WATCHDOG = "Watchdog"
+# The planes an alert's plane label takes: the alerts' own, and the scrape targets' (a
+# node's plane, `shared` for a node of neither, `monitoring` for Prometheus and
+# Alertmanager themselves), which ScrapeTargetDown keeps.
+MONITORING_PLANE = "monitoring"
+ALERT_PLANES = ("slurm", "kubernetes", "storage", "shared", MONITORING_PLANE)
 TENANT_LABELS = {"slurm": "account", "kubernetes": "namespace", "storage": "node"}
-ALERT_PLANES = tuple(dict.fromkeys(ALERTS.values()))
+
+
+def tenant_template(alert: str) -> str:
+    """The tenant label's value in the rule: a label of the series, or a literal."""
+    tenant = ALERTS[alert].tenant
+    return tenant.strip("'") if tenant.startswith("'") else f"{{{{ $labels.{tenant} }}}}"
+
 
 # Alertmanager (spec.monitoring.alertmanager): one instance on the monitoring host, at the
 # flow of this name; its root route's receiver where the spec names none, which drops what
@@ -131,7 +184,12 @@ def tenants(estate: Estate, plane: str) -> frozenset[str]:
     if plane == "kubernetes":
         return frozenset(t.name for t in spec.kubernetes.tenants) if spec.kubernetes \
             else frozenset()
-    return frozenset(estate.nodes)   # storage: the node exporter's node label, every node's
+    if plane == "storage":
+        return frozenset(estate.nodes)   # the node exporter's node label, every node's
+    if plane == MONITORING_PLANE:
+        return frozenset(a.tenant.strip("'") for a in ALERTS.values()
+                         if a.plane == MONITORING_PLANE) | {j.name for j in JOBS}
+    return frozenset(j.name for j in JOBS)   # shared: ScrapeTargetDown's, the scrape job
 
 
 def receiver_for(estate: Estate, plane: str, tenant: str) -> str:
@@ -162,10 +220,14 @@ class Job:
 
 # kube-state-metrics' series name nodes and namespaces themselves (node, namespace): they
 # win over the scrape's labels, and its targets get no node label of their own.
+# Prometheus and Alertmanager scrape themselves: their rule evaluation and notification
+# failures are alerts too.
 JOBS = (Job("node", "node-exporter", None),
         Job("slurm", "slurm-exporter", "slurm"),
         Job("dcgm", "dcgm-exporter", None),   # Kubernetes and Slurm GPU workers
-        Job("kube-state-metrics", "kube-state-metrics", "kubernetes", honor_labels=True))
+        Job("kube-state-metrics", "kube-state-metrics", "kubernetes", honor_labels=True),
+        Job("prometheus", "prometheus", "monitoring"),
+        Job("alertmanager", "alertmanager", "monitoring"))
 
 
 def targets(estate: Estate, job: Job) -> list[tuple[str, str, str]]:

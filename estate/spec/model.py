@@ -705,6 +705,16 @@ class AlertThresholds(Strict):
     nfs_latency_ms: int = Field(100, ge=1, le=600_000, description="SharedFilesystemDegraded: "
                                 "average NFS RPC time (queued to answered, ms) on a node's "
                                 "mount, over 5 minutes.")
+    capacity_wait_s: int = Field(600, ge=60, le=86400, description="KubernetesCapacityWait: "
+                                 "seconds a pod has been Pending and not scheduled (no node "
+                                 "with the GPUs or resources it asks, or Kueue holding it "
+                                 "for quota).")
+    hold_s: int = Field(300, ge=10, le=86400, description="How long a cause lasts before its "
+                        "alert fires (the rules' `for:`) for every alert without its own "
+                        "above: a queue delay, a degraded or dead filesystem, a scrape target "
+                        "down, the Slurm exporter failing to read Slurm, rule evaluation and "
+                        "notification failures. A lab keeps it short so that a drill fires "
+                        "within a minute.")
 
 
 class AlertReceiver(Strict):
@@ -737,6 +747,17 @@ class Smtp(Strict):
     require_tls: bool = Field(True, description="STARTTLS or refuse to send.")
 
 
+class Watchdog(Strict):
+    """The dead man's switch: the Watchdog alert always fires, and Alertmanager sends it to
+    this receiver every repeat interval; a service outside the estate that stops hearing it
+    knows Prometheus, its rules or Alertmanager have gone silent."""
+    receiver: Name = Field(description="A receiver of monitoring.alertmanager.receivers (its "
+                           "webhook is the outside service's heartbeat URL).")
+    repeat_interval_s: int = Field(300, ge=60, le=86400, description="Seconds between two "
+                                   "Watchdog notifications: the outside service's timeout "
+                                   "must be longer.")
+
+
 class Alertmanager(Strict):
     """Alertmanager on the monitoring host, which Prometheus sends its alerts to."""
     receiver: Name | None = Field(None, description="Where alerts no route takes go; none: "
@@ -750,6 +771,9 @@ class Alertmanager(Strict):
                                   "group's notifications of new alerts.")
     repeat_interval_s: int = Field(14400, ge=60, le=30 * 86400, description="Seconds before "
                                    "a notification already sent is sent again.")
+    watchdog: Watchdog | None = Field(None, description="Where the always-firing Watchdog "
+                                      "alert goes (none: it stays in Alertmanager's UI and "
+                                      "API, and nothing outside notices a silent Prometheus).")
 
 
 class Monitoring(Strict):

@@ -96,11 +96,12 @@ def nodes(sinfo: str, node_states: list[str]) -> dict[str, dict[tuple, float]]:
     (0 where none), and each partition's configured GPUs."""
     count: dict[tuple, float] = {}
     gpus: dict[tuple, float] = {}
+    member: dict[tuple, float] = {}
     for line in sinfo.splitlines():
         fields = line.strip().split("|")
         if len(fields) != 4:
             continue
-        _, part, state, gres = fields
+        node, part, state, gres = fields
         part = part.rstrip("*")     # sinfo marks the default partition
         word = _STATE_WORD.match(state)
         state = word.group(0) if word else state
@@ -108,7 +109,8 @@ def nodes(sinfo: str, node_states: list[str]) -> dict[str, dict[tuple, float]]:
             count.setdefault((s, part), 0)
         count[(state, part)] = count.get((state, part), 0) + 1
         gpus[(part,)] = gpus.get((part,), 0) + _gres_gpus(gres)
-    return {"slurm_nodes": count, "slurm_gpus_total": gpus}
+        member[(node, part)] = 1
+    return {"slurm_nodes": count, "slurm_gpus_total": gpus, "slurm_node_partition": member}
 
 
 def scheduler(sdiag: str) -> dict[str, dict[tuple, float]]:
@@ -121,11 +123,19 @@ def scheduler(sdiag: str) -> dict[str, dict[tuple, float]]:
 
 def collect(run, node_states: list[str], now: float | None = None
             ) -> dict[str, dict[tuple, float]]:
-    """Every metric's samples; run(argv) -> stdout runs a Slurm client."""
+    """Every metric's samples; run(argv) -> stdout runs a Slurm client. A client that fails
+    (slurmctld unreachable, munge down, a timeout, output it cannot parse) leaves slurm_up
+    at 0 and no other series: the exporter keeps answering, so Prometheus tells a Slurm it
+    cannot read from an exporter that is down, and no stale number stands in for the queue."""
     now = time.time() if now is None else now
-    out = jobs(run(["squeue", "--json", "--all"]), now)
-    out.update(nodes(run(["sinfo", "-h", "-N", "-a", "-o", "%N|%P|%T|%G"]), node_states))
-    out.update(scheduler(run(["sdiag"])))
+    try:
+        out = jobs(run(["squeue", "--json", "--all"]), now)
+        out.update(nodes(run(["sinfo", "-h", "-N", "-a", "-o", "%N|%P|%T|%G"]), node_states))
+        out.update(scheduler(run(["sdiag"])))
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        print(f"slurm_exporter: cannot read Slurm: {exc}", file=sys.stderr, flush=True)
+        return {"slurm_up": {(): 0}}
+    out["slurm_up"] = {(): 1}
     return out
 
 
@@ -175,7 +185,9 @@ KNOWN = {"slurm_jobs": ("state", "partition", "account", "user"),
          "slurm_gpus_allocated": ("partition", "account"),
          "slurm_job_info": ("job_id", "partition", "account", "user"),
          "slurm_gpus_total": ("partition",),
-         "slurm_scheduler_cycle_seconds": ()}
+         "slurm_scheduler_cycle_seconds": (),
+         "slurm_node_partition": ("nodename", "partition"),
+         "slurm_up": ()}
 
 
 def main(argv: list[str]) -> int:

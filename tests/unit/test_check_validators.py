@@ -474,8 +474,15 @@ CASES = [
      "monitoring.alertmanager.routes[4]"),
     ("monitoring.alertmanager_no_smtp", E, "prod", {"monitoring.alertmanager.smtp": DROP},
      "monitoring.alertmanager.receivers[0].emails"),
+    ("monitoring.alertmanager_unknown_receiver", E, "lab",
+     {"monitoring.alertmanager.watchdog.receiver": "heartbeat"},
+     "monitoring.alertmanager.watchdog.receiver"),
+    # the lab sends its Watchdog to the lab host's receiver
+    ("monitoring.watchdog_not_sent", W, "lab", {"monitoring.alertmanager.watchdog": DROP},
+     "monitoring.alertmanager"),
     ("monitoring.alertmanager_repeat_before_interval", W, "lab",
-     {"monitoring.alertmanager.repeat_interval_s": 120},
+     {"monitoring.alertmanager.repeat_interval_s": 120,
+      "monitoring.alertmanager.group_interval_s": 300},
      "monitoring.alertmanager.repeat_interval_s"),
     # bridge (the lab's inference tenant submits as svc-inference to ops/gpu with normal)
     ("bridge.no_slurmrestd", E, "lab", {"slurm.slurmrestd": None}, "kubernetes.tenants[0].bridge"),

@@ -130,11 +130,19 @@ def _rising(step: float) -> str:
     return f"0+{step:g}x{STEPS}"
 
 
-def _slurm(pending_step: float, down: int) -> list[dict]:
+EXPORTERS = ("ctl1", "ctl2")
+
+
+def _slurm(pending_step: float, down: int, read: bool = True) -> list[dict]:
     """Both exporters of an HA pair report the same cluster: a job of research waits for
-    Resources, one of ops on a Dependency (never the scheduler's fault)."""
+    Resources, one of ops on a Dependency (never the scheduler's fault); gpu1 and gpu2 are
+    in partitions gpu and urgent, login1 in none. Where the exporters cannot read Slurm,
+    each says slurm_up 0 and gives no other series."""
     out = []
-    for exporter in ("ctl1", "ctl2"):
+    for exporter in EXPORTERS:
+        out.append(_series("slurm_up", _flat(int(read)), node=exporter))
+        if not read:
+            continue
         out += [_series("slurm_job_pending_seconds_max", _rising(pending_step), node=exporter,
                         reason="Resources", partition="gpu", account="research"),
                 _series("slurm_job_pending_seconds_max", _rising(60), node=exporter,
@@ -148,15 +156,49 @@ def _slurm(pending_step: float, down: int) -> list[dict]:
                         account="research"),
                 _series("slurm_gpus_allocated", _flat(2), node=exporter, partition="urgent",
                         account="research")]
+        out += [_series("slurm_node_partition", _flat(1), node=exporter, nodename=n,
+                        partition=p) for n in ("gpu1", "gpu2") for p in ("gpu", "urgent")]
     return out
 
 
-def _kubernetes(failing: bool) -> list[dict]:
-    """A Deployment, its pod's container, and an older pod that has finished; a container
-    that is being created waits too, but not for a failure."""
+def _up(job: str, node: str, plane: str, up: bool = True) -> dict:
+    return _series("up", _flat(int(up)), job=job, node=node, plane=plane,
+                   instance=f"{node}:{JOB_PORTS[job]}")
+
+
+JOB_PORTS = {"node": 9100, "slurm": 9341, "prometheus": 9090, "alertmanager": 9093}
+
+
+def _targets(server: str, down: tuple[tuple[str, str], ...] = ()) -> list[dict]:
+    """The scrape targets' up series (those in `down` at 0): the nodes' exporters, the
+    Slurm exporters, Prometheus and Alertmanager themselves."""
+    nodes = {"gpu1": "slurm", "gpu2": "slurm", "login1": "slurm", "ctl1": "slurm",
+             server: "shared"}
+    out = [_up("node", n, plane, ("node", n) not in down) for n, plane in nodes.items()]
+    out += [_up("slurm", n, "slurm", ("slurm", n) not in down) for n in EXPORTERS]
+    return out + [_up(job, "ctl1", "monitoring") for job in ("prometheus", "alertmanager")]
+
+
+def _monitoring(rule_failures: bool = False, notify_failures: bool = False) -> list[dict]:
+    return [_series("prometheus_rule_evaluation_failures_total",
+                    _rising(3) if rule_failures else _flat(0), rule_group="estate-slurm"),
+            _series("prometheus_rule_evaluation_failures_total", _flat(0),
+                    rule_group="estate-storage"),
+            _series("alertmanager_notifications_failed_total",
+                    _rising(2) if notify_failures else _flat(0), integration="webhook"),
+            _series("alertmanager_notifications_failed_total", _flat(0), integration="email")]
+
+
+def _kubernetes(failing: bool = False, waiting: bool = False) -> list[dict]:
+    """Deployment llm (ReplicaSet llm-7f9) and its pod llm-0 asking a GPU, and an older pod
+    that has finished; a container that is being created waits too, but not for a failure.
+    Where it fails, llm-0's container is in ImagePullBackOff; where it waits for capacity,
+    llm-0 is Pending and not scheduled (no GPU free, or Kueue holds it for quota), and so
+    is web-0, which asks no GPU and belongs to no Deployment."""
     ns = {"namespace": "inference"}
+    running = not waiting
     return [
-        _series(mon.KSM_UNAVAILABLE, _flat(int(failing)), deployment="llm", **ns),
+        _series(mon.KSM_UNAVAILABLE, _flat(int(failing or waiting)), deployment="llm", **ns),
         _series(mon.KSM_WAITING, _flat(int(failing)), pod="llm-0", container="server",
                 reason="ImagePullBackOff", **ns),
         _series(mon.KSM_WAITING, _flat(0), pod="llm-0", container="server",
@@ -167,29 +209,60 @@ def _kubernetes(failing: bool) -> list[dict]:
                 resource=mon.GPU_REQUEST, unit="integer", **ns),
         _series(mon.KSM_REQUESTS, _flat(1), pod="llm-old", container="server",
                 resource=mon.GPU_REQUEST, unit="integer", **ns),
-        _series("kube_pod_status_phase", _flat(1), pod="llm-0", phase="Running", **ns),
-        _series("kube_pod_status_phase", _flat(0), pod="llm-old", phase="Running", **ns),
-        _series("kube_pod_status_phase", _flat(1), pod="llm-old", phase="Succeeded", **ns),
+        _series(mon.KSM_REQUESTS, _flat(0.5), pod="web-0", container="web",
+                resource="cpu", unit="core", **ns),
+        _series(mon.KSM_PHASE, _flat(int(running)), pod="llm-0", phase="Running", **ns),
+        _series(mon.KSM_PHASE, _flat(int(waiting)), pod="llm-0", phase="Pending", **ns),
+        _series(mon.KSM_SCHEDULED, _flat(int(running)), pod="llm-0", condition="true", **ns),
+        _series(mon.KSM_SCHEDULED, _flat(int(waiting)), pod="llm-0", condition="false", **ns),
+        _series(mon.KSM_PHASE, _flat(int(running)), pod="web-0", phase="Running", **ns),
+        _series(mon.KSM_PHASE, _flat(int(waiting)), pod="web-0", phase="Pending", **ns),
+        _series(mon.KSM_SCHEDULED, _flat(int(waiting)), pod="web-0", condition="false", **ns),
+        _series(mon.KSM_POD_OWNER, _flat(1), pod="llm-0", owner_kind="ReplicaSet",
+                owner_name="llm-7f9", owner_is_controller="true", **ns),
+        _series(mon.KSM_RS_OWNER, _flat(1), replicaset="llm-7f9", owner_kind="Deployment",
+                owner_name="llm", owner_is_controller="true", **ns),
+        _series(mon.KSM_PHASE, _flat(0), pod="llm-old", phase="Running", **ns),
+        _series(mon.KSM_PHASE, _flat(1), pod="llm-old", phase="Succeeded", **ns),
     ]
 
 
-def _mount(node: str, retransmit: float, latency_s: float) -> list[dict]:
-    labels = {"node": node, "export": "10.63.0.5:/export/home", "mountaddr": "10.63.0.5",
-              "protocol": "tcp", "operation": "READ"}
+def _mount(export: str, node: str, retransmit: float, latency_s: float,
+           answered: bool = True, sent: bool = True) -> list[dict]:
+    """A busy mount (100 RPCs a minute). Unanswered: its operations stop completing (their
+    counters stay flat) while, if sent, the transport keeps sending (retransmitting)."""
+    server = export.split(":")[0]
+    mount = {"node": node, "export": export, "mountaddr": server, "protocol": "tcp"}
+    labels = {**mount, "operation": "READ"}
     requests = 100.0   # per minute
-    return [_series(mon.NFS_REQUESTS, _rising(requests), **labels),
-            _series(mon.NFS_TRANSMISSIONS, _rising(requests * (1 + retransmit)), **labels),
-            _series(mon.NFS_REQUEST_TIME, _rising(requests * latency_s), **labels)]
+
+    def counter(step: float, moving: bool) -> str:
+        return _rising(step) if moving else _flat(1000)
+    return [_series(mon.NFS_REQUESTS, counter(requests, answered), **labels),
+            _series(mon.NFS_TRANSMISSIONS, counter(requests * (1 + retransmit), answered),
+                    **labels),
+            _series(mon.NFS_REQUEST_TIME, counter(requests * latency_s, answered), **labels),
+            _series(mon.NFS_SENDS, counter(requests * (1 + retransmit), sent), **mount),
+            _series(mon.NFS_AGE, _rising(60), **mount)]
 
 
-def _storage(alerts, degraded: bool) -> list[dict]:
-    """Every mount busy (100 RPCs a minute); where degraded, gpu1 retransmits and login1
-    waits, each five times its threshold, and gpu2 stays at a fifth of both."""
+def _storage(estate: Estate, degraded: tuple[str, ...] = (), slow: tuple[str, ...] = (),
+             stalled: tuple[str, ...] = (), dead: bool = False, threads: int = 8
+             ) -> list[dict]:
+    """Every node's mount of the first export busy; a node in `degraded` retransmits, one
+    in `slow` waits, each five times its threshold (the others stay at a fifth of both);
+    one in `stalled` sends and gets no answer. A dead server: its node exporter is down
+    (no nfsd series), and no client's RPC completes or is sent (the counters stay flat)."""
+    alerts = estate.spec.monitoring.alerts
+    export, server, _ = render.nfs_exports(estate)[0]
     bad_ratio, bad_latency = alerts.nfs_retransmit_ratio * 5, alerts.nfs_latency_ms / 200
     fine_ratio, fine_latency = alerts.nfs_retransmit_ratio / 5, alerts.nfs_latency_ms / 5000
-    return (_mount("gpu1", bad_ratio if degraded else fine_ratio, fine_latency)
-            + _mount("login1", fine_ratio, bad_latency if degraded else fine_latency)
-            + _mount("gpu2", fine_ratio, fine_latency))
+    out = [] if dead else [_series(mon.NFSD_THREADS, _flat(threads), job="node", node=server)]
+    for node in ("gpu1", "login1", "gpu2"):
+        out += _mount(export, node, bad_ratio if node in degraded else fine_ratio,
+                      bad_latency if node in slow else fine_latency,
+                      answered=not dead and node not in stalled, sent=not dead)
+    return out
 
 
 def _rule(rules: dict, alert: str, cause: str) -> dict:
@@ -211,63 +284,125 @@ def _expected(rules: dict, alert: str, cause: str, **labels: str) -> dict:
                                 for k, v in rule["annotations"].items()}}
 
 
-def _checks(at: str, firing: dict[str, list[dict]]) -> list[dict]:
-    """Every alert at one time: those in `firing` with exactly these, the others none."""
+def _checks(rules: dict, at: str, firing: dict[str, list[dict]]) -> list[dict]:
+    """Every alert at one time: those in `firing` with exactly these, the others none (the
+    Watchdog always, alone)."""
+    firing = {mon.WATCHDOG: [_expected(rules, mon.WATCHDOG, "watchdog")], **firing}
     return [{"eval_time": at, "alertname": name, "exp_alerts": firing.get(name, [])}
             for name in mon.ALERTS]
 
 
-def _minutes(seconds: int) -> int:
-    return -(-seconds // 60)
+LATE = f"{STEPS - 1}m"   # every hold and threshold of both stacks is past
+
+
+def _scenario(rules: dict, name: str, series: list[dict], firing: dict, **extra) -> dict:
+    """A failure's series from minute 0: at 0 nothing holds yet (the Watchdog fires); at
+    LATE exactly `firing` fires."""
+    return {"name": name, "interval": "1m", "input_series": series,
+            "alert_rule_test": _checks(rules, "0m", {}) + _checks(rules, LATE, firing),
+            **extra}
 
 
 def scenarios(estate: Estate, rules: dict) -> list[dict]:
-    """promtool test groups: each failure alone, a look-alike of the first, all healthy."""
-    alerts = estate.spec.monitoring.alerts
-    hold = _minutes(int(render.HOLD.rstrip("m")) * 60)
-    # pending seconds grow by 60 a minute: over the threshold after delay/60 minutes
-    queue_at = _minutes(alerts.queue_delay_s) + hold + 5
-    deploy_at = _minutes(alerts.deployment_failed_s) + 5
-    nfs_at = 5 + hold + 5   # a full rate window, then the hold
-    assert max(queue_at, deploy_at, nfs_at) < STEPS, "lengthen STEPS"
-    healthy_k8s, healthy_nfs = _kubernetes(False), _storage(alerts, False)
+    """promtool test groups: all healthy; each failure alone; look-alikes that must stay
+    quiet; and the compound incidents, each paging once for its cause."""
+    export, server, server_addr = render.nfs_exports(estate)[0]
+    nfs = {"export": export, "mountaddr": server_addr}
+    up = _targets(server)
+    healthy = {"slurm": _slurm(1, down=0), "k8s": _kubernetes(), "nfs": _storage(estate),
+               "up": up, "mon": _monitoring()}
+
+    def given(**parts) -> list[dict]:
+        return [s for k, v in {**healthy, **parts}.items() for s in v]
     queue = _expected(rules, "SchedulerQueueDelay", "queue_delay", partition="gpu",
                       account="research", reason="Resources")
-    nfs = {"export": "10.63.0.5:/export/home", "mountaddr": "10.63.0.5"}
+    retransmits = _expected(rules, "SharedFilesystemDegraded", "retransmissions", node="gpu1",
+                            **nfs)
+    slow_login = _expected(rules, "SharedFilesystemDegraded", "latency", node="login1",
+                           **nfs)
+    # a dead server: each of its exports
+    server_down = [_expected(rules, "SharedFilesystemDown", "server_down", node=server,
+                             export=e, mountaddr=addr)
+                   for e, s, addr in render.nfs_exports(estate) if s == server]
+
+    def target_down(job, node, plane):
+        return _expected(rules, "ScrapeTargetDown", "target_down", job=job, node=node,
+                         plane=plane, instance=f"{node}:{JOB_PORTS[job]}")
     return [
-        {"name": "the queue waits on a healthy partition", "interval": "1m",
-         "input_series": _slurm(60, down=0) + healthy_k8s + healthy_nfs,
-         "alert_rule_test": _checks(f"{queue_at - hold - 3}m", {}) +
-                            _checks(f"{queue_at}m", {"SchedulerQueueDelay": [queue]}),
-         # GPUs per tenant, each HA exporter counted once; a finished pod holds none
-         "promql_expr_test": [
-             {"expr": "tenant:gpus_allocated:sum", "eval_time": "10m", "exp_samples": [
-                 {"labels": 'tenant:gpus_allocated:sum{plane="slurm",tenant="research"}',
-                  "value": 6},
-                 {"labels": 'tenant:gpus_allocated:sum{plane="kubernetes",'
-                            'tenant="inference"}', "value": 1}]}]},
-        {"name": "the queue waits on a drained node", "interval": "1m",
-         "input_series": _slurm(60, down=1) + healthy_k8s + healthy_nfs,
-         "alert_rule_test": _checks(f"{queue_at}m", {})},
-        {"name": "a deployment fails", "interval": "1m",
-         "input_series": _slurm(1, down=0) + _kubernetes(True) + healthy_nfs,
-         "alert_rule_test": _checks("5m", {}) + _checks(f"{deploy_at}m", {
-             "ContainerDeploymentFailed": [
-                 _expected(rules, "ContainerDeploymentFailed", "unavailable_replicas",
-                           namespace="inference", deployment="llm"),
-                 _expected(rules, "ContainerDeploymentFailed", "container_waiting",
-                           namespace="inference", pod="llm-0", container="server",
-                           reason="ImagePullBackOff")]})},
-        {"name": "the shared filesystem degrades", "interval": "1m",
-         "input_series": _slurm(1, down=0) + healthy_k8s + _storage(alerts, True),
-         "alert_rule_test": _checks(f"{nfs_at}m", {"SharedFilesystemDegraded": [
-             _expected(rules, "SharedFilesystemDegraded", "retransmissions", node="gpu1",
-                       **nfs),
-             _expected(rules, "SharedFilesystemDegraded", "latency", node="login1",
-                       **nfs)]})},
-        {"name": "everything is healthy", "interval": "1m",
-         "input_series": _slurm(1, down=0) + healthy_k8s + healthy_nfs,
-         "alert_rule_test": _checks(f"{STEPS - 1}m", {})},
+        _scenario(rules, "everything is healthy", given(), {}, promql_expr_test=[
+            # GPUs per tenant, each HA exporter counted once; a finished pod holds none
+            {"expr": "tenant:gpus_allocated:sum", "eval_time": "10m", "exp_samples": [
+                {"labels": 'tenant:gpus_allocated:sum{plane="slurm",tenant="research"}',
+                 "value": 6},
+                {"labels": 'tenant:gpus_allocated:sum{plane="kubernetes",'
+                           'tenant="inference"}', "value": 1}]}]),
+        _scenario(rules, "the queue waits on a healthy partition",
+                  given(slurm=_slurm(60, down=0)), {"SchedulerQueueDelay": [queue]}),
+        _scenario(rules, "the queue waits on a drained node",
+                  given(slurm=_slurm(60, down=1)), {}),
+        _scenario(rules, "a deployment fails", given(k8s=_kubernetes(failing=True)), {
+            "ContainerDeploymentFailed": [
+                _expected(rules, "ContainerDeploymentFailed", "unavailable_replicas",
+                          namespace="inference", deployment="llm"),
+                _expected(rules, "ContainerDeploymentFailed", "container_waiting",
+                          namespace="inference", pod="llm-0", container="server",
+                          reason="ImagePullBackOff")]}),
+        _scenario(rules, "the shared filesystem degrades",
+                  given(nfs=_storage(estate, degraded=("gpu1",), slow=("login1",))),
+                  {"SharedFilesystemDegraded": [retransmits, slow_login]}),
+        # compound: a partition's node retransmits while research's job waits: the
+        # filesystem explains the wait, the scheduler is not blamed
+        _scenario(rules, "NFS degraded under the partition while jobs wait",
+                  given(slurm=_slurm(60, down=0), nfs=_storage(estate, degraded=("gpu1",))),
+                  {"SharedFilesystemDegraded": [retransmits]}),
+        # its look-alike: the slow mount is on a node of no partition, so both are causes
+        _scenario(rules, "NFS degraded outside the partition while jobs wait",
+                  given(slurm=_slurm(60, down=0), nfs=_storage(estate, slow=("login1",))),
+                  {"SharedFilesystemDegraded": [slow_login],
+                   "SchedulerQueueDelay": [queue]}),
+        # compound: the server is dead and the jobs wait. Its node exporter's target is
+        # down too, in Prometheus; Alertmanager inhibits that one (server_down names it)
+        _scenario(rules, "the NFS server is dead while jobs wait",
+                  given(slurm=_slurm(60, down=0), nfs=_storage(estate, dead=True),
+                        up=_targets(server, down=(("node", server),))),
+                  {"SharedFilesystemDown": server_down,
+                   "ScrapeTargetDown": [target_down("node", server, "shared")]}),
+        _scenario(rules, "nfsd stops on a server that is up",
+                  given(nfs=_storage(estate, threads=0)),
+                  {"SharedFilesystemDown": server_down}),
+        _scenario(rules, "a mount sends and gets no answer",
+                  given(nfs=_storage(estate, stalled=("gpu1",))),
+                  {"SharedFilesystemDown": [_expected(
+                      rules, "SharedFilesystemDown", "rpcs_stalled", node="gpu1",
+                      **nfs)]}),
+        # compound: the Slurm exporters are down, so no Slurm series at all
+        _scenario(rules, "the Slurm exporter is down",
+                  given(slurm=[], up=_targets(server, down=tuple(
+                      ("slurm", n) for n in EXPORTERS))),
+                  {"ScrapeTargetDown": [target_down("slurm", n, "slurm")
+                                        for n in EXPORTERS]}),
+        _scenario(rules, "the Slurm exporter cannot read Slurm",
+                  given(slurm=_slurm(60, down=0, read=False)),
+                  {"SlurmExporterFailing": [_expected(
+                      rules, "SlurmExporterFailing", "slurm_unreadable", node=n)
+                      for n in EXPORTERS]}),
+        # compound: the inference Deployment waits for GPU quota: a capacity wait, not a
+        # failed deployment; web-0 waits too, for resources that are no GPUs
+        _scenario(rules, "a deployment waits for GPU capacity",
+                  given(k8s=_kubernetes(waiting=True)), {"KubernetesCapacityWait": [
+                      _expected(rules, "KubernetesCapacityWait", "gpus",
+                                namespace="inference", pod="llm-0"),
+                      _expected(rules, "KubernetesCapacityWait", "resources",
+                                namespace="inference", pod="web-0")]}),
+        _scenario(rules, "rules fail to evaluate", given(mon=_monitoring(rule_failures=True)),
+                  {"RuleEvaluationFailing": [_expected(
+                      rules, "RuleEvaluationFailing", "rule_failures",
+                      rule_group="estate-slurm")]}),
+        _scenario(rules, "Alertmanager fails to notify",
+                  given(mon=_monitoring(notify_failures=True)),
+                  {"AlertmanagerNotificationsFailing": [_expected(
+                      rules, "AlertmanagerNotificationsFailing", "notify_failures",
+                      integration="webhook")]}),
     ]
 
 
@@ -286,23 +421,67 @@ def test_each_alert_fires_for_its_own_cause_and_no_other(built, promtool, tmp_pa
     assert "SUCCESS" in proc.stdout
 
 
-@pytest.mark.parametrize("case", range(5))
+def test_every_alert_and_cause_fires_in_a_scenario_of_its_own(lab):
+    """The scenarios cover every rule: each (alert, cause) fires in at least one, and each
+    alert is checked (firing or silent) at every time of every scenario."""
+    rules = _doc(lab.artifacts, render.RULES)
+    fired, checked = set(), set()
+    for group in scenarios(lab.estate, rules):
+        for check in group["alert_rule_test"]:
+            checked.add(check["alertname"])
+            fired |= {(check["alertname"], a["exp_labels"]["cause"])
+                      for a in check["exp_alerts"]}
+    want = {(name, cause) for name, kind in mon.ALERTS.items() for cause in kind.causes}
+    assert fired == want and checked == set(mon.ALERTS)
+
+
+CASES = 15   # the scenarios, for the parametrisation below
+
+
+def test_every_scenario_is_tried_wrong(lab):
+    assert len(scenarios(lab.estate, _doc(lab.artifacts, render.RULES))) == CASES
+
+
+@pytest.mark.parametrize("case", range(CASES))
 def test_a_wrong_expectation_fails(lab, promtool, tmp_path, case):
     """The proof can fail: where a scenario's alert fires, expecting silence fails; where
-    nothing fires (the look-alike, all healthy), expecting the queue alert fails."""
+    nothing but the Watchdog fires (the look-alikes, all healthy), expecting the queue
+    alert fails."""
     rules = _doc(lab.artifacts, render.RULES)
     group = scenarios(lab.estate, rules)[case]
-    firing = [c for c in group["alert_rule_test"] if c["exp_alerts"]]
+    firing = [c for c in group["alert_rule_test"]
+              if c["exp_alerts"] and c["alertname"] != mon.WATCHDOG]
     for check in firing:
         check["exp_alerts"] = []
     if not firing:
-        group["alert_rule_test"][0]["exp_alerts"] = [_expected(
-            rules, "SchedulerQueueDelay", "queue_delay", partition="gpu",
-            account="research", reason="Resources")]
+        late = next(c for c in group["alert_rule_test"]
+                    if c["alertname"] == "SchedulerQueueDelay" and c["eval_time"] == LATE)
+        late["exp_alerts"] = [_expected(rules, "SchedulerQueueDelay", "queue_delay",
+                                        partition="gpu", account="research",
+                                        reason="Resources")]
     proc = _test_rules(promtool, lab.artifacts, tmp_path, [group])
     assert proc.returncode != 0, proc.stdout
     wrong = firing[0]["alertname"] if firing else "SchedulerQueueDelay"
     assert f"alertname: {wrong}" in proc.stdout + proc.stderr
+
+
+def test_without_the_join_the_compound_incident_pages_twice(lab, promtool, tmp_path):
+    """The proof can fail: without the queue rule's `unless` on the partition's
+    filesystem, NFS degraded under the partition while jobs wait fires the queue delay
+    too, and the scenario that says it pages once fails."""
+    rules = _doc(lab.artifacts, render.RULES)
+    group = next(g for g in scenarios(lab.estate, rules)
+                 if g["name"] == "NFS degraded under the partition while jobs wait")
+    rule = _rule(rules, "SchedulerQueueDelay", "queue_delay")
+    rule["expr"] = rule["expr"].split(" unless on (partition) partition:")[0]
+    where = _tree(lab.artifacts, tmp_path)
+    (where / render.RULES_REF).write_text(yaml.safe_dump(rules))
+    doc = {"rule_files": [Path(render.RULES).name], "evaluation_interval": "1m",
+           "tests": [group]}
+    (where / "rules" / "estate.test.yml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    proc = _run(promtool, "test", "rules", "estate.test.yml", cwd=where / "rules")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "alertname: SchedulerQueueDelay" in out, out
 
 
 # --- promtool: GPU utilization attributed to Slurm jobs and accounts ----------------------
@@ -386,15 +565,23 @@ def test_rules_read_only_the_slurm_exporters_declared_metrics(lab):
     grouped = {label.strip() for e in exprs if re.search(r"\bslurm_", e)
                for labels in re.findall(r"\b(?:by|on|group_left) \(([^)]*)\)", e)
                for label in labels.split(",") if label.strip()}
-    assert grouped and grouped <= own | {"tenant"}, grouped - own
+    # node: the scrape's own label, on every series (the exporter's host)
+    assert grouped and grouped <= own | {"tenant", "node"}, grouped - own
 
 
 def test_every_rule_names_its_plane_and_tenant(lab):
     for group in _doc(lab.artifacts, render.RULES)["groups"]:
         for rule in group["rules"]:
             if "alert" in rule:
-                assert rule["labels"]["plane"] == mon.ALERTS[rule["alert"]]
-                assert rule["labels"]["tenant"].startswith("{{ $labels.")
+                kind = mon.ALERTS[rule["alert"]]
+                # ScrapeTargetDown keeps its target's plane label (the series')
+                assert rule["labels"].get("plane") == kind.plane
+                assert rule["labels"]["tenant"] == mon.tenant_template(rule["alert"])
+                assert rule["labels"]["cause"] in kind.causes
+                assert rule["annotations"]["summary"] and rule["annotations"]["look_first"]
+    # a target's plane is one the routes may name
+    planes = {labels["plane"] for *_, labels in _scrape_targets(lab.artifacts)}
+    assert planes <= set(mon.ALERT_PLANES)
 
 
 # --- scrape targets and the flow matrix --------------------------------------------------
@@ -415,7 +602,8 @@ def test_every_scrape_target_is_a_flow_only_the_monitoring_host_reaches(built):
     for job, addr, port, labels in found:
         node = by_addr[addr]
         assert labels.get("node", node) == node
-        assert labels["plane"] == (est.group_of(node).plane or "shared")
+        plane = next(j.plane for j in mon.JOBS if j.name == job)
+        assert labels["plane"] == (plane or est.group_of(node).plane or "shared")
         via = m.allows(host, node, "tcp", int(port), seg)
         assert via is not None, f"{job}: {host} may not reach {node}:{port}"
         # besides job traffic: a job's tasks reach any unprivileged port of the other
@@ -444,7 +632,8 @@ def test_the_firewalls_admit_the_monitoring_host_to_the_exporters(lab):
     ctl = lab.artifacts["network/nftables/group-000.nft"].content.decode()
     assert 'ip saddr { 10.60.0.11 } tcp dport 9341 counter accept comment "slurm-exporter"' \
         in ctl
-    assert 'ip saddr { 10.60.0.1, 10.62.0.1 } tcp dport 9090 counter accept comment ' \
+    # the admin hosts, and Prometheus itself (it scrapes its own metrics)
+    assert 'ip saddr { 10.60.0.1, 10.60.0.11, 10.62.0.1 } tcp dport 9090 counter accept comment ' \
         '"prometheus"' in ctl
 
 
@@ -465,7 +654,7 @@ def test_with_a_monitoring_section_the_host_and_the_outside_scrapers_scrape():
     for name in ("node-exporter", "dcgm-exporter", "slurm-exporter", "kube-state-metrics"):
         assert flows[name].sources == {"ctl2"} and flows[name].cidrs == ("10.10.0.5/32",)
     assert flows["slurm-exporter"].to == {"ctl1", "ctl2"}
-    assert flows["prometheus"].to == {"ctl2"} and not flows["prometheus"].sources
+    assert flows["prometheus"].to == {"ctl2"} and flows["prometheus"].sources == {"ctl2"}
 
 
 # --- the daemons' settings and who installs them ---------------------------------------
@@ -577,7 +766,10 @@ def test_without_receivers_alertmanager_keeps_the_alerts_to_itself(amtool, tmp_p
     est = Estate(load_text(yaml.safe_dump(data), "t.yaml").spec)
     config = render.alertmanager_config(est)
     assert config["receivers"] == [{"name": mon.NULL_RECEIVER}]
-    assert "routes" not in config["route"] and "global" not in config
+    # the Watchdog's route only, to no receiver; nothing else routed
+    assert config["route"]["routes"] == [{"matchers": ['alertname="Watchdog"'],
+                                          "receiver": mon.NULL_RECEIVER}]
+    assert "global" not in config
     path = tmp_path / "alertmanager.yml"
     path.write_text(yaml.safe_dump(config))
     proc = subprocess.run([amtool, "check-config", str(path)], capture_output=True, text=True,
@@ -591,7 +783,11 @@ def test_the_spec_types_the_intervals_and_the_mail_relay(lab):
     config = _doc(lab.artifacts, render.ALERTMANAGER_CONFIG)
     assert config["route"]["group_wait"] == "10s"       # the lab's group_wait_s
     assert (config["route"]["group_interval"], config["route"]["repeat_interval"]) == \
-        ("5m", "4h")                                       # the defaults
+        ("30s", "4h")                            # the lab's group_interval_s, the default
+    # the Watchdog on its own rhythm, to the receiver the spec names, before any plane
+    assert config["route"]["routes"][0] == {
+        "matchers": ['alertname="Watchdog"'], "receiver": "watchdog", "group_wait": "0s",
+        "group_interval": "1m", "repeat_interval": "1m"}
     assert config["route"]["group_by"] == list(mon.GROUP_BY)
     prod = build(ROOT / "stacks" / "example-prod.yaml")
     config = _doc(prod.artifacts, render.ALERTMANAGER_CONFIG)

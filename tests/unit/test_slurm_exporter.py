@@ -68,3 +68,43 @@ def test_nodes_count_every_state_and_strip_sinfo_marks():
     got = exporter.nodes(text, ["idle", "down", "mixed"])
     assert got["slurm_nodes"] == {("idle", "gpu"): 1, ("down", "gpu"): 1, ("mixed", "gpu"): 0}
     assert got["slurm_gpus_total"] == {("gpu",): 5}
+    # each node in each partition it is in: the storage alert's join to the queues
+    assert got["slurm_node_partition"] == {("gpu1", "gpu"): 1, ("gpu2", "gpu"): 1}
+
+
+def _clients(fail: str | None):
+    import subprocess
+
+    def run(argv):
+        if argv[0] == fail:
+            raise subprocess.CalledProcessError(1, argv, "", "slurm_load_jobs error: Unable "
+                                                "to contact slurm controller")
+        return {"squeue": '{"jobs": []}', "sinfo": "gpu1|gpu*|idle|(null)\n",
+                "sdiag": ""}[argv[0]]
+    return run
+
+
+@pytest.mark.parametrize("fail", ["squeue", "sinfo", "sdiag"])
+def test_a_slurm_it_cannot_read_is_slurm_up_0_and_no_stale_series(fail, capsys):
+    """The exporter keeps answering (its target stays up) and says it cannot read Slurm:
+    SlurmExporterFailing, not ScrapeTargetDown, and no queue it did not see."""
+    got = exporter.collect(_clients(fail), ["idle"], now=0)
+    assert got == {"slurm_up": {(): 0}}
+    assert "cannot read Slurm" in capsys.readouterr().err
+
+
+def test_a_slurm_it_reads_is_slurm_up_1():
+    got = exporter.collect(_clients(None), ["idle"], now=0)
+    assert got["slurm_up"] == {(): 1} and got["slurm_nodes"] == {("idle", "gpu"): 1}
+
+
+def test_the_collector_serves_slurm_up_0_when_slurm_fails(lab):
+    """Through prometheus_client, as Prometheus scrapes it: one sample, slurm_up 0."""
+    prometheus_client = pytest.importorskip("prometheus_client")
+    config = json.loads(lab.artifacts[f"{SLURM_EXPORTER_CONFIG}ctl1.json"].content)
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(exporter.SlurmCollector(config, run=_clients("squeue")))
+    text = prometheus_client.generate_latest(registry).decode()
+    assert "\nslurm_up 0.0\n" in text
+    assert not [line for line in text.splitlines()
+                if line and not line.startswith(("#", "slurm_up "))]

@@ -9,19 +9,24 @@ the node (the lab's GPU workers have no NVIDIA driver for the DCGM exporter), ar
 with the reason, not failed."""
 from __future__ import annotations
 
+import contextlib
 import importlib
+import ipaddress
 import json
 import shlex
+import threading
 import time
 from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import urllib.parse
 import urllib.request
 
 import pytest
 
-from estate.model.monitoring import alertmanager_address
+from estate.model.flows import admin_cidrs
+from estate.model.monitoring import WATCHDOG, alertmanager_address, receiver_for
 from estate.model.services import PORTS
-from estate.render.monitoring import route_cases, rules
+from estate.render.monitoring import nfs_exports, route_cases, rules
 from estate.verify.plugin import UNSUPPORTED, on_nodes
 
 ROLE = "cluster"
@@ -206,9 +211,51 @@ def test_the_rendered_rules_run_on_the_live_series_and_no_alert_fires(node, ctx)
     unhealthy = [f"{g['name']}/{_rule_name(r)}: {r.get('health')} {r.get('lastError', '')}"
                  for g in groups for r in g["rules"] if r.get("health") != "ok"]
     assert not unhealthy, f"rules that do not evaluate: {unhealthy}"
-    firing = [f"{_rule_name(r)} {a['labels']}" for g in groups for r in g["rules"]
-              for a in r.get("alerts", []) if a.get("state") == "firing"]
+    alerts = [a for g in groups for r in g["rules"] for a in r.get("alerts", [])
+              if a.get("state") == "firing"]
+    assert any(a["labels"]["alertname"] == WATCHDOG for a in alerts), \
+        "the Watchdog does not fire: nothing outside would notice a silent Prometheus"
+    why = _expected_here(ctx)
+    firing = [f"{a['labels']['alertname']} {a['labels']}" for a in alerts
+              if why(a["labels"]) is None]
     assert not firing, f"alerts firing on a healthy estate: {firing}"
+
+
+def _lab_receivers(ctx) -> bool:
+    """Every webhook of the spec's receivers is on an admin host (the lab host), where
+    nothing listens but `estate verify`'s drills."""
+    admin = [ipaddress.ip_network(c) for c in admin_cidrs(ctx.estate)]
+    urls = [u for r in ctx.estate.spec.monitoring.alertmanager.receivers for u in r.webhooks]
+    hosts = [urllib.parse.urlsplit(str(u)).hostname for u in urls]
+    try:
+        return bool(hosts) and all(any(ipaddress.ip_address(h) in n for n in admin)
+                                   for h in hosts)
+    except ValueError:   # a name, not an address: not the lab host's
+        return False
+
+
+def _expected_here(ctx):
+    """labels -> why this alert fires on a healthy estate checked from here, or None: the
+    Watchdog always; a target down whose node is not checked or whose exporter cannot run
+    there (named by the target checks above); webhook notifications failing where the
+    receivers are the lab host's and nothing listens there between drills."""
+    excused, lab = _excused(ctx), _lab_receivers(ctx)
+
+    def why(labels: dict) -> str | None:
+        name = labels.get("alertname")
+        if name == WATCHDOG:
+            return "always"
+        if name == "ScrapeTargetDown":
+            node = labels.get("node")
+            if (labels.get("job"), node) in excused:
+                return "its exporter cannot run there"
+            if node not in ctx.nodes:   # kube-state-metrics' target names no node
+                return "its node is not among those checked"
+        if name == "AlertmanagerNotificationsFailing" and lab and \
+                labels.get("integration") == "webhook":
+            return "the lab host's receivers listen only during the drills"
+        return None
+    return why
 
 
 def _alertmanager(ctx) -> str:
@@ -261,3 +308,216 @@ def test_alertmanager_routes_each_alert_to_the_specs_receiver(node, ctx):
              f" -> {got!r}, the spec says {want!r}"
              for (labels, want), got in zip(cases, answers) if got != want]
     assert len(answers) == len(cases) and not wrong, wrong or out.stdout
+
+
+# --- drills: a part stops, its alert fires, reaches its receiver, and resolves -------------
+#
+# The lab's receivers are webhooks on the lab host's admin address (stacks/lab.yaml), where
+# nothing listens but these drills: a small HTTP server in this process, bound there for the
+# drill only. Its holds are short (monitoring.alerts.hold_s, queue_delay_s), so each drill
+# takes a minute or three.
+
+class _Pages(BaseHTTPRequestHandler):
+    got: list[tuple[str, dict]]
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0)) or 2))
+        self.got.append((self.path, body))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def _webhook(ctx, receiver: str) -> tuple[str, int] | None:
+    """(address, port) of the receiver's first webhook, where it is this host's to bind."""
+    found = next((r for r in ctx.estate.spec.monitoring.alertmanager.receivers
+                  if r.name == receiver), None)
+    if found is None or not found.webhooks:
+        return None
+    url = urllib.parse.urlsplit(str(found.webhooks[0]))
+    return url.hostname, url.port or 80
+
+
+@contextlib.contextmanager
+def _listening(where: tuple[str, int]):
+    """The pages the lab host's receivers get while the block runs."""
+    handler = type("Pages", (_Pages,), {"got": []})
+    try:
+        server = ThreadingHTTPServer(where, handler)
+    except OSError as exc:
+        pytest.skip(f"cannot listen at {where[0]}:{where[1]} here ({exc}): the drill needs "
+                    "the lab host, where the receivers' webhooks point")
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield handler.got
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _firing(ctx, name: str, **labels: str) -> list[dict]:
+    """Prometheus's firing alerts of this name whose labels include these."""
+    return [a for a in _api(_prometheus(ctx), "alerts")["alerts"]
+            if a["labels"].get("alertname") == name and a["state"] == "firing"
+            and all(a["labels"].get(k) == v for k, v in labels.items())]
+
+
+def _paged(got: list, status: str, name: str, **labels: str) -> list[dict]:
+    return [a for _, body in list(got) for a in body.get("alerts", [])
+            if a["status"] == status and a["labels"].get("alertname") == name
+            and all(a["labels"].get(k) == v for k, v in labels.items())]
+
+
+def _drill_receiver(ctx, plane: str, tenant: str):
+    receiver = receiver_for(ctx.estate, plane, tenant)
+    where = _webhook(ctx, receiver)
+    if where is None:
+        pytest.skip(f"the {plane} plane's alerts of {tenant} go to receiver '{receiver}', "
+                    "which has no webhook: nothing to listen at")
+    return receiver, where
+
+
+def _slurm_exporter_node(ctx) -> list[str]:
+    mon = ctx.estate.spec.monitoring
+    if mon is None or mon.host not in ctx.nodes:
+        return []
+    return [n for n in ctx.with_deploy("slurm_exporter")][:1]
+
+
+@on_nodes(_slurm_exporter_node)
+def test_drill_the_slurm_exporter_stops_pages_and_resolves(node, ctx):
+    """Stop the Slurm exporter on a controller: ScrapeTargetDown (job slurm, its node)
+    fires in Prometheus within the hold, reaches the Slurm plane's receiver through
+    Alertmanager, and, once the exporter is started again, resolves in both (the receiver
+    hears the resolution where it asks for it). The Watchdog reaches its own receiver
+    meanwhile."""
+    mon = ctx.estate.spec.monitoring
+    am = mon.alertmanager
+    receiver, where = _drill_receiver(ctx, "slurm", "slurm")
+    want = {"job": "slurm", "node": node}
+    host = ctx.host(node)
+    budget = mon.alerts.hold_s + 3 * mon.scrape_interval_s + 30
+    with _listening(where) as got:
+        stop = host.run("systemctl stop estate-slurm-exporter")
+        assert stop.rc == 0, stop.stderr.strip()
+        try:
+            assert _poll(lambda: _firing(ctx, "ScrapeTargetDown", **want), budget), \
+                f"ScrapeTargetDown {want} never fired in Prometheus within {budget} s"
+            paged = _poll(lambda: _paged(got, "firing", "ScrapeTargetDown", **want),
+                          am.group_wait_s + 3 * mon.scrape_interval_s + 30)
+            assert paged, (f"receiver '{receiver}' at {where[0]}:{where[1]} never got "
+                           f"ScrapeTargetDown {want}: {[p for p, _ in got]}")
+        finally:
+            start = host.run("systemctl start estate-slurm-exporter")
+        assert start.rc == 0, start.stderr.strip()
+        assert _poll(lambda: not _firing(ctx, "ScrapeTargetDown", **want), budget), \
+            f"ScrapeTargetDown {want} still fires after the exporter started again"
+        if next(r for r in am.receivers if r.name == receiver).send_resolved:
+            resolved = _poll(lambda: _paged(got, "resolved", "ScrapeTargetDown", **want),
+                             am.group_interval_s + 30)
+            assert resolved, f"receiver '{receiver}' never heard {want} resolve"
+        if am.watchdog and _webhook(ctx, am.watchdog.receiver) == where:
+            heard = _poll(lambda: _paged(got, "firing", WATCHDOG),
+                          am.watchdog.repeat_interval_s + 30)
+            assert heard, f"the Watchdog never reached receiver '{am.watchdog.receiver}'"
+
+
+def _submitter(ctx) -> list[str]:
+    mon = ctx.estate.spec.monitoring
+    ok = mon is not None and mon.host in ctx.nodes and ctx.submit_node()
+    return [ctx.submit_node()] if ok else []
+
+
+@on_nodes(_submitter)
+def test_drill_a_job_held_pending_fires_the_queue_delay(node, ctx):
+    """Fill the default partition with one exclusive job and submit another behind it: it
+    pends for Resources on healthy nodes, SchedulerQueueDelay fires for its account and
+    partition after queue_delay_s and the hold, and reaches the tenant's receiver."""
+    mon = ctx.estate.spec.monitoring
+    user = ctx.job_user()
+    account = next(a.name for a in ctx.estate.spec.slurm.accounts if user in a.users)
+    part = next((p.name for p in ctx.estate.spec.slurm.partitions if p.default),
+                ctx.estate.spec.slurm.partitions[0].name)
+    receiver, where = _drill_receiver(ctx, "slurm", account)
+    submit = ctx.host(node)
+    count = submit.run(shlex.join(["sinfo", "-h", "-p", part, "-o", "%D"])).stdout.split()
+    assert count, f"sinfo knows no partition {part}"
+    wait_s = mon.alerts.queue_delay_s + mon.alerts.hold_s + 3 * mon.scrape_interval_s + 60
+    minutes = wait_s // 60 + 5
+    jobs: list[str] = []
+    sbatch = ["runuser", "-u", user, "--", "sbatch", "--parsable", "-o", "/dev/null", "-A",
+              account, "-p", part, "-t", str(minutes)]
+    wrap = ["--wrap", f"sleep {minutes * 60}"]
+    want = {"account": account, "partition": part}
+    with _listening(where) as got:
+        try:
+            for argv in (("-N", count[0], "--exclusive"), ("-N", "1")):
+                out = submit.run(shlex.join([*sbatch, *argv, *wrap]))
+                assert out.rc == 0, f"sbatch failed: {out.stderr.strip()}"
+                jobs.append(out.stdout.strip().split(";")[0])
+            fired = _poll(lambda: _firing(ctx, "SchedulerQueueDelay", **want), wait_s)
+            reason = submit.run(shlex.join(["squeue", "-h", "-j", jobs[-1], "-o", "%r"])
+                                ).stdout.strip()
+            assert fired, (f"SchedulerQueueDelay {want} never fired within {wait_s} s (job "
+                           f"{jobs[-1]} pends for {reason or '?'}); what explains the "
+                           "partition: " + str(_api(_prometheus(ctx), "query", query=(
+                               f'slurm:nodes_unhealthy:sum{{partition="{part}"}} > 0 or '
+                               f'partition:shared_filesystem_unhealthy:count'
+                               f'{{partition="{part}"}}'))["result"]))
+            paged = _poll(lambda: _paged(got, "firing", "SchedulerQueueDelay", **want),
+                          mon.alertmanager.group_wait_s + 3 * mon.scrape_interval_s + 30)
+            assert paged, f"receiver '{receiver}' never got SchedulerQueueDelay {want}"
+        finally:
+            if jobs:
+                submit.run(shlex.join(["scancel", *jobs]))
+
+
+def _nfs_server(ctx) -> list[str]:
+    """A storage server among the nodes checked, where the monitoring host is checked too
+    (its first one: one drill is enough)."""
+    mon = ctx.estate.spec.monitoring
+    if mon is None or mon.host not in ctx.nodes:
+        return []
+    servers = dict.fromkeys(server for _, server, _ in nfs_exports(ctx.estate))
+    return [s for s in servers if s in ctx.nodes][:1]
+
+
+@on_nodes(_nfs_server)
+def test_drill_the_nfs_server_stops_and_the_storage_alert_pages(node, ctx):
+    """Stop nfs-server on a storage server (kernel NFS: VMs or hardware, never the
+    container lab): nfsd runs no thread, SharedFilesystemDown (server_down) fires for each
+    of its exports and reaches the storage plane's receiver; after the restart it
+    resolves."""
+    storage = importlib.import_module("roles.storage.tests.test_storage")
+    host = ctx.host(node)
+    why = storage.unsupported_here(host, ctx, node)
+    if why:
+        pytest.skip(f"{UNSUPPORTED}: {why}")
+    mon = ctx.estate.spec.monitoring
+    receiver, where = _drill_receiver(ctx, "storage", node)
+    exports = [e for e, server, _ in nfs_exports(ctx.estate) if server == node]
+    budget = mon.alerts.hold_s + 3 * mon.scrape_interval_s + 30
+
+    def down():
+        found = {a["labels"].get("export")
+                 for a in _firing(ctx, "SharedFilesystemDown", cause="server_down",
+                                  node=node)}
+        return found if found >= set(exports) else None
+    with _listening(where) as got:
+        stop = host.run("systemctl stop nfs-server")
+        assert stop.rc == 0, stop.stderr.strip()
+        try:
+            assert _poll(down, budget), (f"SharedFilesystemDown server_down for {exports} "
+                                         f"never fired within {budget} s")
+            paged = _poll(lambda: _paged(got, "firing", "SharedFilesystemDown",
+                                         cause="server_down", node=node),
+                          mon.alertmanager.group_wait_s + 3 * mon.scrape_interval_s + 30)
+            assert paged, f"receiver '{receiver}' never got SharedFilesystemDown for {node}"
+        finally:
+            start = host.run("systemctl start nfs-server")
+        assert start.rc == 0, start.stderr.strip()
+        assert _poll(lambda: not _firing(ctx, "SharedFilesystemDown", node=node), budget), \
+            f"SharedFilesystemDown for {node} still fires after nfs-server started again"
