@@ -92,6 +92,7 @@ INSTALLERS: list[tuple[str, str]] = [
     ("slurm/accounts.cfg", "slurm_controller"),
     (STATE_DROPIN, "slurm_controller"),
     ("slurm/*.conf", "slurm_configs"),
+    ("reframe/*", "slurm_login"),
     ("storage/*", "storage"),
     ("monitoring/node-exporter.env", "node_exporter"),
     ("monitoring/slurm-exporter*", "slurm_exporter"),

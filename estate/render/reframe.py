@@ -20,6 +20,7 @@ from pathlib import Path
 from markupsafe import Markup
 
 from estate.model import bridge, model
+from estate.model.reframe import CHECKS, SETTINGS
 from estate.model.slurm import node_lines, partition_lines
 from estate.render.artifacts import Artifact
 from estate.render.templates import RenderError, line_value, render_template
@@ -27,9 +28,6 @@ from estate.spec.hostlist import Hostlist
 from estate.spec.resolved import Estate
 
 PLANE = "slurm"
-DIR = "reframe/"                    # installed under /etc/estate/reframe/ (destinations)
-SETTINGS = DIR + "settings.py"
-CHECKS = DIR + "estate_checks.py"
 CHECKS_SOURCE = Path(__file__).resolve().parents[1] / "acceptance" / "estate_checks.py"
 LOGIN, BRIDGE = "login", "bridge"   # the ReFrame partitions that are not Slurm's
 MPI_ENV = "openmpi"                 # Open MPI's wrappers, srun --mpi=pmix (MpiDefault)
