@@ -97,7 +97,7 @@ class BatchStepsOnTwoNodes(LoginCheck):
 
     @sanity_function
     def validate(self):
-        rows = dict(sn.evaluate(sn.extractall(r"^\d+(\.\w+)?\|(\w+)\|", self.stdout,
+        rows = dict(sn.evaluate(sn.extractall(r"^\d+(\.\w+|)\|(\w+)\|", self.stdout,
                                               (1, 2))))
         return sn.all([sn.assert_true({"", ".batch", ".0", ".1"} <= set(rows),
                                       msg=f"sacct's job and steps: {rows}"),
