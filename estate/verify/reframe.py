@@ -8,7 +8,7 @@ check passed, failed or was skipped, and why.
 What each tag needs (the checks' module docstring says why):
 - quick: nothing shared; every tier runs it (`estate verify`, the Docker lab);
 - shared-fs: a stage directory on a filesystem the login node and the workers share:
-  `run(..., tags=("shared-fs",), stage=NFS_DIR)`, the VM tier;
+  `run_suite(..., tags=("shared-fs",), stage=NFS_DIR)`, the VM tier;
 - driver: root on a node for part of it: `requeue(ctx)` kills slurmd on the node of the
   requeue check's job, waits for ReFrame's verdict, then starts slurmd and resumes the node;
 - bridge: an admin host with a tenant's token: `bridge(...)` runs ReFrame here.
@@ -88,7 +88,7 @@ def _prefix(user: str) -> str:
     return f"/tmp/estate-reframe-{user}"
 
 
-def run(ctx, tags: tuple[str, ...] = ("quick",), broken: tuple[str, ...] = (),
+def run_suite(ctx, tags: tuple[str, ...] = ("quick",), broken: tuple[str, ...] = (),
         stage: str | None = None, timeout: int = 900,
         names: tuple[str, ...] = ()) -> list[Outcome]:
     """Run the checks with these tags on the submit node as the job user; their outcomes.
@@ -100,8 +100,8 @@ def run(ctx, tags: tuple[str, ...] = ("quick",), broken: tuple[str, ...] = (),
                   tags, prefix, report, broken, names=names)
     host = ctx.host(node)
     host.run(f"runuser -u {shlex.quote(user)} -- rm -f {shlex.quote(report)}")
-    host.run(f"cd /tmp && timeout {int(timeout)} runuser -u {shlex.quote(user)} -- "
-             f"sh -c {shlex.quote(cmd)}")
+    host.run(f"cd /tmp && timeout {shlex.quote(str(timeout))} runuser -u "
+             f"{shlex.quote(user)} -- sh -c {shlex.quote(cmd)}")
     return _read_report(host, report)
 
 
@@ -122,8 +122,9 @@ def requeue(ctx, timeout: int = 900) -> list[Outcome]:
     cmd = command(f"{_cluster(ctx)}:login", ("driver",), prefix, report)
     host = ctx.host(node)
     host.run(f"runuser -u {shlex.quote(user)} -- rm -f {shlex.quote(report)}")
-    host.run(f"cd /tmp && (timeout {int(timeout)} runuser -u {shlex.quote(user)} -- "
-             f"sh -c {shlex.quote(cmd)} >{prefix}.log 2>&1 &)")
+    log = shlex.quote(prefix + ".log")
+    host.run(f"cd /tmp && (timeout {shlex.quote(str(timeout))} runuser -u "
+             f"{shlex.quote(user)} -- sh -c {shlex.quote(cmd)} >{log} 2>&1 &)")
     victim = _job_node(host, user, REQUEUE_JOB)
     killed = ctx.host(victim)
     try:
@@ -167,6 +168,7 @@ def bridge(settings: Path, checks: Path, cluster: str, token: str, ca: Path,
         env = dict(os.environ, ESTATE_BRIDGE_TOKEN_FILE=str(token_file),
                    ESTATE_BRIDGE_CA=str(ca), **({BROKEN: ",".join(broken)} if broken else {}))
         here = str(Path(sys.executable).parent / "reframe")   # this venv's ReFrame
-        subprocess.run([here, *argv[1:]], env=env, cwd=tmp,
-                       capture_output=True, text=True, timeout=timeout)
+        # a local process (argv, no shell); its exit status is the report's to tell
+        subprocess.call([here, *argv[1:]], env=env, cwd=tmp, stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL, timeout=timeout)
         return outcomes(json.loads(report.read_text()))

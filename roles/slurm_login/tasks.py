@@ -35,4 +35,4 @@ def install_reframe() -> None:
     server.shell(name=f"Install ReFrame {reframe.VERSION} into {reframe.HOME}", commands=[
         f"python3 -m venv --clear {quote(reframe.HOME)}",
         f"{quote(reframe.HOME)}/bin/pip install -q --disable-pip-version-check "
-        f"reframe-hpc=={reframe.VERSION}"])
+        f"{quote('reframe-hpc==' + reframe.VERSION)}"])

@@ -15,7 +15,7 @@ ROLE = "cluster"
 def test_reframe_quick_suite_passes(node, ctx):
     if "reframe/settings.py" not in ctx.nodes[node].consumes:
         pytest.skip(f"{node} has no ReFrame configuration")
-    found = reframe.run(ctx, ("quick",))
+    found = reframe.run_suite(ctx, ("quick",))
     print(reframe.summary(found, left=tuple(reframe.LEFT_TO)))
     assert found, "ReFrame ran no check"
     failed = [o for o in found if o.result not in ("pass", "skip")]
@@ -28,6 +28,6 @@ def test_a_check_broken_on_purpose_fails_the_suite(node, ctx):
     failed by ReFrame (and nothing else is judged)."""
     if "reframe/settings.py" not in ctx.nodes[node].consumes:
         pytest.skip(f"{node} has no ReFrame configuration")
-    found = reframe.run(ctx, ("quick",), broken=("JobArray",), names=("JobArray",))
+    found = reframe.run_suite(ctx, ("quick",), broken=("JobArray",), names=("JobArray",))
     assert [(o.check, o.result) for o in found] == [("JobArray", "fail")], \
         reframe.summary(found)
