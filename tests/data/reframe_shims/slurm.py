@@ -42,8 +42,15 @@ elif name == "srun":
     if args[-1] == "hostname":
         print("gpu1\ngpu2")
     else:   # one step of OneGpuPerStep: its own GPU of the node, seen as index 0
-        step = str(len(os.listdir(os.environ["SHIM_STEPS"])))
-        open(os.path.join(os.environ["SHIM_STEPS"], step), "w").close()
+        step = 0
+        while True:   # the two steps start together: each claims its number atomically
+            try:
+                os.close(os.open(os.path.join(os.environ["SHIM_STEPS"], str(step)),
+                                 os.O_CREAT | os.O_EXCL))
+                break
+            except FileExistsError:
+                step += 1
+        step = str(step)
         env = dict(os.environ, SLURM_STEP_ID=step, CUDA_VISIBLE_DEVICES="0",
                    SLURM_STEP_GPUS=step)
         first = args.index("sh")
