@@ -80,6 +80,20 @@ def command(system: str, tags: tuple[str, ...], prefix: str, report: str,
     return env + shlex.join(argv)
 
 
+def shared_stage(estate, node: str, user: str) -> str | None:
+    """A stage directory for the shared-fs checks: the user's folder under the first NFS
+    mount that the node and every Slurm worker have (the VM tier makes it, owned by the
+    user, on the server: root is squashed on the clients); None if there is none."""
+    from estate.spec.hostlist import Hostlist
+    workers = set(estate.role_hosts("slurm_worker"))
+    storage = estate.spec.storage
+    for m in (storage.mounts if storage else ()):
+        clients = set(Hostlist.parse(m.clients))
+        if node in clients and workers <= clients:
+            return f"{m.path.rstrip('/')}/{user}/reframe"
+    return None
+
+
 def _cluster(ctx) -> str:
     return ctx.estate.spec.slurm.cluster_name.replace(".", "_")
 
