@@ -147,4 +147,4 @@ def test_a_check_broken_on_purpose_fails_the_suite(lab_rendered, tmp_path):
 def test_the_shared_stage_is_on_a_mount_every_worker_has():
     estate = build(ROOT / "stacks" / "lab.yaml").estate
     assert runner.shared_stage(estate, "login1", "alice") == "/home/shared/alice/reframe"
-    assert runner.shared_stage(estate, "k8s2", "alice") is None   # not a client of home
+    assert runner.shared_stage(estate, "ctl1", "alice") is None   # mounts nothing
