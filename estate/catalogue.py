@@ -99,8 +99,10 @@ ROLES: dict[str, Role] = {r.name: r for r in (
     Role("slurmrestd", "slurm", ("slurmrestd", "stunnel4", *SLURM_PLUGINS),
          ("slurmrestd", "stunnel@slurmrestd"), loads=("slurm.conf", "slurmrestd"), spec_role=True,
          stage="slurm-nodes"),
+    # reframe: python3-venv, for ReFrame's own venv (reframe-hpc from PyPI: Debian has none)
     Role("slurm_login", "slurm", ("slurm-client", *SLURM_PLUGINS), loads=("slurm.conf",),
-         extras={"pmix": PMIX}, spec_role=True, stage="slurm-nodes"),
+         extras={"pmix": PMIX, "reframe": ("python3-venv",)}, spec_role=True,
+         stage="slurm-nodes"),
     # slurm-client: job scripts call srun, scontrol, sbatch and sacct on the node they run
     # on. pmix: Open MPI, and the PMIx library Debian's mpi_pmix plugin loads at run time
     Role("slurm_worker", "slurm", ("slurmd", "slurm-client", *SLURM_PLUGINS), ("slurmd",),

@@ -94,6 +94,7 @@ INSTALLERS: list[tuple[str, str]] = [
     (STATE_DROPIN, "slurm_controller"),
     (OPENMPI + "*", "slurm_configs"),     # workers and login nodes (estate.render.jobs)
     ("slurm/*.conf", "slurm_configs"),
+    ("reframe/*", "slurm_login"),
     ("storage/*", "storage"),
     ("monitoring/node-exporter.env", "node_exporter"),
     ("monitoring/slurm-exporter*", "slurm_exporter"),

@@ -24,6 +24,7 @@ BUILDERS = [
     ("estate.render.storage", "render_storage"),
     ("estate.render.monitoring", "render_monitoring"),
     ("estate.render.dcgm_exporter", "render_dcgm_exporter"),
+    ("estate.render.reframe", "render_reframe"),
 ]
 
 __all__ = ["Artifact", "Artifacts", "assemble", "render_all", "render_each", "write_tree"]

@@ -1,16 +1,41 @@
-"""Login node: Slurm clients and the rendered slurm.conf/gres.conf (no daemon)."""
+"""Login node: Slurm clients and the rendered slurm.conf/gres.conf (no daemon); ReFrame with
+Estate's site configuration and checks, the acceptance suite users run from here."""
 from __future__ import annotations
 
-from pyinfra.api import deploy
+from shlex import quote
 
+from pyinfra import host
+from pyinfra.api import deploy
+from pyinfra.operations import server
+
+from estate.model import reframe
 from estate.model.services import OPENMPI
 from roles._lib import consumed, install, install_packages, runtime, slurm_configs
+from roles._lib.facts import Probe
 
 
 @deploy("slurm_login")
 def slurm_login() -> None:
-    # the workers' extras (Open MPI): salloc, then mpirun here, launches on the workers
-    install_packages("slurm_login", extras=tuple(runtime("slurm_worker_extras", ())))
+    # the workers' extras (Open MPI): salloc, then mpirun here, launches on the workers;
+    # reframe: python3-venv, for ReFrame's own venv
+    install_packages("slurm_login",
+                     extras=(*runtime("slurm_worker_extras", ()), "reframe"))
     slurm_configs()
     for path in consumed(f"{OPENMPI}*"):
         install(path)   # mpirun under salloc runs here (docs/jobs.md, "Login nodes")
+    for path in consumed("reframe/*"):
+        install(path)
+    install_reframe()
+
+
+def install_reframe() -> None:
+    """reframe-hpc, pinned, from PyPI into its venv (Debian has no ReFrame); nothing when
+    the venv already runs that version."""
+    have = host.get_fact(Probe, f"{quote(reframe.REFRAME)} --version 2>/dev/null")
+    if have == reframe.VERSION:
+        host.noop(f"ReFrame {reframe.VERSION} in {reframe.HOME}")
+        return
+    server.shell(name=f"Install ReFrame {reframe.VERSION} into {reframe.HOME}", commands=[
+        f"python3 -m venv --clear {quote(reframe.HOME)}",
+        f"{quote(reframe.HOME)}/bin/pip install -q --disable-pip-version-check "
+        f"{quote('reframe-hpc==' + reframe.VERSION)}"])
