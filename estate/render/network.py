@@ -57,7 +57,9 @@ def nftables(estate: Estate, gi: int) -> bytes:
     m = matrix(estate)
     into = m.into(hosts)
     untracked = _untracked(estate, into)
-    rules = "".join(_rule(estate, m, f, hosts) + _replies(m, f, untracked) for f in into)
+    # the fabric's job traffic first: its packets (most of a job node's) pay one rule
+    first = "".join(_rule(estate, m, f, hosts) + _replies(m, f, untracked) for f in untracked)
+    rules = "".join(_rule(estate, m, f, hosts) for f in into if f not in untracked)
     egress = ", ".join(f"{name} ({proto} {port})" for name, proto, port, _ in EGRESS)
     return (
         "#!/usr/sbin/nft -f\n"
@@ -68,6 +70,7 @@ def nftables(estate: Estate, gi: int) -> bytes:
         "table inet estate\ndelete table inet estate\n"
         "table inet estate {\n\tchain input {\n"
         "\t\ttype filter hook input priority 0; policy drop;\n"
+        f"{first}"
         "\t\tct state established,related accept\n\t\tct state invalid drop\n"
         "\t\tiif lo accept\n"
         "\t\t# ICMP errors, path MTU discovery's \"fragmentation needed\" among them\n"
@@ -122,25 +125,19 @@ def _replies(m, flow, untracked) -> str:
 
 
 def _raw(m, untracked) -> str:
-    """Before connection tracking (priority raw), both ways: job traffic between job nodes'
+    """Before connection tracking (priority raw), both ways: traffic between job nodes'
     fabric addresses is not tracked, so an all-to-all across thousands of nodes cannot fill
     nf_conntrack_max and no packet pays a lookup; the input chain accepts it by address
-    and port alone. ICMP between them goes untracked too, so that an error about an
-    untracked connection is not `invalid`. These chains drop nothing (no policy: accept);
-    they only mark."""
+    and port alone (ICMP errors by type, as from anywhere). These chains drop nothing (no
+    policy: accept); they only mark."""
     if not untracked:
         return ""
-    rules, peers = [], []
-    for f in untracked:
-        srcs = ", ".join(range_text(a, b) for a, b in m.source_ranges(f))
-        pair = f"ip saddr {{ {srcs} }} ip daddr {{ {srcs} }}"
-        # to a job port, and its replies (from one)
-        rules += [f"{pair} {f.proto} {d}port {f.port_text} notrack comment \"{f.name}\""
-                  for d in ("d", "s")]
-        if pair not in peers:
-            peers.append(pair)
-    rules += [f"{pair} meta l4proto icmp notrack comment \"job-icmp\"" for pair in peers]
-    body = "".join(f"\t\t{r}\n" for r in rules)
+    # every packet between two job nodes' fabric addresses, one rule a peer set: the fabric
+    # carries job traffic only, and the input chain accepts by address and port alone
+    peers = dict.fromkeys(", ".join(range_text(a, b) for a, b in m.source_ranges(f))
+                          for f in untracked)
+    body = "".join(f"\t\tip saddr {{ {srcs} }} ip daddr {{ {srcs} }} notrack comment "
+                   "\"job-fabric\"\n" for srcs in peers)
     return "".join(
         f"\tchain {name} {{\n\t\ttype filter hook {hook} priority raw;\n"
         f"\t\t# job traffic on the fabric, {way}: not tracked\n{body}\t}}\n"

@@ -76,8 +76,10 @@ def test_only_the_workers_ruleset_untracks_the_fabric(lab):
     assert "type filter hook prerouting priority raw;" in text
     assert "type filter hook output priority raw;" in text
     pair = "ip saddr { 10.61.0.11-10.61.0.12 } ip daddr { 10.61.0.11-10.61.0.12 }"
-    assert f"{pair} tcp dport 1024-65535 notrack" in text
-    assert f"{pair} tcp sport 1024-65535 notrack" in text
+    assert f'{pair} notrack comment "job-fabric"' in text
+    # the fabric's job rules come first in input, before any conntrack lookup
+    body = text[text.index("chain input"):]
+    assert body.index('comment "job-tcp"') < body.index("ct state established")
     # replies to an ephemeral port are job ports too: no reply rule
     assert "ct state untracked" not in text
     # below 1024 (ssh) stays closed between workers
@@ -92,7 +94,8 @@ def test_a_narrowed_ruleset_accepts_the_untracked_replies_by_source_port(tmp_pat
     result = _build(tmp_path, data)
     text = next(a.content.decode() for p, a in result.artifacts.items()
                 if p.startswith("network/nftables/") and "gpu1" in a.consumers)
-    assert "tcp dport 50000-50100 notrack" in text and "tcp sport 50000-50100 notrack" in text
+    assert 'notrack comment "job-fabric"' in text
+    assert "tcp dport 50000-50100 counter accept" in text
     assert ("ip saddr { 10.61.0.11-10.61.0.12 } ct state untracked tcp sport 50000-50100 "
             "counter accept") in text
     # management's replies are established: no reply rule there
@@ -124,7 +127,7 @@ def test_the_task_prolog_sets_what_the_task_has_not(lab, tmp_path):
     assert "TaskProlog=/etc/slurm/hooks/estate-task-prolog" in \
         lab.artifacts["slurm/slurm.conf"].content.decode().splitlines()
     assert _run(art.content, tmp_path) == [
-        "export NCCL_SOCKET_IFNAME==eth1",
+        "export NCCL_SOCKET_IFNAME==eth2",
         "export OMPI_MCA_btl_tcp_if_include=10.61.0.0/24",
         "export OMPI_MCA_oob_tcp_if_include=10.60.0.0/24"]
     # the user's own: set (even empty) wins; an exclude list stops the include
@@ -180,5 +183,5 @@ def test_the_sites_task_prolog_runs_after_and_wins(tmp_path):
                                                                  "task-prolog.sh").encode())
     (tmp_path / "hooks" / "task-prolog.sh").chmod(0o755)
     lines = _run(script, tmp_path)
-    assert lines[0] == "export NCCL_SOCKET_IFNAME==eth1"
+    assert lines[0] == "export NCCL_SOCKET_IFNAME==eth2"
     assert lines[-2:] == ["export NCCL_SOCKET_IFNAME=site0", "export SITE=1"]
