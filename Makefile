@@ -48,6 +48,7 @@ lab-ns-down: venv
 ## Then `estate report`: the GPU-hours its jobs took, per account (the telemetry check runs one).
 lab-vagrant: deps venv
 	$(ESTATE) lab up $(SPEC) -o $(OUT)
+	@cat .lab/verify/acceptance.txt 2>/dev/null || echo "no ReFrame summary (.lab/verify/acceptance.txt)"
 	$(ESTATE) report $(SPEC) --lab --since 1h
 
 lab-vagrant-down: venv

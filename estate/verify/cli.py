@@ -25,6 +25,9 @@ def register(app: typer.Typer) -> None:
                                                  help="Probe every pair of nodes against "
                                                  "the flow matrix (listeners on the nodes); "
                                                  "default: with --lab only."),
+               drills: bool = typer.Option(False, "--drills", help="Also run the incident "
+                                           "drills (stop a part, wait for its alert to page "
+                                           "and resolve: minutes each)."),
                output: Output = output_option()):
         """Check the nodes against what was rendered: table, JSON and JUnit XML."""
         from estate.verify.run import run_verify
@@ -33,7 +36,7 @@ def register(app: typer.Typer) -> None:
         report_v = run_verify(result.estate, out, lab=lab, limit=limit, outdir=report_dir,
                               ssh_key=ssh_key, ssh_user=ssh_user,
                               strict_host_keys=strict_host_keys, output=output,
-                              reachability=reachability)
+                              reachability=reachability, drills=drills)
         if output is Output.json:
             typer.echo(report_v.json.read_text(), nl=False)
         raise typer.Exit(0 if report_v.ok else 1)

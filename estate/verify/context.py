@@ -32,6 +32,9 @@ class VerifyContext:
     # Try every pair of nodes against the flow matrix (estate.verify.reachability): the
     # labs do; on a real estate it starts listeners on the nodes, so it is asked for.
     reachability_probe: bool = False
+    # The incident drills (checks named test_drill_*): each stops a part and waits minutes
+    # for the alert to fire and resolve, so they run when asked (the lab tier asks).
+    drills: bool = False
     _hosts: dict = field(default_factory=dict)
     _reachability: list | Exception | None = None
 

@@ -119,13 +119,15 @@ def run_verify(estate, render_dir: Path, lab: bool = False, limit: str | None = 
                outdir: Path = Path("build/verify"), ssh_key: str | None = None,
                ssh_user: str = "root", suites: list[str] | None = None,
                console: Console | None = None, strict_host_keys: bool = True,
-               output: Output = Output.auto, reachability: bool | None = None) -> Report:
+               output: Output = Output.auto, reachability: bool | None = None,
+               drills: bool = False) -> Report:
     from estate.provision.inventory import connection
     from estate.provision.secrets import LAB_SECRETS
     ctx = VerifyContext(estate, Path(render_dir), connection(lab, ssh_key, ssh_user,
                                                                 strict_host_keys and not lab),
                         Path(outdir), limit, LAB_SECRETS if lab else None,
-                        reachability_probe=lab if reachability is None else reachability)
+                        reachability_probe=lab if reachability is None else reachability,
+                        drills=drills)
     return run_suites(ctx, suites or suite_paths(), console, output)
 
 
@@ -150,7 +152,7 @@ def run_suites(ctx: VerifyContext, suites: list[str], console: Console | None = 
     args = [*suites, "-q", "-p", "no:cacheprovider", "-p", "no:pytest11.testinfra",
             "--rootdir", str(ROOT), "--junitxml", str(junit),
             "-o", "junit_suite_name=estate-verify", "--no-header", "-rN", "--tb=short",
-            "-o", "addopts="]
+            "-o", "addopts="] + ([] if ctx.drills else ["-k", "not test_drill_"])
     quiet = output is Output.json
     with contextlib.redirect_stdout(sys.stderr) if quiet else contextlib.nullcontext():
         code = pytest.main(args, plugins=[plugin])

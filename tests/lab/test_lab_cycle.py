@@ -162,7 +162,7 @@ def test_keys_appear_in_no_output_or_rendered_file(lab, tmp_path):
 
 
 def test_verify_passes_and_names_what_is_unsupported(lab, tmp_path):
-    proc = estate("verify", SPEC, "-o", OUT, "--lab", "--limit", NODES,
+    proc = estate("verify", SPEC, "-o", OUT, "--lab", "--limit", NODES, "--drills",
                   "--report-dir", str(tmp_path))
     report = json.loads((tmp_path / "verify.json").read_text())
     assert report["ok"], proc.stdout[-3000:]
@@ -218,7 +218,12 @@ def test_verify_passes_and_names_what_is_unsupported(lab, tmp_path):
                  # jobs that span nodes (estate/verify/checks/test_jobs.py)
                  ("cluster", "a_batch_jobs_ranks_reach_each_other"),
                  ("cluster", "an_open_mpi_job_over_tcp_from_a_login_node"),
-                 ("cluster", "a_workers_job_port_is_dropped_from_here")]:
+                 ("cluster", "a_workers_job_port_is_dropped_from_here"),
+                 # the acceptance suite's quick part (ReFrame) and the incident drills
+                 ("cluster", "reframe_quick_suite_passes"),
+                 ("cluster", "a_check_broken_on_purpose_fails_the_suite"),
+                 ("cluster", "drill_the_slurm_exporter_stops_pages_and_resolves"),
+                 ("cluster", "drill_a_job_held_pending_fires_the_queue_delay")]:
         assert want in checks
     # the reachability matrix with the firewall on: every designed flow between the nodes
     # succeeds, every undesigned one fails (each node's probes are a check of its own)
