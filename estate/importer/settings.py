@@ -12,7 +12,7 @@ from estate.importer.parse import ConfLine
 from estate.importer.report import Report
 from estate.model.slurm_keys import (OWNED, conf_keys, moved, next_versions,
                                      scheduler_options, versions)
-from estate.spec.model import PriorityFlag, ResourceLimit, SelectParameter
+from estate.spec.model import PriorityFlag, PrivateDataValue, ResourceLimit, SelectParameter
 from estate.spec.types import SlurmConfValue
 
 TIMEOUTS = {"slurmctldtimeout": "slurmctld", "slurmdtimeout": "slurmd",
@@ -185,6 +185,13 @@ def apply(slurm: dict, key: str, written: str, value: str, line: ConfLine, repor
     elif key == "preempttype" and value.lower() == "preempt/none" or \
             key == "preemptmode" and value.lower() == "off":
         pass   # no preemption: the spec's default
+    elif key == "enforcepartlimits" and value.upper() in ("ALL", "ANY", "NO", "YES"):
+        # YES is ANY's old spelling (slurm.conf(5))
+        slurm["enforce_part_limits"] = "ANY" if value.upper() == "YES" else value.upper()
+    elif key == "privatedata":
+        # Slurm matches each word by substring (read_config.c); the spec lists them whole
+        slurm["private_data"] = _list(value, get_args(PrivateDataValue), written, report,
+                                      file, line)
     elif key == "statesavelocation":
         slurm["state_dir"] = posixpath.normpath(value) if value.startswith("/") else value
         if slurm["state_dir"] != value:
