@@ -56,6 +56,27 @@ def coordinators(slurm) -> list[tuple[str, list[str]]]:
     return [(a.name, list(a.coordinators)) for a in slurm.accounts if a.coordinators]
 
 
+def coordinated(slurm) -> list[tuple[str, str]]:
+    """(account, user) for every coordinator the spec names, on its account and each
+    sub-account below it: slurmdbd makes a coordinator one of the sub-accounts too
+    (`sacctmgr show account withcoord` lists vision|alice for research's alice, and
+    refuses to delete that one alone)."""
+    children: dict[str, list[str]] = {}
+    for a in slurm.accounts:
+        children.setdefault(a.parent.lower(), []).append(a.name.lower())
+    out: list[tuple[str, str]] = []
+    for account, users in coordinators(slurm):
+        queue, seen = [account.lower()], set()
+        while queue:
+            name = queue.pop(0)
+            if name in seen:
+                continue
+            seen.add(name)
+            out += [(name, u) for u in users if (name, u) not in out]
+            queue += children.get(name, [])
+    return out
+
+
 # --- preemption ----------------------------------------------------------------
 
 @dataclass(frozen=True)

@@ -18,7 +18,8 @@ from estate.model.slurm import (block_topology, def_mem_per_cpu, def_per_gpu, de
                                 gpu_affinity, node_lines, propagate_except, state_mount,
                                 suspend_excluded, weights)
 from estate.model.slurm_files import slurmd_restart_facts
-from estate.model.slurm_policy import coordinators, dbd_private_data, private_data
+from estate.model.slurm_policy import (coordinated, coordinators, dbd_private_data,
+                                       private_data)
 from estate.model.slurm_keys import MERGED, conf_keys
 # The plugin choices are model facts (validators and doctor read them too); re-exported here
 # for the renderer's callers.
@@ -170,6 +171,7 @@ def _context(estate: Estate, source: str) -> dict:
         "private_data": ",".join(private_data(estate)),
         "dbd_private_data": ",".join(dbd_private_data(estate)),
         "coordinators": coordinators(spec.slurm),
+        "coordinated": coordinated(spec.slurm),
         "account_tree": account_tree(spec.slurm),
         "account_users": account_users(spec.slurm),
         "bridges": bridge_associations(estate),

@@ -253,7 +253,8 @@ def test_operators_and_coordinators_are_loaded_and_others_lose_it():
     assert "sacctmgr -i modify user where name=bob set adminlevel=Operator" in script
     assert "OPERATORS=' bob '" in script
     assert "sacctmgr -i add coordinator account=research names=alice" in script
-    assert "            research:alice) ;;" in script     # kept; any other is deleted
+    # kept, with the sub-account slurmdbd gives her too; any other is deleted
+    assert "            research:alice) ;;\n            vision:alice) ;;\n" in script
 
 
 def test_jobs_that_can_never_run_are_refused_and_dead_dependencies_end():
