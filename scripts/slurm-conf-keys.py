@@ -112,11 +112,17 @@ def conf_keys(path: str) -> list[str]:
 
 
 def scheduler_parameters(path: str) -> list[str]:
+    return man_options(path, "SchedulerParameters")
+
+
+def man_options(path: str, key: str) -> list[str]:
+    """The options slurm.conf(5) lists under a key (each a .TP item in lower case),
+    SchedulerParameters' and PrivateData's."""
     lines = gzip.open(path, "rt").read().splitlines()
-    start = lines.index(r"\fBSchedulerParameters\fR")
+    start = lines.index(rf"\fB{key}\fR")
     end = next(i for i in range(start + 1, len(lines))
                if re.fullmatch(r"\\fB[A-Z][A-Za-z]+\\fR", lines[i]) and lines[i - 1] == ".TP"
-               and not lines[i].startswith(r"\fBSchedulerParameters"))
+               and not lines[i].startswith(rf"\fB{key}"))
     names = {m.group(1) for i in range(start, end) if lines[i - 1] == ".TP"
              for m in [re.match(r"\\fB([a-z][a-z0-9_]*)", lines[i])] if m}
     return sorted(names)
@@ -157,11 +163,14 @@ def main(lib: str = LIB, man: str = MAN, root: str = "/") -> None:
                           "slurm_conf_options parser table, read by scripts/slurm-conf-keys.py",
             "SchedulerParameters": f"{man} ({package_version(man, root)}), the options listed "
                                    "under SchedulerParameters",
+            "PrivateData": f"{man} ({package_version(man, root)}), the values listed under "
+                           "PrivateData",
             "plugins": f"{os.path.dirname(lib)}/*.so with the packages of "
                        "python3 -m estate.catalogue host (or root)",
         },
         "slurm.conf": keys,
         "SchedulerParameters": scheduler_parameters(where + man),
+        "PrivateData": man_options(where + man, "PrivateData"),
         "plugins": plugins(where + os.path.dirname(lib)),
     }
     json.dump(doc, sys.stdout, indent=1)

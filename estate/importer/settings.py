@@ -12,7 +12,8 @@ from estate.importer.parse import ConfLine
 from estate.importer.report import Report
 from estate.model.slurm_keys import (OWNED, conf_keys, moved, next_versions,
                                      scheduler_options, versions)
-from estate.spec.model import PriorityFlag, ResourceLimit, SelectParameter, Slurm
+from estate.spec.model import (PriorityFlag, PrivateDataValue, ResourceLimit, SelectParameter,
+                               Slurm)
 from estate.spec.types import SlurmConfValue, system_directory_problem
 
 # Where an imported cluster's slurmctld state goes when the source keeps it in a system
@@ -212,6 +213,13 @@ def apply(slurm: dict, key: str, written: str, value: str, line: ConfLine, repor
     elif key == "preempttype" and value.lower() == "preempt/none" or \
             key == "preemptmode" and value.lower() == "off":
         pass   # no preemption: the spec's default
+    elif key == "enforcepartlimits" and value.upper() in ("ALL", "ANY", "NO", "YES"):
+        # YES is ANY's old spelling (slurm.conf(5))
+        slurm["enforce_part_limits"] = "ANY" if value.upper() == "YES" else value.upper()
+    elif key == "privatedata":
+        # Slurm matches each word by substring (read_config.c); the spec lists them whole
+        slurm["private_data"] = _list(value, get_args(PrivateDataValue), written, report,
+                                      file, line)
     elif key == "statesavelocation":
         _state_dir(slurm, written, value, line, report, file)
     elif key in RENDERED and RENDERED[key].lower() == value.lower():

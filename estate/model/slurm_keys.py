@@ -35,9 +35,13 @@ OWNED = frozenset(k.lower() for k in (
     "Prolog", "Epilog", "TaskProlog", "PrologFlags", "HealthCheckProgram", "HealthCheckInterval",
     "HealthCheckNodeState", "RebootProgram", "ResumeProgram", "SuspendProgram", "SuspendTime",
     "ResumeTimeout", "SuspendTimeout", "ResumeRate", "SuspendRate", "SuspendExcNodes",
-    "PrivateData", "MailProg",
+    "PrivateData", "MailProg", "EnforcePartLimits",
     "NodeName", "PartitionName", "NodeSet", "FrontendName", "DownNodes", "Include",
     "ControlMachine", "ControlAddr", "BackupController", "BackupAddr"))
+
+# Keys Estate writes from a typed field merged with slurm.extra's value for the same key
+# (options the spec has no field for): extra may set them, the template writes one line.
+MERGED = frozenset({"dependencyparameters"})
 
 
 @lru_cache(maxsize=None)
@@ -71,6 +75,13 @@ def conf_keys(version: str = DEFAULT_VERSION) -> dict[str, str]:
 
 def scheduler_options(version: str = DEFAULT_VERSION) -> frozenset[str]:
     return frozenset(_load(version)["SchedulerParameters"])
+
+
+def private_data(version: str = DEFAULT_VERSION) -> frozenset[str] | None:
+    """The PrivateData values the release's slurm.conf(5) lists (22.05 has cloud, which
+    23.02 made the default and dropped); None where the key table does not say."""
+    values = _load(version).get("PrivateData")
+    return frozenset(values) if values is not None else None
 
 
 def plugins(version: str = DEFAULT_VERSION) -> frozenset[str]:

@@ -18,7 +18,9 @@ from estate.model.slurm import (block_topology, def_mem_per_cpu, def_per_gpu, de
                                 gpu_affinity, node_lines, propagate_except, state_mount,
                                 suspend_excluded, weights)
 from estate.model.slurm_files import slurmd_restart_facts
-from estate.model.slurm_keys import conf_keys
+from estate.model.slurm_policy import (coordinated, coordinators, dbd_private_data,
+                                       private_data)
+from estate.model.slurm_keys import MERGED, conf_keys
 # The plugin choices are model facts (validators and doctor read them too); re-exported here
 # for the renderer's callers.
 from estate.model.slurm_plugins import (job_acct_gather, plugin_settings,  # noqa: F401
@@ -93,9 +95,22 @@ def preempt_mode(slurm) -> str | None:
 
 
 def extra_settings(slurm) -> list[tuple[str, str]]:
-    """slurm.extra in Slurm's spelling of each key (the validators refused unknown ones)."""
+    """slurm.extra in Slurm's spelling of each key (the validators refused unknown ones),
+    less the keys the template writes merged with the typed fields (MERGED)."""
     known = conf_keys(slurm.version)
-    return [(known.get(k.lower(), k), str(v)) for k, v in slurm.extra.items()]
+    return [(known.get(k.lower(), k), str(v)) for k, v in slurm.extra.items()
+            if k.lower() not in MERGED]
+
+
+def dependency_parameters(slurm) -> str:
+    """DependencyParameters: slurm.extra's options, with kill_invalid_depend where the
+    spec asks for it (slurmctld reads it only here since 20.02: slurm_conf/keys/moved.json)."""
+    extra = next((str(v) for k, v in slurm.extra.items()
+                  if k.lower() == "dependencyparameters"), "")
+    options = [o for o in extra.split(",") if o]
+    if slurm.kill_invalid_depend and "kill_invalid_depend" not in options:
+        options.append("kill_invalid_depend")
+    return ",".join(options)
 
 
 def account_tree(slurm) -> list[tuple[str, list]]:
@@ -153,6 +168,11 @@ def _context(estate: Estate, source: str) -> dict:
         "priority_tres": weights(spec.slurm.priority.tres),
         "preempt_mode": preempt_mode(spec.slurm),
         "extra": extra_settings(spec.slurm),
+        "dependency_parameters": dependency_parameters(spec.slurm),
+        "private_data": ",".join(private_data(estate)),
+        "dbd_private_data": ",".join(dbd_private_data(estate)),
+        "coordinators": coordinators(spec.slurm),
+        "coordinated": coordinated(spec.slurm),
         "account_tree": account_tree(spec.slurm),
         "account_users": account_users(spec.slurm),
         "bridges": bridge_associations(estate),

@@ -212,6 +212,10 @@ TresName = Annotated[str, StringConstraints(
             r"(:[A-Za-z0-9_.-]+)?)$", max_length=80)]
 TresWeight = Annotated[float, Field(ge=0, le=1_000_000)]
 PreemptMode = Literal["off", "cancel", "requeue", "suspend"]
+# PrivateData's values in any release Estate renders for (which release reads which:
+# estate.model.slurm_privacy, from slurm_conf/keys/<release>.json)
+PrivateDataValue = Literal["accounts", "cloud", "events", "jobs", "nodes", "partitions",
+                           "reservations", "usage", "users"]
 
 
 class NodeSet(Strict):
@@ -251,7 +255,11 @@ class Partition(Strict):
                                              "partition when a higher tier preempts them; "
                                              "default: slurm.preemption.mode.")
     grace_time_s: int | None = Field(None, ge=0, le=7 * 86400, description="GraceTime: seconds "
-                                     "a preempted job gets after SIGTERM.")
+                                     "a job of this partition gets between the SIGTERM of its "
+                                     "preemption and its requeue or cancel (SIGTERM, KillWait, "
+                                     "SIGKILL). preempt/partition_prio reads the preempted "
+                                     "job's partition's; gang suspension and preempt/qos "
+                                     "never read it (slurm.grace_time_unused).")
     max_mem_per_node_mb: SlurmMemoryMB | None = None
     def_cpu_per_gpu: int | None = Field(None, ge=1, le=MAX_CORES_PER_SOCKET * 16 * 8,
                                         description="DefCpuPerGPU. Default: the CPUs of the "
@@ -266,6 +274,9 @@ class QOS(Strict):
     priority: SlurmPriority = 0
     max_gpus_per_user: GpuQuota | None = None
     max_wall: SlurmTime | None = None
+    grace_time_s: int | None = Field(None, ge=0, le=7 * 86400, description="GraceTime of the "
+                                     "QOS (sacctmgr): what preempt/qos gives a preempted job "
+                                     "of this QOS between SIGTERM and its requeue or cancel.")
 
 
 class Account(Strict):
@@ -274,6 +285,11 @@ class Account(Strict):
     fairshare: Fairshare
     users: list[Name] = []
     qos: list[Name] = []
+    coordinators: list[Name] = Field([], description="Its coordinators (sacctmgr add "
+                                     "coordinator): under PrivateData they see, and may "
+                                     "manage, the jobs, usage and associations of this "
+                                     "account and its sub-accounts. Each must be a user of "
+                                     "some account.")
 
 
 class Preemption(Strict):
@@ -459,6 +475,24 @@ class Slurm(Strict):
     partitions: list[Partition] = []
     qos: list[QOS] = []
     accounts: list[Account] = []
+    private_data: list[PrivateDataValue] | None = Field(
+        None, description="PrivateData (slurm.conf and slurmdbd.conf): what a user sees of "
+        "others' work. Default: [accounts, jobs, usage, users] where the estate has more "
+        "than one tenant or account (a user, or a bridge user, lists its own jobs, usage and "
+        "associations only), else none; [] turns it off. SlurmUser, root, slurm.operators "
+        "and the accounts' coordinators still see everything (theirs).")
+    operators: list[Name] = Field([], description="Users with AdminLevel=Operator in "
+                                  "slurmdbd: they see every job, usage and association "
+                                  "under PrivateData (and may hold, requeue and update "
+                                  "jobs). Each must be a user of some account.")
+    enforce_part_limits: Literal["ALL", "ANY", "NO"] = Field(
+        "ALL", description="EnforcePartLimits: ALL refuses at submission (sbatch prints "
+        "Slurm's reason) a job that breaks a limit of any partition it names (MaxTime, "
+        "MaxMemPerNode, AllowAccounts/DenyAccounts...); NO accepts it to pend forever.")
+    kill_invalid_depend: bool = Field(True, description="DependencyParameters="
+                                      "kill_invalid_depend: a job whose dependency can never "
+                                      "be met (afterok on a failed job) is cancelled instead "
+                                      "of pending forever (DependencyNeverSatisfied).")
     slurmrestd: Slurmrestd | None = Slurmrestd()
 
 

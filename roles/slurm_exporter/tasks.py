@@ -1,6 +1,9 @@
 """Estate's Slurm exporter on the nodes the rendered tree gives it (the controllers): the
-rendered program and its configuration, run by systemd as a dynamic user, which reads
-Slurm over munge like any user's squeue and holds no credential."""
+rendered program and its configuration, run by systemd as SlurmUser, which reads Slurm
+over munge like any user's squeue and holds no credential. SlurmUser, because under
+PrivateData (slurm.private_data) another user would count its own jobs only: slurmctld
+shows every job to SlurmUser and root (validate_slurm_user), and the controllers, the
+only nodes it runs on, run slurmctld as that user already."""
 from __future__ import annotations
 
 from pyinfra.api import OperationError, deploy
@@ -10,6 +13,7 @@ from pyinfra.operations.util import any_changed
 from roles._lib import consumed, digest_of, digest_text, install, install_packages, \
     put_text, service_current
 from estate.model.destinations import destination
+from estate.model.services import SLURM_USER
 
 SERVICE = "estate-slurm-exporter"
 UNIT_PATH = f"/etc/systemd/system/{SERVICE}.service"
@@ -23,7 +27,9 @@ Description=Estate's Slurm exporter
 After=network-online.target munge.service
 
 [Service]
-DynamicUser=yes
+# SlurmUser sees every job under PrivateData
+User={SLURM_USER}
+NoNewPrivileges=yes
 ExecStart=/usr/bin/python3 {program} {config}
 Restart=on-failure
 RestartSec=5

@@ -180,11 +180,13 @@ def test_partition_policy_reaches_slurmctld(lab):
     gpu, urgent = parts["gpu"], parts["urgent"]
     assert gpu["DefaultTime"] == "01:00:00" and gpu["MaxTime"] == "1-00:00:00", gpu
     assert gpu["JobDefaults"] == "DefCpuPerGPU=2,DefMemPerGPU=3840", gpu
-    assert (gpu["OverSubscribe"], gpu["PreemptMode"]) == ("NO", "REQUEUE"), gpu
+    # the grace time sits on gpu, whose jobs urgent preempts (slurm.grace_time_unused)
+    assert (gpu["OverSubscribe"], gpu["PreemptMode"], gpu["GraceTime"]) == \
+        ("NO", "REQUEUE", "10"), gpu
     assert {k: urgent[k] for k in ("DefaultTime", "Hidden", "PreemptMode", "GraceTime",
                                    "MaxMemPerNode", "DenyAccounts", "AllowQos",
                                    "TRESBillingWeights")} == {
-        "DefaultTime": "00:20:00", "Hidden": "YES", "PreemptMode": "OFF", "GraceTime": "30",
+        "DefaultTime": "00:20:00", "Hidden": "YES", "PreemptMode": "OFF", "GraceTime": "0",
         "MaxMemPerNode": "7680", "DenyAccounts": "vision", "AllowQos": "normal,debug",
         "TRESBillingWeights": "CPU=1,GRES/gpu=4"}, urgent
 
@@ -202,8 +204,9 @@ def test_a_gpu_job_gets_the_gpus_share_of_the_node(lab):
 
 def test_an_urgent_job_requeues_a_gpu_job(lab):
     """PreemptType=preempt/partition_prio: a job in urgent (tier 2) that needs the GPUs a
-    gpu-partition job (tier 1, PreemptMode=REQUEUE) holds starts at once, and the other
-    job goes back to the queue (Restarts=1)."""
+    gpu-partition job (tier 1, PreemptMode=REQUEUE) holds starts once gpu's GraceTime is
+    over, and the other job goes back to the queue (Restarts=1; the grace time itself is
+    measured in test_submission_and_preemption.py)."""
     node = lab.workers()[0]
     gpus = max(line.gres_count for line in node_lines(lab.estate))
     low = lab.sbatch("-p", "gpu", "-w", node, f"--gres=gpu:{gpus}", "--wrap", "sleep 300")
@@ -212,7 +215,8 @@ def test_an_urgent_job_requeues_a_gpu_job(lab):
         assert lab.wait_jobs([low], "RUNNING", timeout=15)[low].startswith("RUNNING")
         high = lab.sbatch("-p", "urgent", "-w", node, f"--gres=gpu:{gpus}", "--wrap",
                           "sleep 300")
-        states = lab.wait_jobs([high], "RUNNING", timeout=30)
+        grace = next(p.grace_time_s or 0 for p in lab.slurm.partitions if p.name == "gpu")
+        states = lab.wait_jobs([high], "RUNNING", timeout=grace + 60)
         assert states[high].startswith("RUNNING"), (states, lab.job_states([low]))
         job = slurm_view.parse_record(lab.run(lab.client(), [
             "scontrol", "show", "job", "-o", low]).stdout.strip())

@@ -30,7 +30,7 @@ TYPED = set(settings.TIMEOUTS) | set(settings.WEIGHTS) | settings.HANDLED_ELSEWH
     "priorityflags", "prioritydecayhalflife", "prioritymaxage", "selecttypeparameters",
     "schedulerparameters", "mpidefault", "jobacctgathertype", "proctracktype",
     "propagateresourcelimitsexcept", "slurmdparameters", "preempttype", "preemptmode",
-    "statesavelocation"}
+    "statesavelocation", "enforcepartlimits", "privatedata"}
 
 
 def test_corpus_has_ten_sites():

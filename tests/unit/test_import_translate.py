@@ -218,3 +218,12 @@ def test_the_next_suites_release_has_its_own_table():
     doc, report = import_slurm(Sources(BASE + "MetricsType=metrics/openmetrics\n"),
                                version="24.11")
     assert "only Slurm 26.05 (Debian's next suite)" in report.dropped[0].reason
+
+
+def test_privacy_and_submission_limits_land_in_their_typed_fields():
+    text = BASE + "EnforcePartLimits=YES\nPrivateData=jobs,usage,bogus\n"
+    doc, report = import_slurm(Sources(text), version="22.05")
+    assert doc["slurm"]["enforce_part_limits"] == "ANY"     # YES is ANY's old spelling
+    assert doc["slurm"]["private_data"] == ["jobs", "usage"]
+    assert "EnforcePartLimits" not in doc["slurm"].get("extra", {})
+    assert any("bogus" in d.text for d in report.dropped)

@@ -7,7 +7,7 @@ import re
 import yaml
 
 from estate.model.slurm import default_time
-from estate.model.slurm_keys import OWNED, closest, conf_keys, scheduler_options, source
+from estate.model.slurm_keys import MERGED, OWNED, closest, conf_keys, scheduler_options, source
 from estate.render.slurm import render_slurm
 from estate.spec.load import load_text
 from estate.spec.model import Partition
@@ -130,7 +130,7 @@ def test_every_key_the_template_writes_is_owned():
     for d in (data, spec_dict("lab")):
         d["slurm"]["extra"] = {}
         keys |= {k.lower() for k in global_keys(render(d)["slurm/slurm.conf"])}
-    assert keys - OWNED == set()
+    assert keys - OWNED - MERGED == set()
 
 
 def test_owned_keys_are_keys_slurm_knows():
@@ -212,3 +212,75 @@ def test_shards_and_untyped_gpus():
     assert _gres_lines(files["slurm/gres.conf"]) == [
         "NodeName=gpu[1-2] Name=gpu File=/dev/nvidia[0-1]",
         "NodeName=gpu[1-2] Name=shard Count=6"]
+
+
+# --- privacy, limits at submission, dependencies (issues 38 §2, 44 §2) -------------------
+
+def conf_value(conf: str, key: str) -> list[str]:
+    return [line.split("=", 1)[1] for line in conf.splitlines() if line.startswith(f"{key}=")]
+
+
+def test_a_shared_estate_is_private_by_default_in_slurmctld_and_slurmdbd():
+    files = render(spec_dict("lab"))       # three accounts, a bridge tenant
+    assert conf_value(files["slurm/slurm.conf"], "PrivateData") == ["accounts,jobs,usage,users"]
+    assert conf_value(files["slurm/slurmdbd.conf"], "PrivateData") == \
+        ["accounts,jobs,usage,users"]
+
+
+def test_privacy_is_the_specs_own_and_cloud_merges_where_the_release_reads_it():
+    data = spec_dict("lab")
+    data["slurm"]["private_data"] = []
+    assert conf_value(render(data)["slurm/slurm.conf"], "PrivateData") == []
+    data["slurm"]["private_data"] = ["jobs"]
+    data["nodes"][2]["slurm"]["state"] = "cloud"
+    data["slurm"]["power_saving"] = {"resume_program": "up", "suspend_program": "down"}
+    from estate.model.slurm_policy import private_data
+    from estate.spec.model import Spec
+    for version, want in (("22.05", ["jobs", "cloud"]), ("24.11", ["jobs"])):
+        data["slurm"]["version"] = version
+        assert private_data(Estate(Spec.model_validate(data))) == want
+
+
+def test_one_account_and_no_tenant_is_not_private():
+    data = spec_dict("lab")
+    data["slurm"]["accounts"] = data["slurm"]["accounts"][:1]
+    data["kubernetes"]["tenants"] = data["kubernetes"]["tenants"][:1]
+    assert conf_value(render(data)["slurm/slurm.conf"], "PrivateData") == []
+
+
+def test_operators_and_coordinators_are_loaded_and_others_lose_it():
+    script = render(spec_dict("lab"))["slurm/accounting.sh"]
+    assert "sacctmgr -i modify user where name=bob set adminlevel=Operator" in script
+    assert "OPERATORS=' bob '" in script
+    assert "sacctmgr -i add coordinator account=research names=alice" in script
+    # kept, with the sub-account slurmdbd gives her too; any other is deleted
+    assert "            research:alice) ;;\n            vision:alice) ;;\n" in script
+
+
+def test_jobs_that_can_never_run_are_refused_and_dead_dependencies_end():
+    data = spec_dict("lab")
+    conf = render(data)["slurm/slurm.conf"]
+    assert conf_value(conf, "EnforcePartLimits") == ["ALL"]
+    assert conf_value(conf, "DependencyParameters") == ["kill_invalid_depend"]
+    data["slurm"] |= {"enforce_part_limits": "NO", "kill_invalid_depend": False}
+    conf = render(data)["slurm/slurm.conf"]
+    assert conf_value(conf, "EnforcePartLimits") == ["NO"]
+    assert conf_value(conf, "DependencyParameters") == []
+    # slurm.extra's options for the key are kept, on one line
+    data["slurm"] |= {"kill_invalid_depend": True,
+                      "extra": {"DependencyParameters": "max_depend_depth=20"}}
+    conf = render(data)["slurm/slurm.conf"]
+    assert conf_value(conf, "DependencyParameters") == ["max_depend_depth=20,kill_invalid_depend"]
+
+
+def test_the_grace_time_is_on_the_partition_whose_jobs_get_preempted():
+    conf = render(spec_dict("lab"))["slurm/slurm.conf"]
+    assert partition_line(conf, "gpu")["GraceTime"] == "10"
+    assert "GraceTime" not in partition_line(conf, "urgent")
+
+
+def test_private_data_values_per_release_come_from_the_manuals():
+    from estate.model.slurm_keys import private_data, source
+    assert "cloud" in private_data("22.05") and "cloud" not in private_data("24.11")
+    assert {"accounts", "jobs", "usage", "users"} <= private_data("24.11")
+    assert "PrivateData" in source("24.11")["PrivateData"]

@@ -22,7 +22,7 @@ NODE = ("NodeName={n} Arch=x86_64 CoresPerSocket=4  CPUAlloc=0 CPUEfctv=4 CPUTot
         "CfgTRES=cpu=4,mem=7.50G,billing=4,gres/gpu=2 AllocTRES= CapWatts=n/a")
 PARTITION = (
     "PartitionName=gpu AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL AllocNodes=ALL Default=YES "
-    "QoS=normal DefaultTime=01:00:00 DisableRootJobs=NO ExclusiveUser=NO GraceTime=0 Hidden=NO "
+    "QoS=normal DefaultTime=01:00:00 DisableRootJobs=NO ExclusiveUser=NO GraceTime=10 Hidden=NO "
     "MaxNodes=UNLIMITED MaxTime=1-00:00:00 MinNodes=0 LLN=NO MaxCPUsPerNode=UNLIMITED "
     "Nodes=gpu[1-2] PriorityJobFactor=1 PriorityTier=1 RootOnly=NO ReqResv=NO OverSubscribe=NO "
     "OverTimeLimit=NONE PreemptMode=REQUEUE State=UP TotalCPUs=8 TotalNodes=2 "
@@ -30,7 +30,7 @@ PARTITION = (
     "MaxMemPerNode=UNLIMITED TRES=cpu=8,mem=15G,node=2,billing=8,gres/gpu=4\n"
     "PartitionName=urgent AllowGroups=ALL DenyAccounts=vision AllowQos=normal,debug "
     "AllocNodes=ALL Default=NO QoS=N/A DefaultTime=00:20:00 DisableRootJobs=NO ExclusiveUser=NO "
-    "GraceTime=30 Hidden=YES MaxNodes=UNLIMITED MaxTime=02:00:00 MinNodes=0 LLN=NO "
+    "GraceTime=0 Hidden=YES MaxNodes=UNLIMITED MaxTime=02:00:00 MinNodes=0 LLN=NO "
     "MaxCPUsPerNode=UNLIMITED Nodes=gpu[1-2] PriorityJobFactor=1 PriorityTier=2 RootOnly=NO "
     "ReqResv=NO OverSubscribe=NO OverTimeLimit=NONE PreemptMode=OFF State=UP TotalCPUs=8 "
     "TotalNodes=2 SelectTypeParameters=NONE JobDefaults=DefCpuPerGPU=2,DefMemPerGPU=3840 "
@@ -67,7 +67,7 @@ def test_every_kind_of_difference_is_reported(estate):
         nodes(state2="IDLE+DRAIN").replace("RealMemory=7680", "RealMemory=4096", 1),
         PARTITION.replace("Default=YES", "Default=NO").replace("1-00:00:00", "12:00:00")
         .replace("DefaultTime=00:20:00", "DefaultTime=02:00:00")
-        .replace("GraceTime=30 Hidden=YES", "GraceTime=30 Hidden=NO")
+        .replace("GraceTime=0 Hidden=YES", "GraceTime=0 Hidden=NO")
         .replace("PreemptMode=REQUEUE", "PreemptMode=CANCEL")
         .replace("DefCpuPerGPU=2,DefMemPerGPU=3840 DefMemPerCPU=1920 MaxMemPerNode=7680",
                  "DefCpuPerGPU=1 DefMemPerCPU=1920 MaxMemPerNode=UNLIMITED")

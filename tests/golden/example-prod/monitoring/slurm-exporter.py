@@ -3,8 +3,9 @@
 No Slurm exporter is packaged in Debian, and the ones on PyPI and GitHub either need a Go
 toolchain or scrape text formats that changed between 22.05 and 24.11. This one is small,
 standalone (the standard library and prometheus_client: Debian's python3-prometheus-client
-on the nodes) and reads Slurm through its own clients as an unprivileged user, over munge
-like any user's squeue: it holds no token and no key. `squeue --json` (both releases; the
+on the nodes) and reads Slurm through its own clients over munge like any user's squeue:
+it holds no token and no key. It runs as SlurmUser (roles/slurm_exporter), which
+PrivateData never hides a job from; as another user it would count that user's jobs only. `squeue --json` (both releases; the
 shapes differ and are read alike here), `sinfo` and `sdiag`.
 
 The metrics, their labels and help come from the rendered configuration (Estate's

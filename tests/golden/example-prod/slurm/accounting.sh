@@ -15,6 +15,25 @@ sacctmgr -i modify qos where name=normal set Priority=10 MaxTRESPerUser=gres/gpu
 sacctmgr -i modify qos where name=interactive set Priority=50 MaxTRESPerUser=gres/gpu=16 MaxWall=08:00:00 >/dev/null
 sacctmgr -i modify qos where name=debug set Priority=100 MaxTRESPerUser=gres/gpu=8 MaxWall=00:30:00 >/dev/null
 sacctmgr -i load file="$DIR/accounts.cfg"
+# Operators (AdminLevel=Operator) and coordinators see every job, usage and association
+# under PrivateData; those the spec no longer names lose it.
+OPERATORS='  '
+sacctmgr -n -P show user format=user,adminlevel |
+while IFS='|' read -r user level; do
+    [ "$level" = Operator ] || continue
+    case "$OPERATORS" in
+        *" $user "*) ;;
+        *) sacctmgr -i modify user where name="$user" set adminlevel=None >/dev/null ;;
+    esac
+done
+sacctmgr -n -P show account withcoord format=account,coordinators |
+while IFS='|' read -r acct coords; do
+    for user in $(echo "$coords" | tr ',' ' '); do
+        case "$acct:$user" in
+            *) sacctmgr -i delete coordinator account="$acct" names="$user" >/dev/null ;;
+        esac
+    done
+done
 # The bridge of tenant batch-embed: svc-embed's only associations are its grant's
 # (account, partition) pairs, so slurmctld refuses any other partition or account.
 sacctmgr -i add user svc-embed account=ml-platform partition=batch >/dev/null 2>&1 || true

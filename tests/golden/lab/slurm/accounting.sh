@@ -13,6 +13,29 @@ sacctmgr -i add qos debug >/dev/null 2>&1 || true
 sacctmgr -i modify qos where name=normal set Priority=10 MaxTRESPerUser=gres/gpu=4 >/dev/null
 sacctmgr -i modify qos where name=debug set Priority=100 MaxWall=00:30:00 >/dev/null
 sacctmgr -i load file="$DIR/accounts.cfg"
+# Operators (AdminLevel=Operator) and coordinators see every job, usage and association
+# under PrivateData; those the spec no longer names lose it.
+OPERATORS=' bob '
+sacctmgr -i modify user where name=bob set adminlevel=Operator >/dev/null 2>&1 || true
+sacctmgr -n -P show user format=user,adminlevel |
+while IFS='|' read -r user level; do
+    [ "$level" = Operator ] || continue
+    case "$OPERATORS" in
+        *" $user "*) ;;
+        *) sacctmgr -i modify user where name="$user" set adminlevel=None >/dev/null ;;
+    esac
+done
+sacctmgr -i add coordinator account=research names=alice >/dev/null 2>&1 || true
+sacctmgr -n -P show account withcoord format=account,coordinators |
+while IFS='|' read -r acct coords; do
+    for user in $(echo "$coords" | tr ',' ' '); do
+        case "$acct:$user" in
+            research:alice) ;;
+            vision:alice) ;;
+            *) sacctmgr -i delete coordinator account="$acct" names="$user" >/dev/null ;;
+        esac
+    done
+done
 # The bridge of tenant inference: svc-inference's only associations are its grant's
 # (account, partition) pairs, so slurmctld refuses any other partition or account.
 sacctmgr -i add user svc-inference account=ops partition=gpu >/dev/null 2>&1 || true
