@@ -2,8 +2,9 @@
 its configuration, estate/acceptance/estate_checks.py holds the checks, the slurm_login
 role installs both and ReFrame, estate.verify.reframe runs it as a user).
 
-Debian packages no ReFrame (bookworm nor trixie): the role installs it from PyPI, pinned,
-into a venv of its own (Debian's python3-venv), outside any user's reach."""
+Debian packages no ReFrame (bookworm nor trixie): the role installs it, pinned, into a venv
+of its own (Debian's python3-venv), outside any user's reach, from wheels the provisioning
+machine downloads from its package index: the login node itself reaches no index."""
 from __future__ import annotations
 
 from estate.model.destinations import destination
