@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shlex
 import socket
+import time
 
 import pytest
 
@@ -29,11 +30,12 @@ if rank == 0:
     for port in sorted({p for _, p in targets}):
         s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("0.0.0.0", port)); s.listen(16); s.settimeout(0.2); socks.append(s)
-    end = time.time() + 25
-    while time.time() < end:
+    end, accepted = time.time() + 25, 0   # until rank 1 has tried every target
+    while time.time() < end and accepted < len(targets):
         for s in socks:
             try:
                 s.accept()[0].close()
+                accepted += 1
             except OSError:
                 pass
     print(json.dumps({"rank": 0, "env": env}), flush=True)
@@ -73,6 +75,18 @@ def _as_user(ctx, node: str, command: str, timeout: int = 120):
                               f"sh -c {shlex.quote(command)}")
 
 
+def _ended(ctx, node: str, job: str, timeout: float = 90) -> str:
+    """The job's state once it has ended (sacct), or the last one seen."""
+    end, state = time.monotonic() + timeout, ""
+    while time.monotonic() < end:
+        state = ctx.host(node).run(f"sacct -X -n -P -o State -j {shlex.quote(job)}") \
+            .stdout.strip()
+        if state and state not in ("PENDING", "RUNNING", "REQUEUED"):
+            break
+        time.sleep(0.5)
+    return state
+
+
 def _expected_env(ctx, worker: str) -> dict[str, str]:
     from estate.render.jobs import variables
     cls = ctx.estate.group_of(worker).node_class
@@ -92,10 +106,12 @@ def test_a_batch_jobs_ranks_reach_each_other(node, ctx):
     step = (f"srun -N2 -n2 --ntasks-per-node=1 -w {w0},{w1} --distribution=block "
             f"python3 -c {shlex.quote(RANKS)} {shlex.quote(json.dumps(targets))} "
             f"{shlex.quote(json.dumps(names))}")
-    out = _as_user(ctx, submit, f"sbatch --parsable --wait -N2 -w {w0},{w1} -t 3 "
+    out = _as_user(ctx, submit, f"sbatch --parsable -N2 -w {w0},{w1} -t 3 "
                                 f"-o /tmp/estate-jobs-%j.out --wrap {shlex.quote(step)}")
-    assert out.rc == 0, f"the batch job failed: {out.stderr.strip()}"
+    assert out.rc == 0, f"sbatch refused the job: {out.stderr.strip()}"
     job = out.stdout.strip().split(";")[0]
+    state = _ended(ctx, submit, job)   # polled: `sbatch --wait` sleeps 2, 8, 32 s
+    assert state == "COMPLETED", f"the batch job ended {state}"
     text = ctx.host(w0).run(f"cat /tmp/estate-jobs-{shlex.quote(job)}.out").stdout
     ranks = {r["rank"]: r for r in map(json.loads, (line for line in text.splitlines()
                                                     if line.startswith("{")))}
