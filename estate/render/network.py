@@ -58,7 +58,10 @@ def nftables(estate: Estate, gi: int) -> bytes:
     into = m.into(hosts)
     untracked = _untracked(estate, into)
     # the fabric's job traffic first: its packets (most of a job node's) pay one rule
-    first = "".join(_rule(estate, m, f, hosts) + _replies(m, f, untracked) for f in untracked)
+    first = ("\t\t# job traffic between the job nodes' fabric addresses, which the raw chains\n"
+             "\t\t# below leave untracked (by address, protocol and job port)\n"
+             "\t\tct state untracked counter accept comment \"job-fabric\"\n"
+             if untracked else "")
     rules = "".join(_rule(estate, m, f, hosts) for f in into if f not in untracked)
     egress = ", ".join(f"{name} ({proto} {port})" for name, proto, port, _ in EGRESS)
     return (
@@ -112,32 +115,25 @@ def _untracked(estate: Estate, flows) -> list:
     return [f for f in flows if f.name in ("job-tcp", "job-udp") and f.segment in fabric]
 
 
-def _replies(m, flow, untracked) -> str:
-    """An untracked flow's replies are not `established`: where the job ports do not hold
-    the ephemeral range (narrowed), a reply comes back from a job port to the connection's
-    own ephemeral port, so the input chain accepts it by its source port, statelessly."""
-    if flow not in untracked or jobs.covers_ephemeral(flow.ports):
-        return ""
-    srcs = ", ".join(range_text(a, b) for a, b in m.source_ranges(flow))
-    return (f"\t\t# the replies of {flow.name} on the fabric: untracked, so matched by port\n"
-            f"\t\tip saddr {{ {srcs} }} ct state untracked {flow.proto} sport "
-            f"{flow.port_text} counter accept comment \"{flow.name}-replies\"\n")
-
-
 def _raw(m, untracked) -> str:
-    """Before connection tracking (priority raw), both ways: traffic between job nodes'
-    fabric addresses is not tracked, so an all-to-all across thousands of nodes cannot fill
-    nf_conntrack_max and no packet pays a lookup; the input chain accepts it by address
-    and port alone (ICMP errors by type, as from anywhere). These chains drop nothing (no
-    policy: accept); they only mark."""
+    """Before connection tracking (priority raw), both ways: job traffic between job nodes'
+    fabric addresses (to a job port, and, where the ports are narrowed below the ephemeral
+    range, its replies from one) is not tracked, so an all-to-all across thousands of
+    nodes cannot fill nf_conntrack_max and no packet pays a lookup; the input chain then
+    accepts what is untracked with one rule. ICMP between them too, so that an error about
+    an untracked connection is not `invalid`. These chains drop nothing; they only mark."""
     if not untracked:
         return ""
-    # every packet between two job nodes' fabric addresses, one rule a peer set: the fabric
-    # carries job traffic only, and the input chain accepts by address and port alone
-    peers = dict.fromkeys(", ".join(range_text(a, b) for a, b in m.source_ranges(f))
-                          for f in untracked)
-    body = "".join(f"\t\tip saddr {{ {srcs} }} ip daddr {{ {srcs} }} notrack comment "
-                   "\"job-fabric\"\n" for srcs in peers)
+    rules, peers = [], []
+    for f in untracked:
+        srcs = ", ".join(range_text(a, b) for a, b in m.source_ranges(f))
+        pair = f"ip saddr {{ {srcs} }} ip daddr {{ {srcs} }}"
+        ways = ("d",) if jobs.covers_ephemeral(f.ports) else ("d", "s")
+        rules += [f"{pair} {f.proto} {d}port {f.port_text} notrack comment \"{f.name}\""
+                  for d in ways]
+        peers += [pair] if pair not in peers else []
+    rules += [f"{pair} meta l4proto icmp notrack comment \"job-icmp\"" for pair in peers]
+    body = "".join(f"\t\t{r}\n" for r in rules)
     return "".join(
         f"\tchain {name} {{\n\t\ttype filter hook {hook} priority raw;\n"
         f"\t\t# job traffic on the fabric, {way}: not tracked\n{body}\t}}\n"
