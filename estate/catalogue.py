@@ -249,7 +249,8 @@ def root_packages() -> list[str]:
     """What a release root for the namespace lab holds (scripts/slurm-root.sh): the lab
     node's roles, and every plugin package Debian splits out, so that the root's dpkg can
     say which package ships each plugin a rendered file names (test_plugin_packages.py)."""
-    return list(dict.fromkeys(packages(*ROOT_ROLES) + list(PLUGIN_PACKAGES.values())))
+    return list(dict.fromkeys(packages(*ROOT_ROLES, extras=HOST_EXTRAS)
+                              + list(PLUGIN_PACKAGES.values())))
 
 
 def _main(argv: list[str]) -> int:

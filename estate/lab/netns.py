@@ -211,6 +211,11 @@ class Lab:
         if shared and name in self.slurm.controllers:
             out.append((str(shared[1]), shared[0].path))
         out += [(str(src), target) for src, target in self.node_cgroups(name)]
+        # last: the sources above may lie under this machine's /tmp (the lab's state). Each
+        # node has a /tmp of its own, as a real node does: srun's PMIx plugin makes
+        # /tmp/spmix_appdir_<uid>_<step> on every node of a step, and two namespace nodes of
+        # one job would otherwise collide there ("File exists")
+        out.append((str(d / "tmp"), "/tmp"))
         if self.root == "/":
             return out
         # the munge socket is bound onto the node's run directory on this machine, which
@@ -449,6 +454,8 @@ class Lab:
             (d / sub).mkdir(parents=True, exist_ok=True)
             Path(path).mkdir(parents=True, exist_ok=True)  # the mount point
         (d / "run/munge").mkdir()
+        (d / "tmp").mkdir(exist_ok=True)
+        os.chmod(d / "tmp", 0o1777)
         shared = self.shared_state()
         if shared and name in self.slurm.controllers:
             # the mount point, inside the node's private tree, and the "export" itself

@@ -63,6 +63,23 @@ def test_a_job_spans_both_workers(lab):
     assert sorted(out.split()) == sorted(lab.workers())
 
 
+MPI_HELLO = ("from mpi4py import MPI; c = MPI.COMM_WORLD; "
+             "print(c.Get_rank(), MPI.Get_processor_name(), c.allreduce(c.Get_rank() + 1))")
+
+
+def test_mpi_hello_over_pmix_spans_both_workers(lab):
+    """As a user: an Open MPI program launched by srun (MpiDefault=pmix: Slurm's PMIx
+    plugin wires the ranks up, no mpirun) on both workers, whose ranks reduce together."""
+    assert lab.estate.spec.slurm.mpi_default.startswith("pmix")
+    proc = lab.as_user("alice", ["srun", "-N2", "-n2", "--ntasks-per-node=1", "-t", "2",
+                                 "/usr/bin/python3", "-c", MPI_HELLO])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ranks = sorted(line.split() for line in proc.stdout.splitlines() if line.strip())
+    assert [r[0] for r in ranks] == ["0", "1"], proc.stdout
+    assert sorted(r[1] for r in ranks) == sorted(lab.workers())
+    assert {r[2] for r in ranks} == {"3"}, f"allreduce of 1 + 2: {proc.stdout}"
+
+
 def test_two_one_gpu_jobs_share_a_two_gpu_node(lab):
     """Each GPU of a node is schedulable: a 1-GPU job must not hold the whole node."""
     node = lab.workers()[0]
