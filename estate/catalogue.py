@@ -54,9 +54,11 @@ def plugin_file(plugin: str) -> str:
 
 # Open MPI, and PMIx for Debian's mpi_pmix plugins: they dlopen the unversioned
 # /usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so (strings mpi_pmix_v4.so, bookworm), which
-# only libpmix-dev ships; with libpmix2 alone srun says "can not load PMIx library".
+# only libpmix-dev ships; with the library alone srun says "can not load PMIx library".
+# libpmix-dev depends on the library, whose name differs by suite (bookworm libpmix2,
+# trixie libpmix2t64), so the library is not named here.
 # python3-mpi4py: MPI from Python, which the acceptance checks' MPI hello runs.
-PMIX = ("openmpi-bin", "libpmix2", "libpmix-dev", "python3-mpi4py")
+PMIX = ("openmpi-bin", "libpmix-dev", "python3-mpi4py")
 
 # The plugin packages every node that runs a Slurm daemon or client needs: the rendered
 # slurm.conf names auth/jwt whenever the spec has slurmrestd, and configless slurmds load it too.
