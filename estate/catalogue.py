@@ -251,12 +251,19 @@ def root_packages() -> list[str]:
     """What a release root for the namespace lab holds (scripts/slurm-root.sh): the lab
     node's roles, and every plugin package Debian splits out, so that the root's dpkg can
     say which package ships each plugin a rendered file names (test_plugin_packages.py)."""
-    return list(dict.fromkeys(packages(*ROOT_ROLES, extras=HOST_EXTRAS)
-                              + list(PLUGIN_PACKAGES.values())))
+    return list(dict.fromkeys(packages(*ROOT_ROLES) + list(PLUGIN_PACKAGES.values())))
+
+
+def root_extras() -> list[str]:
+    """The roles' extras a release root holds too (the lab spec's Open MPI and PMIx),
+    installed by apt inside the root after debootstrap: debootstrap's own resolver takes
+    no alternatives (trixie's libltdl-dev needs "automake | automaken") and fails them."""
+    base = set(root_packages())
+    return [p for p in packages(*ROOT_ROLES, extras=HOST_EXTRAS) if p not in base]
 
 
 def _main(argv: list[str]) -> int:
-    usage = ("usage: python3 -m estate.catalogue host | conflicts | root | releases | "
+    usage = ("usage: python3 -m estate.catalogue host | conflicts | root | root-extras | releases | "
              "suite VERSION | "
              "packages ROLE... [+EXTRA...] [--sep SEP]")
     sep = "\n"
@@ -272,6 +279,8 @@ def _main(argv: list[str]) -> int:
         print(sep.join(CONFLICTS))
     elif argv[0] == "root":
         print(sep.join(root_packages()))
+    elif argv[0] == "root-extras":
+        print(sep.join(root_extras()))
     elif argv[0] == "releases":   # the Slurm releases that run from a root, not the host
         print(sep.join(v for v, suite in SLURM_SUITES.items() if suite != HOST_SUITE))
     elif argv[0] == "suite" and len(argv) == 2 and argv[1] in SLURM_SUITES:

@@ -16,8 +16,9 @@ mirror=${ESTATE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 suite=$(python3 -m estate.catalogue suite "$version") \
     || { echo "no Debian suite known for Slurm $version (estate/catalogue.py)" >&2; exit 2; }
 pkgs=$(python3 -m estate.catalogue root --sep ,)
+extras=$(python3 -m estate.catalogue root-extras --sep ' ')
 # the recipe: suite, packages, mirror and this script's commands (not its comments)
-hash=$(printf '%s\n' "$suite" "$pkgs" "$mirror" | cat - <(grep -v '^ *#' "$0") \
+hash=$(printf '%s\n' "$suite" "$pkgs" "$extras" "$mirror" | cat - <(grep -v '^ *#' "$0") \
     | sha256sum | cut -c1-12)
 cache=$PWD/build/slurm-root
 root=$cache/$suite-$hash
@@ -31,6 +32,16 @@ trap 'rm -rf "$tmp" "$tmp.log"' EXIT
 echo "debootstrap $suite (minbase + $pkgs) into $root" >&2
 debootstrap --variant=minbase --include="$pkgs" "$suite" "$tmp" "$mirror" >"$tmp.log" 2>&1 \
     || { tail -20 "$tmp.log" >&2; exit 1; }
+# The roles' extras (Open MPI, PMIx) by apt inside the root: its resolver takes the
+# alternatives that debootstrap's does not (trixie's libltdl-dev: "automake | automaken").
+if [ -n "$extras" ]; then
+    mount -t proc proc "$tmp/proc"
+    # shellcheck disable=SC2086 # one word per package
+    { chroot "$tmp" apt-get update -q && DEBIAN_FRONTEND=noninteractive chroot "$tmp" \
+        apt-get install -y -q --no-install-recommends $extras; } >>"$tmp.log" 2>&1 \
+        || { umount "$tmp/proc"; tail -20 "$tmp.log" >&2; exit 1; }
+    umount "$tmp/proc"
+fi
 # Names resolve from the /etc/hosts the lab binds into each node, never over DNS: with a
 # nameserver that cannot be reached, every lookup waits and slurmctld answers after the
 # clients' MessageTimeout (docs: /work/shared/LAB-NOTES.md, measured 2026-12-01).
