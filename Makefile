@@ -7,7 +7,7 @@ VENV := .venv
 ESTATE := $(VENV)/bin/estate
 PYTEST := $(VENV)/bin/pytest -p no:cacheprovider
 
-.PHONY: deps venv doctor check render lab lab-image-ahead lab-down lab-ns lab-ns-down test test-unit test-fuzz test-live-slurm slurm-roots test-lab test-molecule test-vm bench bench-scale golden lab-vagrant lab-vagrant-down
+.PHONY: deps venv scan-venv doctor check render lab lab-image-ahead lab-down lab-ns lab-ns-down test test-unit test-fuzz test-live-slurm slurm-roots test-lab test-molecule test-vm bench bench-scale golden lab-vagrant lab-vagrant-down
 
 deps:
 	@scripts/install-deps.sh
@@ -73,8 +73,12 @@ test-molecule: deps venv
 test:
 	@scripts/test-tiers.sh unit+fuzz live-slurm,vm+molecule,lab
 
-test-unit: venv
+test-unit: venv scan-venv
 	$(PYTEST) -q tests/unit tests/golden tests/live_k8s
+
+## Checkov's own environment (.venv/checkov), for tests/unit/test_checkov.py only.
+scan-venv: venv
+	@scripts/scan-venv.sh
 
 ## The fuzz tier: 2,000 seeded mutants of stacks/*.yaml through load -> check -> render
 ## in-process and 50 through the CLI; none may crash, hang, write part of a tree or render

@@ -21,9 +21,4 @@ if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then exit 0; fi
 # compat: a plain path entry in a .pth file. The default editable mode imports a finder
 # module in every interpreter the venv starts, 0.013 s of each `estate` command.
 .venv/bin/pip install -q -e '.[test]' --config-settings editable_mode=compat
-# Checkov (pyproject's `scan` extra) in an environment of its own: its pins conflict with
-# the test extra's (pyproject.toml says which); tests/unit/test_checkov.py runs it from here.
-scan=$(.venv/bin/python -c 'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["scan"]))')
-"$py" -m venv .venv/checkov
-.venv/checkov/bin/pip install -q $scan
 echo "$want" > "$stamp"

@@ -3,7 +3,7 @@ listed, with its reason, in k8s/checkov-allowlist.txt; a new failure fails here,
 a line that no longer matches a failure.
 
 Checkov (pinned in pyproject.toml's `scan` extra) pins packaging<24, which Pulumi and pytest
-refuse, so it lives in its own environment, .venv/checkov (scripts/venv.sh makes it); it
+refuse, so it lives in its own environment, .venv/checkov (scripts/scan-venv.sh, `make test-unit`, makes it); it
 runs here as a subprocess, offline: no platform mapping download (BC_SKIP_MAPPING), no SCA
 scan, --skip-download, HOME in a temporary folder.
 """
