@@ -27,7 +27,8 @@ def register(app: typer.Typer) -> None:
                                                  "default: with --lab only."),
                drills: bool = typer.Option(False, "--drills", help="Also run the incident "
                                            "drills (stop a part, wait for its alert to page "
-                                           "and resolve: minutes each)."),
+                                           "and resolve: minutes each) and the acceptance "
+                                           "suite with a check broken on purpose."),
                output: Output = output_option()):
         """Check the nodes against what was rendered: table, JSON and JUnit XML."""
         from estate.verify.run import run_verify
