@@ -2,10 +2,6 @@
 Estate's site configuration and checks, the acceptance suite users run from here."""
 from __future__ import annotations
 
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 from shlex import quote
 
 from pyinfra import host
@@ -41,26 +37,13 @@ def install_reframe() -> None:
         host.noop(f"ReFrame {reframe.VERSION} in {reframe.HOME}")
         return
     wheels = f"{reframe.HOME}-wheels"
-    files.sync(name=f"ReFrame {reframe.VERSION}'s wheels", src=str(_wheels()), dest=wheels,
+    try:
+        local = reframe.wheels()
+    except RuntimeError as exc:
+        raise OperationError(f"{host.name}: {exc}")
+    files.sync(name=f"ReFrame {reframe.VERSION}'s wheels", src=str(local), dest=wheels,
                delete=True)
     server.shell(name=f"Install ReFrame {reframe.VERSION} into {reframe.HOME}", commands=[
         f"python3 -m venv --clear {quote(reframe.HOME)}",
         f"{quote(reframe.HOME)}/bin/pip install -q --no-index --disable-pip-version-check "
         f"--find-links {quote(wheels)} {quote('reframe-hpc==' + reframe.VERSION)}"])
-
-
-def _wheels() -> Path:
-    """reframe-hpc and its dependencies as wheels, downloaded once on this machine (the
-    provisioner, which reaches the package index as its user has set it up)."""
-    dest = Path(tempfile.gettempdir()) / f"estate-reframe-{reframe.VERSION}-wheels"
-    done = dest / ".complete"
-    if not done.exists():
-        proc = subprocess.run([sys.executable, "-m", "pip", "download", "-q",
-                               "--only-binary=:all:", "-d", str(dest),
-                               f"reframe-hpc=={reframe.VERSION}"],
-                              capture_output=True, text=True)
-        if proc.returncode:
-            raise OperationError(f"{host.name}: cannot fetch reframe-hpc=={reframe.VERSION} "
-                                 f"here to install it there: {proc.stderr.strip()[-400:]}")
-        done.touch()
-    return dest
