@@ -102,7 +102,9 @@ ROLES: dict[str, Role] = {r.name: r for r in (
          ("slurmrestd", "stunnel@slurmrestd"), loads=("slurm.conf", "slurmrestd"), spec_role=True,
          stage="slurm-nodes"),
     # reframe: python3-venv, for ReFrame's own venv (reframe-hpc from PyPI: Debian has none)
-    Role("slurm_login", "slurm", ("slurm-client", *SLURM_PLUGINS), loads=("slurm.conf",),
+    # python3: Estate's seff (slurm_conf/seff.py.j2) runs on it
+    Role("slurm_login", "slurm", ("slurm-client", "python3", *SLURM_PLUGINS),
+         loads=("slurm.conf",),
          extras={"pmix": PMIX, "reframe": ("python3-venv",)}, spec_role=True,
          stage="slurm-nodes"),
     # slurm-client: job scripts call srun, scontrol, sbatch and sacct on the node they run

@@ -12,7 +12,7 @@ from fnmatch import fnmatch
 from estate.model.kubernetes import (KUBE_VIP_INIT_PATH, KUBE_VIP_MANIFEST, KUBE_VIP_PATH,
                                      SBIN, SYSTEMD_UNITS)
 from estate.model.services import (CGROUP_BIND, CGROUP_BIND_SBIN, CTLD_HOOKS, GPU_DEVICES,
-                                   HOOK_DIR, HOOKS, MANIFESTS, OPENMPI,
+                                   HOOK_DIR, HOOKS, MANIFESTS, OPENMPI, SEFF,
                                    SLURMD_RESTART, STATE_DROPIN)
 
 ESTATE_ETC = "/etc/estate"
@@ -29,6 +29,7 @@ TABLE: list[tuple[str, str]] = [
     ("slurm/bridge/*.timer", "/etc/systemd/system/{name}"),
     ("slurm/bridge/*", "/usr/local/sbin/{name}"),
     (STATE_DROPIN, "/etc/systemd/system/slurmctld.service.d/estate-state.conf"),
+    (SEFF, "/usr/local/bin/seff"),
     (CGROUP_BIND + "*.conf", "/etc/systemd/system/slurmd.service.d/estate-cgroup.conf"),
     (CGROUP_BIND + "*", CGROUP_BIND_SBIN),
     (OPENMPI + "*.conf", "/etc/openmpi/{name}"),   # Debian's Open MPI reads it there
@@ -88,6 +89,7 @@ INSTALLERS: list[tuple[str, str]] = [
     (SLURMD_RESTART + "*", "slurm_worker"),
     (HOOKS + "*", "slurm_worker"),
     (CGROUP_BIND + "*", "slurm_worker"),
+    (SEFF, "slurm_login"),
     (CTLD_HOOKS + "*", "slurm_controller"),
     ("slurm/accounting.sh", "slurm_controller"),
     ("slurm/accounts.cfg", "slurm_controller"),

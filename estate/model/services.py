@@ -69,6 +69,7 @@ STATE_DROPIN = "slurm/systemd/slurmctld-state.conf"   # slurmctld waits for its 
 HOOKS = "slurm/hooks/"              # the site's node hook scripts (slurmd runs them) ...
 CTLD_HOOKS = "slurm/ctld-hooks/"    # ... and its power programs (slurmctld runs them) ...
 HOOK_DIR = "/etc/slurm/hooks"       # ... and where the nodes have them
+SEFF = "slurm/login/seff"   # the login nodes' seff (slurm_conf/seff.py.j2)
 NVIDIA_MAJOR = 195   # the character major of /dev/nvidiaN (the driver's, and the lab's fakes)
 # slurm.cgroup_mountpoint elsewhere than this: the workers bind their own cgroups there
 DEFAULT_CGROUP_MOUNTPOINT = "/sys/fs/cgroup"

@@ -26,7 +26,7 @@ from estate.model.slurm_keys import MERGED, conf_keys
 from estate.model.slurm_plugins import (job_acct_gather, plugin_settings,  # noqa: F401
                                         slurm_plugins, unset_by_release)
 from estate.model.services import (CGROUP_BIND, CGROUP_BIND_SBIN, DEFAULT_CGROUP_MOUNTPOINT,
-                                   GPU_DEVICES, HOOK_DIR, HOOKS, NVIDIA_MAJOR, PORTS,
+                                   GPU_DEVICES, HOOK_DIR, HOOKS, NVIDIA_MAJOR, PORTS, SEFF,
                                    SLURM_USER, SLURMD_RESTART, SLURMDBD_DATABASE,
                                    SLURMDBD_PATHS, STATE_DROPIN, hooks, jwt_key_path,
                                    slurm_daemon_paths, uses_jwt)
@@ -220,6 +220,10 @@ def render_slurm(estate: Estate, source: str = "") -> list[Artifact]:
         Artifact("slurm/cgroup.conf", render_template("slurm_conf/cgroup.conf.j2", ctx),
                  Hostlist(readers.ranges + estate.role_hosts("slurm_worker").ranges), PLANE),
     ]
+    if login and estate.spec.slurm.accounting:
+        # seff: a job's CPU and memory efficiency from sacct (Debian packages no seff)
+        out.append(Artifact(SEFF, render_template("slurm_conf/seff.py.j2", {
+            "cluster": estate.spec.slurm.cluster_name}), login, PLANE, mode=0o755))
     out += worker_artifacts(estate) + restart_facts(estate, out)
     out += slurmrestd_artifacts(estate)
     shared = state_mount(estate)

@@ -9,7 +9,7 @@ from pyinfra.api import OperationError, deploy
 from pyinfra.operations import files, server
 
 from estate.model import reframe
-from estate.model.services import OPENMPI
+from estate.model.services import OPENMPI, SEFF
 from roles._lib import consumed, install, install_packages, runtime, slurm_configs
 from roles._lib.facts import Probe
 
@@ -23,7 +23,7 @@ def slurm_login() -> None:
     slurm_configs()
     for path in consumed(f"{OPENMPI}*"):
         install(path)   # mpirun under salloc runs here (docs/jobs.md, "Login nodes")
-    for path in consumed("reframe/*"):
+    for path in consumed("reframe/*") + consumed(SEFF):
         install(path)
     install_reframe()
 

@@ -140,8 +140,8 @@ def test_a_step_over_its_memory_ends_out_of_memory(node, ctx):
 
 @on_nodes(lambda ctx: ctx.gpu_nodes()[:1])
 def test_tasks_are_bound_to_their_cores_and_accounted(node, ctx):
-    """task/affinity with ConstrainCores: a 1-CPU task sees one CPU; jobacct_gather/cgroup
-    records the step's peak memory (sacct MaxRSS)."""
+    """task/affinity with ConstrainCores: a 1-CPU task sees one CPU; accounting records
+    the step's peak memory (sacct MaxRSS), and seff reports it."""
     if ctx.estate.spec.slurm.process_tracking != "cgroup":
         pytest.skip("slurm.process_tracking is linuxproc: no cpuset cgroup")
     job = _sbatch(ctx, f"-N1 -w {shlex.quote(node)} -n1 -c1",
@@ -152,6 +152,10 @@ def test_tasks_are_bound_to_their_cores_and_accounted(node, ctx):
     assert len(cpus) == 1 and cpus[0].isdigit(), f"Cpus_allowed_list {cpus}: not one CPU"
     rss = [r[2] for r in _sacct(ctx, job, "JobID,State,MaxRSS") if r[0].endswith(".0")]
     assert rss and rss[0] not in ("", "0"), f"sacct MaxRSS of the step: {rss}"
+    # and seff, as users ask for it, from the same accounting
+    eff = _as_user(ctx, f"seff {shlex.quote(job)}")
+    assert eff.rc == 0 and "CPU Efficiency:" in eff.stdout and \
+        "Memory Utilized: 0.00 B" not in eff.stdout, eff.stdout + eff.stderr
 
 
 @on_nodes(lambda ctx: ctx.controller())
