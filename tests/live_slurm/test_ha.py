@@ -37,6 +37,12 @@ def ping(lab) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in found if m}
 
 
+def backup_log(lab) -> str:
+    """The end of ctl2's slurmctld log: why a backup did not answer."""
+    path = lab.host_path("ctl2", "/var/log/slurm/slurmctld.log")
+    return "".join(path.read_text().splitlines(True)[-30:]) if path.exists() else "(none)"
+
+
 def until(what, timeout: float):
     end = time.monotonic() + timeout
     while not (result := what()) and time.monotonic() < end:
@@ -48,7 +54,9 @@ def test_both_controllers_see_one_state_and_slurm_matches_the_spec(lab):
     assert state_mount(lab.estate).export == "slurm-state"
     shared = [lab.host_path(c, lab.daemon_path("StateSaveLocation")) for c in ("ctl1", "ctl2")]
     assert shared[0] == shared[1]
-    assert ping(lab) == {"ctl1": "UP", "ctl2": "UP"}
+    # the backup answers once it has started in standby (seconds; longer on a loaded host)
+    assert until(lambda: ping(lab) == {"ctl1": "UP", "ctl2": "UP"}, 30), \
+        f"{ping(lab)}; ctl2's slurmctld log:\n{backup_log(lab)}"
     assert slurm_view.compare(lab.estate, lab.view()) == []
 
 
@@ -63,7 +71,7 @@ def test_the_backup_takes_over_with_the_primarys_jobs(lab):
         # the backup answers once SlurmctldTimeout (10 s) has passed without the primary
         assert until(lambda: ping(lab).get("ctl2") == "UP" and ping(lab).get("ctl1") ==
                      "DOWN" and lab.run(lab.client(), ["squeue"], check=False).returncode == 0,
-                     60), ping(lab)
+                     60), f"{ping(lab)}; ctl2's slurmctld log:\n{backup_log(lab)}"
         after = lab.job_states([running, waiting])
         assert after[running] == before[running], after
         assert after[waiting].startswith("PENDING"), after
