@@ -131,23 +131,27 @@ def _what(binding: dict) -> str:
     return f"{kind} {ns + '/' if ns else ''}{name}"
 
 
+def _tenant_bindings(ctx) -> tuple[dict, dict, list]:
+    """(rendered roles, each tenant's identities, [(path, binding, its namespace)]) that
+    both tenant checks read; no bindings where the spec has no tenants."""
+    k = ctx.estate.spec.kubernetes
+    if not k or not k.tenants:
+        return {}, {}, []
+    docs = _docs(ctx.artifacts)
+    bindings = [(path, b, (b.get("metadata") or {}).get("namespace")) for path, b in docs
+                if b.get("kind") in ("RoleBinding", "ClusterRoleBinding")]
+    return _roles(docs), tenant_identities(ctx.estate), bindings
+
+
 @validator("kubernetes.tenant_boundary_writable", E, "kubernetes",
            "a rendered binding lets an identity inside a tenant change a boundary the estate "
            "owns (NetworkPolicies, quotas, LimitRanges, RBAC, admission policies)",
            stage="artifacts")
 def tenant_boundary_writable(ctx):
-    k = ctx.estate.spec.kubernetes
-    if not k or not k.tenants:
-        return
-    docs = _docs(ctx.artifacts)
-    roles = _roles(docs)
-    identities = tenant_identities(ctx.estate)
     hint = ("bind tenants to estate.model.kubernetes.TENANT_ROLE, which reads the "
             "boundaries and writes none")
-    for path, b in docs:
-        if b.get("kind") not in ("RoleBinding", "ClusterRoleBinding"):
-            continue
-        ns = (b.get("metadata") or {}).get("namespace")
+    roles, identities, bindings = _tenant_bindings(ctx)
+    for path, b, ns in bindings:
         for t, ids in identities.items():
             if b["kind"] == "RoleBinding" and ns != t:
                 continue
@@ -176,16 +180,8 @@ def tenant_boundary_writable(ctx):
            "a rendered identity outside a tenant can read that tenant's Secrets",
            stage="artifacts")
 def tenant_secrets_readable(ctx):
-    k = ctx.estate.spec.kubernetes
-    if not k or not k.tenants:
-        return
-    docs = _docs(ctx.artifacts)
-    roles = _roles(docs)
-    identities = tenant_identities(ctx.estate)
-    for path, b in docs:
-        if b.get("kind") not in ("RoleBinding", "ClusterRoleBinding"):
-            continue
-        ns = (b.get("metadata") or {}).get("namespace")
+    roles, identities, bindings = _tenant_bindings(ctx)
+    for path, b, ns in bindings:
         tenants = [t for t in identities if b["kind"] == "ClusterRoleBinding" or ns == t]
         rules = _rules(b, roles) or []
         for t in tenants:
