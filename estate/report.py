@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Callable
 
+from estate.model.entitlement import LIMIT_KIND
+
 UTC = timezone.utc
 # Times go to sacct and come back in UTC whatever the controller's zone and the user's
 # SLURM_TIME_FORMAT: both would otherwise change what -S/-E and Start/End mean.
@@ -209,51 +211,6 @@ def bucket_edges(start: datetime, end: datetime, per: str) -> list[datetime]:
         raise ValueError(f"{len(inner) + 1} buckets of one {per}: more than {MAX_BUCKETS}; "
                          "ask per day or for a shorter period")
     return [start, *(datetime.fromtimestamp(t, UTC) for t in inner), end]
-
-
-# --- what each tenant may use: quota (Kubernetes) or fair share (Slurm) ---------------------
-
-LIMIT_KIND = {"slurm": "fair share", "kubernetes": "quota"}
-
-
-def limits(estate) -> dict[str, dict[str, float]]:
-    """plane -> tenant -> GPUs it is entitled to: a Kubernetes tenant's nominal quota (all
-    its models), a Slurm account's fair share of the partitions' GPUs (its shares among
-    its siblings', times its parent's)."""
-    out: dict[str, dict[str, float]] = {}
-    shares = fair_shares(estate.spec.slurm.accounts)
-    if shares:
-        total = slurm_gpus(estate)
-        out["slurm"] = {name: share * total for name, share in shares.items()}
-    k8s = estate.spec.kubernetes
-    if k8s and k8s.tenants:
-        out["kubernetes"] = {t.name: float(sum(t.gpus.values())) for t in k8s.tenants}
-    return out
-
-
-def fair_shares(accounts) -> dict[str, float]:
-    """account -> its normalised share of the whole (Slurm's classic fair share tree)."""
-    children: dict[str, list] = {}
-    for a in accounts:
-        children.setdefault(a.parent, []).append(a)
-    out: dict[str, float] = {}
-
-    def walk(parent: str, share: float, seen: frozenset) -> None:
-        kids = children.get(parent, [])
-        total = sum(a.fairshare for a in kids)
-        for a in kids:
-            if a.name not in seen and total:      # a cycle is check/'s finding, not ours
-                out[a.name] = share * a.fairshare / total
-                walk(a.name, out[a.name], seen | {a.name})
-    walk("root", 1.0, frozenset())
-    return out
-
-
-def slurm_gpus(estate) -> int:
-    """GPUs Slurm hands out across its compute nodes."""
-    from estate.model import model
-    m = model(estate)
-    return sum(n * per for g in m.groups if g.slurm_compute for n, per in [m.schedulable(g)])
 
 
 # --- the report -----------------------------------------------------------------------------

@@ -17,10 +17,11 @@ from typing import Callable
 
 import typer
 
+from estate.model.entitlement import entitled_gpus
 from estate.output import (
     Output, lab_option, output_option, ssh_key_option, ssh_user_option, strict_host_keys_option)
 from estate.report import (PER, UTC, Report, SourceError, Unreachable, bucket_edges,
-                           default_per, kubernetes_usage, limits, measure, parse_when,
+                           default_per, kubernetes_usage, measure, parse_when,
                            render_json, render_svg, render_table, skip, slurm_usage,
                            step_seconds)
 
@@ -104,7 +105,7 @@ def collect(estate, start: datetime, end: datetime,
     each tenant to."""
     per = per or default_per(start, end)
     report = Report(start, end, per=per, edges=bucket_edges(start, end, per),
-                    limits=limits(estate))
+                    limits=entitled_gpus(estate))
     _ask_slurm(report, estate, runner)
     _ask_kubernetes(report, estate, query, prometheus)
     return report

@@ -18,12 +18,13 @@ from typer.testing import CliRunner
 
 from estate import report_cli
 from estate.cli import app
+from estate.model.entitlement import entitled_gpus as limits, fair_shares
 from estate.pipeline import build
 from estate.render import monitoring as render
 from estate.report import (PANEL_H, RULE, UTC, Job, Report, SourceError, Unreachable,
-                           allocated_gpus, bucket_edges, default_per, entitled, fair_shares,
+                           allocated_gpus, bucket_edges, default_per, entitled,
                            gpu_seconds, kubernetes_gpu_hours, kubernetes_promql,
-                           kubernetes_usage, limits, parse_sacct, parse_vector, parse_when,
+                           kubernetes_usage, parse_sacct, parse_vector, parse_when,
                            printable, render_svg, slurm_gpu_hours, slurm_usage, step_seconds,
                            table_rows)
 from estate.spec.load import load_text
