@@ -393,7 +393,7 @@ def entitled(report: Report, plane: str, tenant: str) -> list[float] | None:
 
 def render_svg(report: Report) -> str:
     rows, notes = report.chart_rows(), report.notes()
-    height = TOP + ROW_H * (len(rows) or 1) + 18 * len(notes) + 2 * MARGIN
+    height = TOP + ROW_H * (len(rows) or 1) + 18 * len(notes) + 2 * MARGIN + 8
     width = MARGIN * 2 + LABEL_W + PANEL_W + TOTAL_W
     svg = ET.Element("svg", {"xmlns": SVG_NS, "width": str(width), "height": str(height),
                              "viewBox": f"0 0 {width} {height}",
@@ -404,7 +404,11 @@ def render_svg(report: Report) -> str:
         _text(svg, MARGIN, TOP + 16, "no GPU-hours in this period", **{"font-size": "12"})
     for i, (plane, tenant) in enumerate(rows):
         _row(svg, report, plane, tenant, TOP + i * ROW_H)
-    y = TOP + ROW_H * (len(rows) or 1) + MARGIN
+    y = TOP + ROW_H * (len(rows) or 1)
+    _text(svg, _x(report, report.start), y, iso(report.start), **{"font-size": "10"})
+    _text(svg, _x(report, report.end), y, iso(report.end),
+          **{"font-size": "10", "text-anchor": "end"})
+    y += MARGIN + 4
     for note in notes:
         _text(svg, MARGIN, y, printable(note), **{"font-size": "11", "fill": "#4b5563"})
         y += 18
@@ -427,6 +431,9 @@ def _row(svg: ET.Element, report: Report, plane: str, tenant: str, y: float) -> 
                                  "data-total": f"{total:.6f}", "data-scale": f"{most:.6f}"})
     ET.SubElement(g, "title").text = f"{plane} {printable(tenant)}: {total:.3f} GPU-hours"
     _text(g, MARGIN, base - 4, f"{plane} / {_short(tenant)}", **{"font-size": "12"})
+    ET.SubElement(g, "rect", {"class": "panel", "x": f"{_x(report, report.start):.2f}",
+                              "y": f"{base - PANEL_H:.2f}", "width": str(PANEL_W),
+                              "height": str(PANEL_H), "fill": "#f3f4f6"})
     ET.SubElement(g, "line", {"x1": f"{_x(report, report.start):.2f}", "y1": f"{base:.2f}",
                               "x2": f"{_x(report, report.end):.2f}", "y2": f"{base:.2f}",
                               "stroke": "#9ca3af", "stroke-width": "1"})
@@ -453,6 +460,8 @@ def _grant_line(g: ET.Element, report: Report, plane: str, tenant: str,
         y = base - PANEL_H * h / most
         points += [f"{_x(report, a):.2f},{y:.2f}", f"{_x(report, b):.2f},{y:.2f}"]
     gpus = report.limits[plane][tenant]
+    _text(g, MARGIN + LABEL_W + PANEL_W + 8, base - PANEL_H + 10,
+          f"{LIMIT_KIND[plane]}: {gpus:.3g} GPUs", **{"font-size": "10", "fill": "#4b5563"})
     line = ET.SubElement(g, "polyline", {
         "class": "grant", "data-kind": LIMIT_KIND[plane], "data-gpus": f"{gpus:.6f}",
         "points": " ".join(points), "fill": "none", "stroke": "#111827",
