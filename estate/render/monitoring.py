@@ -29,6 +29,7 @@ from estate.model.monitoring import (ALERTS, DCGM_GPU_UTIL, DCGM_JOB_LABEL, GPU_
                                      receiver_for, targets, tenant_template, tenants)
 from estate.model.services import PORTS
 from estate.render.artifacts import Artifact
+from estate.render.consoles import LIBRARIES_DIR, TEMPLATES_DIR, render_consoles
 from estate.render.templates import line_value
 from estate.spec.hostlist import Hostlist
 from estate.spec.resolved import Estate
@@ -396,7 +397,9 @@ def node_exporter_env() -> bytes:
 def prometheus_env(estate: Estate) -> bytes:
     mon = estate.spec.monitoring
     args = [f"--config.file={destination(CONFIG)}",
-            f"--storage.tsdb.retention.time={mon.retention_days}d"]
+            f"--storage.tsdb.retention.time={mon.retention_days}d",
+            f"--web.console.templates={TEMPLATES_DIR}",
+            f"--web.console.libraries={LIBRARIES_DIR}"]
     addr = estate.address(mon.host, mon.segment)
     if addr is not None:   # only on the segment its flow admits the admins to
         args.append(f"--web.listen-address={addr}:{PORTS['prometheus']}")
@@ -566,6 +569,7 @@ def render_monitoring(estate: Estate, source: str = "") -> list[Artifact]:
     out += [Artifact(CONFIG, (HEADER + config_text(prometheus_config(estate))).encode(), host,
                      PLANE),
             Artifact(RULES, (HEADER + _dump(rules(estate))).encode(), host, PLANE),
+            *render_consoles(estate, rules(estate), nfs_exports(estate), host, PLANE),
             Artifact(PROMETHEUS_ENV, prometheus_env(estate), host, PLANE),
             Artifact(ALERTMANAGER_CONFIG,
                      (HEADER + _dump(alertmanager_config(estate))).encode(), host, PLANE),
