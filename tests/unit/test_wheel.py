@@ -1,9 +1,10 @@
 """Estate installs like a tool: a wheel built from the repository works on a spec that lives
 outside any checkout (issue 45).
 
-The wheel is built from a copy of the repository's files (as a fresh clone has them), with
-the venv's setuptools (the build-system pin, in the test extra: no index is reached), and
-installed into a fresh venv. Its dependencies come from this venv's site-packages, added
+An sdist is built from a copy of the repository's files (as a fresh clone has them), and the
+wheel from that sdist (so each carries everything), with the venv's setuptools (the
+build-system pin, in the test extra: no index is reached); the wheel is installed into a
+fresh venv. Its dependencies come from this venv's site-packages, added
 after the fresh venv's own (a plain path in a .pth file: this venv's editable install of
 the checkout is not processed), so `estate` and its data are the wheel's. The commands run
 from a directory outside the checkout, without PYTHONPATH.
@@ -53,8 +54,11 @@ def installed(tmp_path_factory) -> dict:
     """A fresh venv with the wheel installed: its python, estate, and a clean environment."""
     tmp = tmp_path_factory.mktemp("wheel")
     src = _clone(tmp / "src")
+    _run([sys.executable, "-c", "import setuptools.build_meta as b, sys; "
+          "b.build_sdist(sys.argv[1])", tmp / "sdist"], src)
+    sdist, = (tmp / "sdist").glob("estate-*.tar.gz")
     _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-          "--no-index", "-w", tmp / "dist", src], tmp)
+          "--no-index", "-w", tmp / "dist", sdist], tmp)
     wheel, = (tmp / "dist").glob("estate-*.whl")
     venv = tmp / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", venv], tmp)
