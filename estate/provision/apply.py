@@ -9,21 +9,18 @@ kernel has none): that is reported as such, never as success.
 """
 from __future__ import annotations
 
-import importlib
 import logging
-import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from estate import paths
 from estate.catalogue import LOCKSTEP_PHASES, PHASE_ARGS, phases as ordered_phases
 
 if TYPE_CHECKING:
     from estate.provision.inventory import Inventory
 
-ROOT = Path(__file__).resolve().parents[2]
 CONNECT_RETRIES = 2   # more tries, 3 s apart, before a node is reported unreachable
 
 
@@ -72,14 +69,8 @@ class Result:
                           for h, r in self.hosts.items()}}
 
 
-def _roles_importable() -> None:
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))  # roles/ is a top-level package next to estate/
-
-
 def _deploy_func(name: str):
-    _roles_importable()
-    module = importlib.import_module(f"roles.{name}.tasks")
+    module = paths.role_module(f"{name}.tasks")
     return getattr(module, name)
 
 
@@ -116,8 +107,7 @@ def _run_phase(phase: str, inv: Inventory, deploys: list[str],
     from pyinfra.api.deploy import add_deploy
     from pyinfra.api.exceptions import PyinfraError
     from pyinfra.api.operations import run_ops
-    _roles_importable()
-    from roles._lib import Unsupported
+    Unsupported = paths.role_module("_lib").Unsupported
 
     state = State(check_for_changes=False)
     state.init(inv.pyinfra(), Config(PARALLEL=parallel or 0, FAIL_PERCENT=None))
