@@ -46,7 +46,7 @@ from estate.kubernetes_releases import (CONTAINERD_CONFIG_VERSION, CONTAINERD_MA
                                         pause_image)
 from estate.model.services import MANIFESTS
 from estate.model.flows import flow as matrix_flow
-from estate.render.cni import installation_spec, operator_manifest
+from estate.render.cni import installation_spec, operator_text
 from estate.render import gpu_addons, system_policy
 from estate.render.kube_state_metrics import kube_state_metrics
 from estate.render.identity_policy import run_as_policy
@@ -686,10 +686,11 @@ def build_kind(estate: Estate, source: str) -> list[Artifact]:
 
 
 def build_cni(estate: Estate, source: str) -> list[Artifact]:
-    """Calico: the operator, then the Installation it reconciles (estate.render.cni)."""
+    """Calico: the operator (hardened), then the Installation it reconciles
+    (estate.render.cni)."""
     text = _render("cni-installation.yaml.j2", estate, source, version=cni.CALICO_VERSION,
                    api=cni.INSTALLATION_API, spec_body=installation_spec(estate))
-    return [_manifest(cni.OPERATOR_PATH, operator_manifest(), estate),
+    return [_manifest(cni.OPERATOR_PATH, operator_text(to_yaml), estate),
             _manifest(cni.INSTALLATION_PATH, text, estate)]
 
 
