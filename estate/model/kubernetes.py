@@ -131,6 +131,15 @@ DEVICE_LIST_STRATEGY = "volume-mounts"
 TOOLKIT_CONFIG = "kubernetes/nvidia/config.toml"
 TOOLKIT_SETTINGS = {"accept-nvidia-visible-devices-envvar-when-unprivileged": False,
                     "accept-nvidia-visible-devices-as-volume-mounts": True}
+# "Unprivileged" in the toolkit's sense: CAP_SYS_ADMIN missing from the container's bounding
+# set (nvidia-container-toolkit v1.20.0 internal/config/image/privileged.go IsPrivileged),
+# not Kubernetes' `privileged`. So the add-ons that must see every GPU of their node through
+# NVIDIA_VISIBLE_DEVICES=all (the device plugin, GPU Feature Discovery) add SYS_ADMIN and
+# drop every other capability instead of running privileged: upstream's Helm chart does the
+# same (k8s-device-plugin v0.20.0 deployments/helm/nvidia-device-plugin/templates/
+# _helpers.tpl, requiresCapSysAdmin: a volume-mounts device list strategy or MIG). Tenants
+# cannot copy it: Pod Security baseline refuses SYS_ADMIN in their namespaces.
+TOOLKIT_PRIVILEGE = "SYS_ADMIN"
 CRI_SOCKET = "unix:///run/containerd/containerd.sock"
 # containerd's package source (estate.kubernetes_releases.CONTAINERD_SUITE), installed by
 # k8s_node before containerd itself

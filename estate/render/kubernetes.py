@@ -34,7 +34,7 @@ from estate.model.kubernetes import (  # the facts this renderer lays out
     TENANT_ROLE_RULES,
     TOLERATIONS_WHITELIST, pool_toleration, tolerations_whitelist,
     NFS_NOMINAL_CAPACITY, NVIDIA_RUNTIME_BINARY, RUNTIME_HANDLER,
-    TOKEN_PLACEHOLDER, TOOLKIT_CONFIG, TOOLKIT_SETTINGS,
+    TOKEN_PLACEHOLDER, TOOLKIT_CONFIG, TOOLKIT_PRIVILEGE, TOOLKIT_SETTINGS,
     api_endpoint, api_host, control_planes, cpu_quantity, flavors, hostlist, kubelet_settings,
     tenant_resources, mig_layout, MIG_PARTED, DCGM_VERSION, NFD_VERSION,
     KSM_MANIFEST, KSM_VERSION, PLANE, plane_nodes, priority_class, sharing_for, tenant_quotas,
@@ -47,7 +47,7 @@ from estate.kubernetes_releases import (CONTAINERD_CONFIG_VERSION, CONTAINERD_MA
 from estate.model.services import MANIFESTS
 from estate.model.flows import flow as matrix_flow
 from estate.render.cni import installation_spec, operator_text
-from estate.render import gpu_addons, system_policy
+from estate.render import gpu_addons, hardening, system_policy
 from estate.render.kube_state_metrics import kube_state_metrics
 from estate.render.identity_policy import run_as_policy
 from estate.model.storage import grants
@@ -396,6 +396,13 @@ def build_mig_parted(estate: Estate, source: str) -> list[Artifact]:
     return [Artifact(MIG_PARTED, text.encode(), hostlist(nodes), PLANE)]
 
 
+def _toolkit_privileged() -> dict:
+    """The securityContext of a container that must see every GPU of its node."""
+    plugin: dict = {}
+    hardening.unprivileged(plugin, add=(TOOLKIT_PRIVILEGE,))
+    return plugin["securityContext"]
+
+
 def build_device_plugin(estate: Estate, source: str) -> list[Artifact]:
     if not any(n.is_gpu_worker for n in plane_nodes(estate)):
         return []
@@ -405,8 +412,11 @@ def build_device_plugin(estate: Estate, source: str) -> list[Artifact]:
     # CAP_SYS_ADMIN (upstream's Helm chart adds both when migStrategy is not none).
     mig = any(c["flags"]["migStrategy"] != "none" for c in configs.values())
     # The plugin enumerates every GPU of its node, and the toolkit ignores
-    # NVIDIA_VISIBLE_DEVICES from unprivileged containers (TOOLKIT_SETTINGS): it runs
-    # privileged (which also covers MIG's SYS_ADMIN); its config sidecar drops everything.
+    # NVIDIA_VISIBLE_DEVICES from containers without SYS_ADMIN (TOOLKIT_PRIVILEGE): it adds
+    # that one capability, which also covers MIG's monitor devices, and drops the rest; its
+    # root stays read-only (with the volume-mounts strategy it writes only its socket, to the
+    # kubelet's hostPath: v0.20.0 internal/cdi New returns the null handler, which writes no
+    # CDI spec, unless a cdi-* strategy is on). Its config sidecars drop everything.
     text = _render("device-plugin.yaml.j2", estate, source, name=DEVICE_PLUGIN_NAME,
                    namespace=DEVICE_PLUGIN_NAMESPACE, image=DEVICE_PLUGIN_IMAGE,
                    configs={k: dumped(to_yaml(v) + "\n") for k, v in configs.items()},
@@ -426,8 +436,7 @@ def build_device_plugin(estate: Estate, source: str) -> list[Artifact]:
                    plugin_resources={"requests": {"cpu": "50m", "memory": "64Mi"},
                                      "limits": {"cpu": "500m", "memory": "256Mi"}},
                    mig_env=mig,
-                   plugin_security={"privileged": True, **({"capabilities": {
-                       "add": ["SYS_ADMIN"]}} if mig else {})})
+                   plugin_security=_toolkit_privileged())
     return [_manifest("20-device-plugin.yaml", text, estate)]
 
 

@@ -225,6 +225,11 @@ TAMPER = [
      _set([4, "spec", "template", "spec", "containers", 1, "securityContext"],
           {"privileged": False}),
      "kubernetes.gpu_isolation", "the plugin finds no GPU and fails to start"),
+    # the plugin with every capability dropped: the toolkit counts it unprivileged
+    ("kubernetes/manifests/20-device-plugin.yaml",
+     _set([4, "spec", "template", "spec", "containers", 1, "securityContext", "capabilities"],
+          {"drop": ["ALL"]}),
+     "kubernetes.gpu_isolation", "has no SYS_ADMIN"),
     # a device plugin passing GPUs only as NVIDIA_VISIBLE_DEVICES, which the toolkit ignores
     ("kubernetes/manifests/20-device-plugin.yaml",
      _set([3, "data", "default"], "version: v1\nflags:\n  plugin:\n"
