@@ -140,6 +140,13 @@ TOOLKIT_SETTINGS = {"accept-nvidia-visible-devices-envvar-when-unprivileged": Fa
 # _helpers.tpl, requiresCapSysAdmin: a volume-mounts device list strategy or MIG). Tenants
 # cannot copy it: Pod Security baseline refuses SYS_ADMIN in their namespaces.
 TOOLKIT_PRIVILEGE = "SYS_ADMIN"
+# Their root filesystems stay writable: the toolkit's createContainer hooks write into the
+# container's root (the ldcache; toolkit 1.20.0's update-application-profile hook makes
+# /etc/nvidia/nvidia-application-profiles-rc.d and fails the container on EROFS,
+# NVIDIA/nvidia-container-toolkit#2026, fixed after 1.20.0 by #2028; kserve/kserve#5711
+# turned readOnlyRootFilesystem off for the same hook), and Estate does not pin the toolkit
+# below those releases. Upstream's dcgm-exporter.yaml leaves it off for the same containers.
+TOOLKIT_READ_ONLY_ROOT = False
 CRI_SOCKET = "unix:///run/containerd/containerd.sock"
 # containerd's package source (estate.kubernetes_releases.CONTAINERD_SUITE), installed by
 # k8s_node before containerd itself

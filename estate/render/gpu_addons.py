@@ -192,10 +192,11 @@ def gpu_feature_discovery(estate: Estate, configs: dict[str, dict],
         # hand it every GPU by NVIDIA_VISIBLE_DEVICES, as for the plugin (k8s.TOOLKIT_PRIVILEGE;
         # upstream's chart gives GFD the same), and covers NVIDIA_MIG_MONITOR_DEVICES, which
         # the toolkit grants only with CAP_SYS_ADMIN (cmd/nvidia-container-runtime/README.md,
-        # v1.20.0). A read-only root: GFD writes its labels with renameio (internal/lm/
-        # output.go, v0.20.0), which falls back to the destination's directory, the
-        # features.d hostPath, when it cannot write a temporary file to /tmp.
-        hardening.unprivileged(c, add=(k8s.TOOLKIT_PRIVILEGE,))
+        # v1.20.0). GFD itself would run on a read-only root (its renameio, internal/lm/
+        # output.go at v0.20.0, falls back to the features.d hostPath for its temporary
+        # file), but the toolkit's hooks write into it (k8s.TOOLKIT_READ_ONLY_ROOT).
+        hardening.unprivileged(c, add=(k8s.TOOLKIT_PRIVILEGE,),
+                               read_only=k8s.TOOLKIT_READ_ONLY_ROOT)
         hardening.sized(c, "10m", "64Mi", "100m", "128Mi")
         pod["volumes"].append({"name": "config", "configMap": {
             "name": config_map, "items": [{"key": name, "path": "config.yaml"}]}})

@@ -34,7 +34,7 @@ from estate.model.kubernetes import (  # the facts this renderer lays out
     TENANT_ROLE_RULES,
     TOLERATIONS_WHITELIST, pool_toleration, tolerations_whitelist,
     NFS_NOMINAL_CAPACITY, NVIDIA_RUNTIME_BINARY, RUNTIME_HANDLER,
-    TOKEN_PLACEHOLDER, TOOLKIT_CONFIG, TOOLKIT_PRIVILEGE, TOOLKIT_SETTINGS,
+    TOKEN_PLACEHOLDER, TOOLKIT_CONFIG, TOOLKIT_SETTINGS,
     api_endpoint, api_host, control_planes, cpu_quantity, flavors, hostlist, kubelet_settings,
     tenant_resources, mig_layout, MIG_PARTED, DCGM_VERSION, NFD_VERSION,
     KSM_MANIFEST, KSM_VERSION, PLANE, plane_nodes, priority_class, sharing_for, tenant_quotas,
@@ -399,7 +399,8 @@ def build_mig_parted(estate: Estate, source: str) -> list[Artifact]:
 def _toolkit_privileged() -> dict:
     """The securityContext of a container that must see every GPU of its node."""
     plugin: dict = {}
-    hardening.unprivileged(plugin, add=(TOOLKIT_PRIVILEGE,))
+    hardening.unprivileged(plugin, add=(k8s.TOOLKIT_PRIVILEGE,),
+                           read_only=k8s.TOOLKIT_READ_ONLY_ROOT)
     return plugin["securityContext"]
 
 
@@ -413,10 +414,11 @@ def build_device_plugin(estate: Estate, source: str) -> list[Artifact]:
     mig = any(c["flags"]["migStrategy"] != "none" for c in configs.values())
     # The plugin enumerates every GPU of its node, and the toolkit ignores
     # NVIDIA_VISIBLE_DEVICES from containers without SYS_ADMIN (TOOLKIT_PRIVILEGE): it adds
-    # that one capability, which also covers MIG's monitor devices, and drops the rest; its
-    # root stays read-only (with the volume-mounts strategy it writes only its socket, to the
-    # kubelet's hostPath: v0.20.0 internal/cdi New returns the null handler, which writes no
-    # CDI spec, unless a cdi-* strategy is on). Its config sidecars drop everything.
+    # that one capability, which also covers MIG's monitor devices, and drops the rest. The
+    # plugin itself writes only its socket, to the kubelet's hostPath (v0.20.0 internal/cdi
+    # New: the null handler, no CDI spec, unless a cdi-* strategy is on), but the toolkit's
+    # hooks write into its root (TOOLKIT_READ_ONLY_ROOT). Its config sidecars drop
+    # everything and run read-only.
     text = _render("device-plugin.yaml.j2", estate, source, name=DEVICE_PLUGIN_NAME,
                    namespace=DEVICE_PLUGIN_NAMESPACE, image=DEVICE_PLUGIN_IMAGE,
                    configs={k: dumped(to_yaml(v) + "\n") for k, v in configs.items()},
