@@ -292,6 +292,11 @@ TAMPER = [
     ("kubernetes/manifests/22-dcgm-exporter.yaml",
      _set([0, "spec", "template", "spec", "containers", 0, "resources", "requests", "memory"],
           "1Gi"), "kubernetes.quota_over_daemonsets", "dcgm-exporter"),
+    # ... or for a GPU unit the tenants' ClusterQueue already holds
+    ("kubernetes/manifests/22-dcgm-exporter.yaml",
+     _set([0, "spec", "template", "spec", "containers", 0, "resources", "requests",
+           "nvidia.com/gpu"], 1), "kubernetes.quota_over_daemonsets",
+     "units of nvidia.com/gpu in flavor 'l4'"),
     # a hand-raised CPU quota
     ("kubernetes/manifests/50-kueue.yaml",
      _set([1, "spec", "resourceGroups", 0, "flavors", 0, "resources", 0, "nominalQuota"], 64),
