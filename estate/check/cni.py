@@ -1,7 +1,8 @@
 """The pod network, checked on the rendered files: the Calico Installation against kubeadm's
 podSubnet, the API segment's MTU and CIDR and the flow matrix, and the operator manifest
-against its pinned upstream file (Estate's hardening of its Deployment aside). Facts: estate.model.cni. The Installation's schema
-is checked with every manifest (kubernetes.manifest_invalid, against k8s/crds/)."""
+against its pinned upstream file (Estate's hardening of its Deployment aside). Facts:
+estate.model.cni. The Installation's schema is checked with every manifest
+(kubernetes.manifest_invalid, against k8s/crds/)."""
 from __future__ import annotations
 
 import copy

@@ -46,16 +46,16 @@ def operator_manifest() -> bytes:
 _DOC_SEPARATOR = re.compile(r"^---[ \t]*$", re.MULTILINE)
 
 
-def operator_documents() -> list[str | dict]:
-    """The vendored manifest, document by document: upstream's text as it is, but the
-    operator's Deployment as an object, hardened (harden_operator)."""
+@lru_cache(maxsize=1)
+def operator_documents() -> tuple[str | dict, ...]:
+    """The vendored manifest, document by document: upstream's text as it is (comments
+    included), but the operator's Deployment as an object, hardened (harden_operator)."""
     out: list[str | dict] = []
     for text in _DOC_SEPARATOR.split(operator_manifest().decode()):
         doc = yaml.safe_load(text)
-        if not isinstance(doc, dict):
-            continue
-        out.append(harden_operator(doc) if doc.get("kind") == "Deployment" else text)
-    return out
+        hardened = isinstance(doc, dict) and doc.get("kind") == "Deployment"
+        out.append(harden_operator(doc) if hardened else text)
+    return tuple(out)
 
 
 def harden_operator(deployment: dict) -> dict:
