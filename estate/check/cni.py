@@ -13,7 +13,8 @@ import yaml
 
 from estate.check._common import problem
 from estate.check.findings import Severity
-from estate.check.kubernetes_schema import ROOT, _dicts
+from estate import paths
+from estate.check.kubernetes_schema import _dicts
 from estate.check.registry import Problem, validator
 from estate.model import cni
 from estate.model.flows import designed_port, matrix
@@ -98,7 +99,7 @@ def _unharden(docs: list[dict]):
 @lru_cache(maxsize=1)
 def _upstream_operator() -> tuple[dict, ...]:
     """The vendored file's documents (the renderer refuses it unless it is the pinned one)."""
-    data = (ROOT / cni.OPERATOR_MANIFEST).read_bytes()
+    data = (paths.TREE / cni.OPERATOR_MANIFEST).read_bytes()
     return tuple(d for d in yaml.safe_load_all(data) if isinstance(d, dict))
 
 
