@@ -214,6 +214,12 @@ HOST_TOOLS: dict[str, tuple[str, ...]] = {
     # .venv on Debian's own interpreter, built with PGO and LTO (scripts/venv.sh)
     "python": ("python3", "python3-venv"),
 }
+# What only the test tiers use, installed by `make test` (scripts/install-deps.sh test) and
+# never by `make lab`: headless Chromium from Debian, which loads the lab's status pages as
+# a browser does and screenshots them (tests/lab, issue 39's "a real browser").
+TEST_TOOLS: dict[str, tuple[str, ...]] = {
+    "browser": ("chromium-headless-shell",),
+}
 # Slurm releases the namespace lab runs, by slurm.version: the Debian suite that ships each.
 # The host's own suite (bookworm, 22.05) runs from the host; another release runs from a
 # debootstrapped root of its suite (scripts/slurm-root.sh, estate/lab/netns.py), whose
@@ -268,7 +274,7 @@ def root_extras() -> list[str]:
 
 
 def _main(argv: list[str]) -> int:
-    usage = ("usage: python3 -m estate.catalogue host | conflicts | root | root-extras | releases | "
+    usage = ("usage: python3 -m estate.catalogue host | test-tools | conflicts | root | root-extras | releases | "
              "suite VERSION | "
              "packages ROLE... [+EXTRA...] [--sep SEP]")
     sep = "\n"
@@ -280,6 +286,8 @@ def _main(argv: list[str]) -> int:
         return 2
     if argv[0] == "host":
         print(sep.join(host_packages()))
+    elif argv[0] == "test-tools":
+        print(sep.join(p for group in TEST_TOOLS.values() for p in group))
     elif argv[0] == "conflicts":
         print(sep.join(CONFLICTS))
     elif argv[0] == "root":
