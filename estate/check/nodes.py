@@ -7,6 +7,7 @@ from estate.check._common import (duplicates, group_sets, hostlist_error, overla
                                   parse_hosts, problem, short)
 from estate.check.findings import Severity
 from estate.check.registry import validator
+from estate.model.slurm_refusals import sentence as refusal
 from estate.spec.bounds import (MAX_HOSTLIST_HOSTS, MAX_HOSTLIST_RANGES, MAX_HOSTNAME,
                                 MAX_HOSTS_PER_SPEC)
 from estate.spec.hostlist import Hostlist, measure
@@ -101,8 +102,8 @@ def hostname_length(estate):
                      if _longest(r) > MAX_HOSTNAME), None)
         if long is not None:
             yield problem(loc, f"host names starting '{long.prefix[:20]}' are {_longest(long)} "
-                          f"characters long, more than {MAX_HOSTNAME}: hostname, DNS and "
-                          "Slurm refuse them", "shorten the names")
+                          f"characters long, more than {MAX_HOSTNAME}: hostname and DNS "
+                          f"refuse them ({refusal('hostname_too_long')})", "shorten the names")
 
 
 def _longest(r) -> int:
@@ -110,13 +111,9 @@ def _longest(r) -> int:
 
 
 # Slurm's reserved node names and what slurmctld does with each (read_config.c,
-# _parse_nodename, 22.05 and 24.11; tests/live_slurm/test_import_refusals.py)
-_RESERVED = {
-    "default": "slurmctld reads NodeName=DEFAULT as defaults for the node lines after it "
-               "and makes no node of that name",
-    "all": "slurmctld refuses to start ('ALL' is a reserved word disallowed for use with "
-           "NodeName), and Nodes=ALL means every node",
-}
+# _parse_nodename, 22.05 and 24.11; slurm_conf/refusals.json, run on both releases by
+# tests/live_slurm/test_slurm_refusals.py)
+_RESERVED = {"default": refusal("node_named_default"), "all": refusal("node_named_all")}
 
 
 @validator("nodes.reserved_name", E, "nodes",
@@ -131,8 +128,7 @@ def reserved_name(estate):
     for i, part in enumerate(estate.spec.slurm.partitions):
         if part.name.lower() == "default":
             yield problem(("slurm", "partitions", i, "name"), f"'{part.name}' is a Slurm keyword "
-                          "(PartitionName=DEFAULT sets defaults for later partitions; "
-                          "slurmctld makes no partition of it), not a partition name",
+                          f"({refusal('partition_named_default')}), not a partition name",
                           "rename the partition")
 
 

@@ -22,6 +22,7 @@ from estate.model.slurm import (default_time, def_per_gpu, node_lines, partition
 from estate.model.slurm_keys import OWNED, closest, conf_keys, plugins, scheduler_options, ships
 from estate.model.services import hooks
 from estate.model.slurm_plugins import slurm_plugins
+from estate.model.slurm_refusals import sentence as refusal
 from estate.model.storage import squashes_root
 
 E, W = Severity.ERROR, Severity.WARNING
@@ -33,7 +34,9 @@ _UNLIMITED = {"infinite", "unlimited"}
 # The partition name slurm.conf reads as a keyword: PartitionName=DEFAULT sets defaults for
 # the partition lines after it and makes no partition (read_config.c, _parse_partitionname;
 # 22.05 and 24.11). 'all' is no keyword there: slurmctld loads PartitionName=all and serves
-# it (tests/live_slurm/test_import_refusals.py).
+# it (slurm_conf/refusals.json: partition_named_default, partition_named_all; every
+# sentence below that says what Slurm does is an entry there, run on both releases by
+# tests/live_slurm/test_slurm_refusals.py).
 _RESERVED = {"default"}
 
 
@@ -57,8 +60,7 @@ def reserved_name(estate):
     for i, part in enumerate(estate.spec.slurm.partitions):
         if part.name.lower() in _RESERVED:
             yield problem(("slurm", "partitions", i, "name"), f"'{part.name}' is a slurm.conf "
-                          "keyword: slurmctld reads PartitionName=DEFAULT as defaults for "
-                          "the partitions after it and makes no partition of that name",
+                          f"keyword: {refusal('partition_named_default')}",
                           "choose another name")
 
 
@@ -119,7 +121,7 @@ def partition_non_compute(estate):
             if group.plane != "kubernetes" and not slurm_compute(group):
                 yield problem(("slurm", "partitions", part.index, "nodes"), f"partition '{part.name}' "
                               f"names {short(inter)} (nodes[{gi}]), which run no slurmd and "
-                              "have no NodeName line; slurmctld rejects the partition",
+                              f"have no NodeName line: {refusal('partition_unknown_node')}",
                               "list only slurm_worker nodes")
 
 
@@ -137,7 +139,7 @@ def multiple_default_partitions(estate):
     defaults = [i for i, p in enumerate(estate.spec.slurm.partitions) if p.default]
     for i in defaults[1:]:
         yield problem(("slurm", "partitions", i, "default"), "more than one partition has "
-                      "default: true; Slurm silently keeps the last",
+                      f"default: true: {refusal('two_default_partitions')}",
                       "keep default: true on one partition")
 
 
@@ -228,7 +230,8 @@ def time_format(estate):
                for key in ("decay_half_life", "max_age")]
     for loc, value in limits:
         if value.lower() not in _UNLIMITED and not _TIME.fullmatch(value):
-            yield problem(loc, f"'{value}' is not a Slurm time", "use minutes, HH:MM:SS, "
+            yield problem(loc, f"'{value}' is not a Slurm time: {refusal('bad_time')}",
+                          "use minutes, HH:MM:SS, "
                           "D-HH:MM:SS or INFINITE, e.g. 2-00:00:00")
 
 
@@ -238,7 +241,7 @@ def gres_mismatch(estate):
         if g.cls and g.slurm_compute and g.gres_count != g.class_gpus:
             yield problem(("nodes", g.index, "slurm", "gres_count"), f"gres_count "
                           f"{g.gres_count} but class '{g.cls.name}' has "
-                          f"{g.class_gpus} GPUs; slurmd drains nodes whose GPUs differ",
+                          f"{g.class_gpus} GPUs: {refusal('gres_count_above_node')}",
                           "drop gres_count (it defaults to the class) or fix the class")
 
 
@@ -248,7 +251,7 @@ def real_memory_exceeds(estate):
         if g.cls and g.slurm_compute and g.real_memory > g.cls.memory_mb:
             yield problem(("nodes", g.index, "slurm", "real_memory_mb"), f"real_memory_mb "
                           f"{g.real_memory} exceeds the {g.cls.memory_mb} MB of "
-                          f"class '{g.cls.name}'; slurmd would drain the nodes (Low RealMemory)",
+                          f"class '{g.cls.name}': {refusal('real_memory_above_node')}",
                           f"set it below {g.cls.memory_mb}, leaving room for the OS")
 
 
@@ -362,8 +365,8 @@ def unknown_setting(estate):
         if key.lower() not in known:
             near = closest(key, known.values())
             yield problem(("slurm", "extra", key), f"slurm.conf has no key '{key}' (Slurm "
-                          f"{version}'s parser, slurm_conf/keys/{version}.json); every Slurm "
-                          "daemon and command would refuse the file (unrecognized key)",
+                          f"{version}'s parser, slurm_conf/keys/{version}.json): "
+                          f"{refusal('unknown_key', version)}",
                           f"did you mean '{near}'?" if near else
                           "remove it, or check the spelling in slurm.conf(5)")
 
@@ -374,7 +377,7 @@ def owned_setting(estate):
     for key in estate.spec.slurm.extra:
         if key.lower() in OWNED:
             yield problem(("slurm", "extra", key), f"'{key}' is written by Estate from the "
-                          "spec; a second line would silently override it",
+                          f"spec; of two lines {refusal('key_given_twice')}",
                           "set it through its typed field (estate schema lists them), "
                           "or drop it from slurm.extra")
 
@@ -388,8 +391,8 @@ def unknown_scheduler_parameter(estate):
         if key not in known:
             near = closest(key, known)
             yield problem(("slurm", "scheduler_parameters", key), f"'{key}' is not a "
-                          f"SchedulerParameters option of Slurm {version} (slurm.conf(5)), "
-                          "so it does not do what it seems to",
+                          f"SchedulerParameters option of Slurm {version} (slurm.conf(5)): "
+                          f"{refusal('scheduler_parameter_unknown', version)}",
                           f"did you mean '{near}'?" if near else "remove it")
 
 
@@ -415,8 +418,8 @@ def plugin_not_in_release(estate):
                      else "set slurm.version to a release that has it"))
             yield problem(_PLUGIN_FIELDS.get(kind, ("slurm", "version")),
                           f"{plugin} ({conf}) is not a plugin of Slurm {version} "
-                          f"(slurm_conf/keys/{version}.json lists what it ships); its "
-                          "daemons would not start", hint)
+                          f"(slurm_conf/keys/{version}.json lists what it ships): "
+                          f"{refusal('plugin_missing', version)}", hint)
 
 
 _CR_TYPES = {"CR_CPU", "CR_CPU_Memory", "CR_Core", "CR_Core_Memory", "CR_Socket",
@@ -435,10 +438,10 @@ def select_type_parameters(estate):
     elif types == ["CR_Memory"]:
         # select/linear's CR_Memory; cons_tres: "fatal: Invalid SelectTypeParameters:
         # CR_MEMORY (16), You need at least CR_(CPU|CORE|SOCKET)*" (22.05 and 24.11, seen
-        # loading a select/linear site's settings; tests/live_slurm/test_import_refusals.py)
+        # loading a select/linear site's settings)
         yield problem(("slurm", "select_type_parameters"), "CR_Memory alone: "
-                      "select/cons_tres refuses it and slurmctld stops (it needs a CPU, "
-                      "core or socket unit)", "use CR_Core_Memory (or CR_CPU_Memory)")
+                      f"{refusal('cr_memory_alone')}",
+                      "use CR_Core_Memory (or CR_CPU_Memory)")
 
 
 @validator("slurm.default_time_exceeds", E, "slurm", "a DefaultTime above the MaxTime")
@@ -448,9 +451,9 @@ def default_time_exceeds(estate):
         if limit is not None and (default is None or default > limit):
             yield problem(("slurm", "partitions", i, "default_time"), f"default_time "
                           f"{default_time(part)} exceeds max_time {part.max_time}: "
-                          "slurmctld logs 'DefaultTime exceeds MaxTime' and drops it, so a "
-                          f"job without --time gets {part.max_time}, not {default_time(part)} "
-                          "(slurmctld/read_config.c)", f"set it at most {part.max_time}")
+                          f"{refusal('default_time_above_max_time')} "
+                          f"({part.max_time}, not {default_time(part)})",
+                          f"set it at most {part.max_time}")
 
 
 @validator("slurm.allow_and_deny_accounts", W, "slurm",
@@ -459,7 +462,8 @@ def allow_and_deny_accounts(estate):
     for i, part in enumerate(estate.spec.slurm.partitions):
         if part.allow_accounts and part.deny_accounts:
             yield problem(("slurm", "partitions", i, "deny_accounts"), f"partition "
-                          f"'{part.name}' has allow_accounts, so Slurm ignores deny_accounts",
+                          f"'{part.name}' has allow_accounts and deny_accounts: "
+                          f"{refusal('allow_and_deny_accounts')}",
                           "keep one of the two lists")
 
 
@@ -471,7 +475,8 @@ def unknown_group(estate):
             if name not in known:
                 yield problem(("slurm", "partitions", i, "allow_groups", j), f"group "
                               f"'{name}' has no entry under identity.groups, so no node "
-                              "may know it and the partition refuses everyone",
+                              "may know it, and with a group no user is in, "
+                              f"{refusal('allow_groups_unknown', estate.spec.slurm.version)}",
                               "add it to identity.groups (or manage it in your directory)")
 
 
@@ -536,9 +541,8 @@ def tres_weight_without_accounting(estate):
     for key in slurm.priority.tres:
         if key.upper().startswith("GRES/"):
             yield problem(("slurm", "priority", "tres", key), f"PriorityWeightTRES weighs "
-                          f"{key}, which Slurm tracks only with slurmdbd: slurmctld exits "
-                          "('slurmdbd is required to run with TRES gres/gpu', or 'not a "
-                          "configured TRES type' without AccountingStorageTRES)",
+                          f"{key}, which Slurm tracks only with slurmdbd: "
+                          f"{refusal('tres_weight_without_accounting', slurm.version)}",
                           "set slurm.accounting, or drop the GRES weight")
 
 
@@ -549,12 +553,12 @@ def prolog_flags(estate):
     flags = set(slurm.hooks.prolog_flags)
     where = ("slurm", "hooks", "prolog_flags")
     if "X11" in flags and slurm.process_tracking == "linuxproc":
-        yield problem(where, "PrologFlags=X11 is incompatible with "
-                      "ProctrackType=proctrack/linuxproc (slurm.conf(5))",
+        yield problem(where, "PrologFlags=X11 with ProctrackType=proctrack/linuxproc: "
+                      f"{refusal('prolog_x11_linuxproc', slurm.version)}",
                       "set slurm.process_tracking: cgroup, or drop X11")
     if "NoHold" in flags and flags & {"Contain", "X11"}:
-        yield problem(where, "PrologFlags=NoHold cannot be combined with Contain or X11 "
-                      "(slurm.conf(5))", "drop NoHold, or Contain and X11")
+        yield problem(where, "PrologFlags=NoHold with Contain or X11: "
+                      f"{refusal('prolog_nohold_contain', slurm.version)}", "drop NoHold, or Contain and X11")
 
 
 @validator("slurm.hooks_without_workers", W, "slurm",

@@ -13,6 +13,7 @@ from estate.check.findings import Severity
 from estate.check.registry import validator
 from estate.model import model
 from estate.model.slurm import gres_kinds, gres_type_id
+from estate.model.slurm_refusals import sentence as refusal
 
 E = Severity.ERROR
 
@@ -82,5 +83,5 @@ def gres_type_clash(estate):
                 reported.add(kind.type)     # once per name, however many groups use it
                 yield problem(_type_loc(estate.spec, g.spec.node_class, kind.type),
                               f"GRES types '{first}' and '{kind.type}' have the same "
-                              f"number ({gres_type_id(first)}) in slurmctld, which takes "
-                              "them for one type", f"rename '{kind.type}'")
+                              f"number ({gres_type_id(first)}) in slurmctld: "
+                              f"{refusal('gres_type_clash')}", f"rename '{kind.type}'")

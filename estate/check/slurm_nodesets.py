@@ -12,6 +12,7 @@ from estate.check._common import all_hosts, problem, short
 from estate.check.findings import Severity
 from estate.check.registry import validator
 from estate.model import model
+from estate.model.slurm_refusals import sentence as refusal
 
 E, W = Severity.ERROR, Severity.WARNING
 
@@ -48,8 +49,8 @@ def nodeset_non_compute(estate):
         if ns.spec.nodes and (bad := ns.members - workers):
             where = "are not defined" if bad - all_hosts(estate) else "run no slurmd"
             yield problem(("slurm", "nodesets", ns.index, "nodes"), f"node set '{ns.name}' "
-                          f"names {short(bad)}, which {where}; slurmctld rejects a NodeSet "
-                          "with a node it has no NodeName line for",
+                          f"names {short(bad)}, which {where}: "
+                          f"{refusal('nodeset_unknown_node')}",
                           "list only slurm_worker hosts from 'nodes'")
 
 

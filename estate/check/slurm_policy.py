@@ -23,6 +23,7 @@ from estate.check.findings import Severity
 from estate.check.registry import validator
 from estate.model.slurm_keys import private_data as release_private_data
 from estate.model.slurm_policy import below, preempted_by, tiers
+from estate.model.slurm_refusals import sentence as refusal
 
 E, W = Severity.ERROR, Severity.WARNING
 
@@ -103,8 +104,7 @@ def preemptor_without_preemptee(estate):
 
 
 @validator("slurm.preempt_mode_ignored", E, "slurm",
-           "a partition PreemptMode that Slurm ignores or applies otherwise under the "
-           "cluster's PreemptType and PreemptMode")
+           "a partition PreemptMode that the cluster's PreemptType or PreemptMode overrides")
 def preempt_mode_ignored(estate):
     preempt = estate.spec.slurm.preemption
     if not preempt:
@@ -118,9 +118,9 @@ def preempt_mode_ignored(estate):
                           "drop it, or use slurm.preemption.type: partition_prio")
         elif part.preempt_mode == "suspend" and preempt.mode != "suspend":
             yield problem(where, f"partition '{part.name}' sets preempt_mode suspend, but "
-                          f"the cluster's PreemptMode is {preempt.mode.upper()} without GANG: "
-                          "Slurm suspends only through gang scheduling and kills the job "
-                          "instead (preempt.c slurm_job_preempt)",
+                          f"the cluster's PreemptMode is {preempt.mode.upper()} without GANG "
+                          "(Slurm suspends only through gang scheduling): "
+                          f"{refusal('preempt_suspend_without_gang')}",
                           "set slurm.preemption.mode: suspend (SUSPEND,GANG), or "
                           "preempt_mode requeue")
 

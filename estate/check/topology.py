@@ -3,7 +3,8 @@
 Which nodes sit under which switch is estate.model's switch_nodes, the
 same table topology.conf is written from. Severities follow Slurm's own
 topology plugins: what they refuse (fatal) is an error, what they only log is
-a warning.
+a warning. Each sentence that says what slurmctld does is an entry of
+slurm_conf/refusals.json, run on both releases by tests/live_slurm/test_slurm_refusals.py.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from estate.model import model
 from estate.model.nodes import slurm_compute
 from estate.model.slurm import BLOCK_TOPOLOGY
 from estate.model.slurm_keys import at_least, versions
+from estate.model.slurm_refusals import sentence as refusal
 
 E, W = Severity.ERROR, Severity.WARNING
 
@@ -43,10 +45,11 @@ def _compute(estate) -> HostSet:
 @validator("topology.duplicate_name", E, "topology", "two switches or two blocks share a name")
 def duplicate_name(estate):
     topo = estate.spec.topology
-    for key, items in (("switches", topo.switches), ("blocks", topo.blocks)):
+    for key, items, said in (("switches", topo.switches, "switch_duplicate_name"),
+                             ("blocks", topo.blocks, "block_duplicate_name")):
         for i, item, first in duplicates(items, lambda x: x.name):
             yield problem(("topology", key, i, "name"), f"'{item.name}' is defined twice "
-                          f"(first at topology.{key}[{first}]); slurmctld refuses to start",
+                          f"(first at topology.{key}[{first}]): {refusal(said)}",
                           "rename or remove one")
 
 
@@ -88,8 +91,9 @@ def non_compute_node(estate):
     known, compute = all_hosts(estate), _compute(estate)
     for loc, expr in _host_fields(estate.spec.topology):
         if other := (hostset(expr) & known) - compute:
-            yield problem(loc, f"{short(other)} have no NodeName line; Slurm logs them as "
-                          "invalid hostnames and ignores them", "list only slurm_worker nodes")
+            said = "switch_unknown_node" if loc[1] == "switches" else "block_unknown_node"
+            yield problem(loc, f"{short(other)} have no NodeName line: {refusal(said)}",
+                          "list only slurm_worker nodes")
 
 
 @validator("topology.switch_mixed_children", E, "topology",
@@ -99,7 +103,8 @@ def switch_mixed_children(estate):
     for i, sw in enumerate(estate.spec.topology.switches):
         if sw.switches and members.get(sw.name):
             yield problem(("topology", "switches", i), f"switch '{sw.name}' has child switches "
-                          f"and nodes ({short(members[sw.name])}); Slurm rejects the line",
+                          f"and nodes ({short(members[sw.name])}): "
+                          f"{refusal('switch_mixed_children')}",
                           "put nodes only under leaf switches")
 
 
@@ -111,7 +116,7 @@ def empty_switch(estate):
     for i, sw in enumerate(estate.spec.topology.switches):
         if not sw.switches and not members.get(sw.name):
             yield problem(("topology", "switches", i), f"switch '{sw.name}' has no child "
-                          "switches and no Slurm compute nodes; Slurm rejects the line",
+                          f"switches and no Slurm compute nodes: {refusal('switch_empty')}",
                           "set 'switch' on compute node groups, list nodes, or remove it")
 
 
@@ -154,7 +159,7 @@ def cycle(estate):
     for i, sw in enumerate(switches):
         if sw.name not in state and (child := visit(sw.name)):
             yield problem(("topology", "switches", i), f"switches under '{sw.name}' loop back "
-                          f"(through '{child}'); slurmctld dies: not a tree",
+                          f"(through '{child}'): {refusal('switch_cycle')}",
                           "remove the switch that points back up the tree")
 
 
@@ -213,8 +218,9 @@ def block_version(estate):
         need = "%d.%02d" % BLOCK_TOPOLOGY
         newer = [v for v in versions() if at_least(v, BLOCK_TOPOLOGY)]
         yield problem(("topology", "blocks"), f"blocks need TopologyPlugin=topology/block, "
-                      f"which Slurm has since {need}; slurm.version is {version}, whose "
-                      "slurmctld would not read them and Estate would render no blocks",
+                      f"which Slurm has since {need}; slurm.version is {version}, and "
+                      "Estate renders no blocks for it (given topology/block, "
+                      f"{refusal('blocks_before_23_11')})",
                       f"set slurm.version to {' or '.join(newer)} (and run that Slurm), "
                       "or remove topology.blocks")
 
@@ -229,8 +235,8 @@ def block_sizes(estate):
         ratio, rest = divmod(size, sizes[0])
         if rest or ratio < 2 or ratio & (ratio - 1) or size <= sizes[i - 1] or ratio > 2 ** 15:
             yield problem(("topology", "block_sizes", i), f"{size} is not {sizes[0]} times "
-                          "a power of two larger than the previous size; slurmctld refuses "
-                          "BlockSizes", f"use e.g. {sizes[0]},{sizes[0] * 2},{sizes[0] * 4}")
+                          f"a power of two larger than the previous size: "
+                          f"{refusal('block_sizes')}", f"use e.g. {sizes[0]},{sizes[0] * 2},{sizes[0] * 4}")
 
 
 @validator("topology.block_too_small", E, "topology", "a block with fewer nodes than the base size")
@@ -241,7 +247,8 @@ def block_too_small(estate):
     for i, (block, n) in enumerate(zip(blocks, counts)):
         if n < max(base, 1):
             yield problem(("topology", "blocks", i, "nodes"), f"block '{block.name}' has {n} "
-                          f"nodes, fewer than the base block size {base}; slurmctld refuses it",
+                          f"nodes, fewer than the base block size {base}: "
+                          f"{refusal('block_too_small')}",
                           "give every block at least the base block size of nodes")
 
 

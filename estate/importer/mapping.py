@@ -14,6 +14,7 @@ from estate.importer.accounts import Accounting, associations
 from estate.importer.report import Report
 from estate.importer.users import service_identity
 from estate.spec import hostlist
+from estate.model.slurm_refusals import sentence as refusal
 
 SEGMENT = "management"
 PLACEHOLDER_CIDR = "10.0.0.0/16"
@@ -283,8 +284,8 @@ def _gres(src: Sources, doc: dict, report: Report) -> None:
 
 def _topology(src: Sources, report: Report, hosts: set[str]) -> dict:
     """topology.conf's tree: switches, with a leaf's nodes as its Nodes= list. A member no
-    NodeName line defines is reported and left out, as slurmctld leaves it out (with an
-    error); a switch left with no member goes with it."""
+    NodeName line defines is reported and left out (slurmctld starts with it and logs it
+    as invalid); a switch left with no member goes with it."""
     switches = []
     for line in parse(src.topology):
         params = {k.lower(): v for k, v in line.pairs[1:]}
@@ -308,9 +309,7 @@ def _known_members(line: ConfLine, nodes: list[str], hosts: set[str], report: Re
     if unknown:
         report.drop(file, line.number, f"SwitchName={line.name} Nodes="
                     f"{hostlist.compress(unknown)}", "no NodeName line defines these hosts: "
-                    "slurmctld logs them as invalid in the switch configuration (22.05: "
-                    "'Invalid node name', 24.11: 'Invalid hostnames in switch "
-                    "configuration') and leaves them out, and so does the spec")
+                    + refusal("switch_unknown_node") + ", and the spec leaves them out")
     return [n for n in nodes if n in hosts]
 
 
@@ -327,9 +326,8 @@ def _without_empty(switches: list[dict], report: Report, file: str) -> list[dict
             break
         for sw in empty:
             report.drop(file, sw["line"], f"SwitchName={sw['name']}", "no member left once "
-                        "the hosts no NodeName line defines are left out; slurmctld refuses "
-                        "to start at a switch with neither child switches nor nodes ('fatal: "
-                        "something wrong with opening/reading topology.conf')")
+                        "the hosts no NodeName line defines are left out: "
+                        + refusal("switch_empty"))
         switches = [sw for sw in switches if sw not in empty]
     out = []
     for sw in switches:

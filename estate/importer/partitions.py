@@ -5,6 +5,7 @@ from estate.importer.moved import renamed
 from estate.importer.parse import ConfLine, with_defaults
 from estate.importer.report import Report
 from estate.model.slurm import time_seconds
+from estate.model.slurm_refusals import sentence as refusal
 from estate.spec import hostlist
 
 _LISTS = {"allowaccounts": "allow_accounts", "denyaccounts": "deny_accounts",
@@ -86,21 +87,20 @@ def _defined(line: ConfLine, nodes: str, known: frozenset[str], report: Report,
              file: str) -> str:
     """Nodes= without the hosts no NodeName line defines (reported: slurmctld stops at a
     partition that names them, itself or through a node set; slurmctld/partition_mgr.c,
-    build_part_bitmap; tests/live_slurm/test_import_refusals.py)."""
+    build_part_bitmap; slurm_conf/refusals.json)."""
     names = hostlist.expand(nodes) if nodes else []
     unknown = [n for n in names if n not in known]
     if unknown:
         report.drop(file, line.number, f"Nodes={hostlist.compress(unknown)} ({line.pairs[0][0]}="
-                    f"{line.name})", "no NodeName line defines these hosts; slurmctld "
-                    "refuses to start with a partition that names them, itself or through "
-                    "a node set ('fatal: Invalid node names in partition')")
+                    f"{line.name})", "no NodeName line defines these hosts: "
+                    + refusal("partition_unknown_node") + "; so does one whose node set "
+                    "names them")
     return hostlist.compress([n for n in names if n in known])
 
 
 # What slurmctld does with a DefaultTime above MaxTime (slurmctld/read_config.c,
-# _build_single_partitionline_info, 22.05 and 24.11; tests/live_slurm/test_import_refusals.py)
-DEFAULT_ABOVE_MAX = ("slurmctld loads it, logs 'DefaultTime exceeds MaxTime' and drops the "
-                     "DefaultTime, so a job without --time gets the MaxTime")
+# _build_single_partitionline_info, 22.05 and 24.11; slurm_conf/refusals.json)
+DEFAULT_ABOVE_MAX = refusal("default_time_above_max_time")
 
 
 def _default_within_max(p: dict, line: ConfLine, report: Report, file: str) -> None:

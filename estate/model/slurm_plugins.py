@@ -52,8 +52,9 @@ def plugin_settings(estate: Estate) -> dict[str, dict[str, str]]:
 def topology_plugin(estate: Estate) -> str:
     """topology/block for blocks, topology/tree for a switch tree, else the flat plugin:
     24.11's topology/tree with no switch refuses every multi-node job ("Requested topology
-    configuration is not available", measured on 24.11.5); 'none' is unset where the
-    release has no topology/none (24.11: its default, topology/default, is flat)."""
+    configuration is not available"; slurm_conf/refusals.json, tree_without_switches);
+    'none' is unset where the release has no topology/none (24.11: its default,
+    topology/default, is flat)."""
     if block_topology(estate):
         return "topology/block"
     return "topology/tree" if estate.spec.topology.switches else "topology/none"

@@ -12,6 +12,8 @@ is held here to what slurmctld does, and the message to what it says.
   the DefaultTime and gives a job without --time the MaxTime (EnforcePartLimits=NO or
   ALL alike). The spec the import writes (DefaultTime = MaxTime) does the same, saying so.
 
+The sentences the messages use are entries of slurm_conf/refusals.json, each run on both
+releases by tests/live_slurm/test_slurm_refusals.py; this module holds the import's side.
 Each case runs slurmctld alone, as tests/live_slurm/test_import_roundtrip.py does (its
 harness: private namespaces, the harness's paths, user and munge socket).
 """

@@ -151,6 +151,7 @@ def _harness_conf(text: str, run: Path, sock: Path) -> str:
     return "\n".join(keep + [
         f"StateSaveLocation={run}/state", f"SlurmdSpoolDir={run}/spool",
         f"SlurmctldPidFile={run}/slurmctld.pid", f"SlurmctldLogFile={run}/slurmctld.log",
+        f"SlurmdPidFile={run}/slurmd.pid", f"SlurmdLogFile={run}/slurmd.log",
         "AuthType=auth/munge", f"AuthInfo=socket={sock}", "SlurmUser=root",
         "AccountingStorageType=accounting_storage/none", "JobCompType=jobcomp/none"]) + "\n"
 
@@ -244,15 +245,18 @@ def _run(conf: str, topology: str | None, run: Path, sock: Path,
 
 
 def _slurmctld(conf: str, topology: str | None, run: Path, sock: Path,
-               release: tuple[str, str], probe: str = "") -> subprocess.CompletedProcess:
+               release: tuple[str, str], probe: str = "",
+               files: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """slurmctld on conf in its own namespaces; once it answers, the probe's commands (a
     shell snippet, $in_root before each command; default: the scontrol listing _run
-    reads), then it is stopped."""
+    reads), then it is stopped. files: more files next to slurm.conf (gres.conf)."""
     run.mkdir(parents=True)
     (run / "state").mkdir()
     (run / "slurm.conf").write_text(_harness_conf(conf, run, sock))
     if topology is not None:
         (run / "topology.conf").write_text(topology)
+    for name, text in (files or {}).items():
+        (run / name).write_text(text)
     ctl, addr = _controller(conf)
     # every name the configuration gives resolves locally: no look-up waits in the run
     names = " ".join(sorted(set(_names(conf)) - {ctl, "localhost"}))
