@@ -13,9 +13,10 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
+from estate import paths
 from estate.catalogue import SLURM_SUITES
 
-TABLE = Path(__file__).resolve().parents[2] / "slurm_conf" / "refusals.json"
+TABLE = paths.SLURM_CONF / "refusals.json"
 # What an entry says Slurm does: it stops at the files, exits on a later step (a
 # reconfigure), refuses a job, drains a node, or takes the files and does something the
 # spec's author may not expect ("silently ...", "loads it").
