@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from pathlib import Path
 
 from estate import paths
 from estate.catalogue import SLURM_SUITES
