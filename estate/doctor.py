@@ -576,9 +576,31 @@ def probe_gpu_driver(p: Probe) -> list[Check]:
     return out
 
 
+def probe_certificates(p: Probe, now=None) -> list[Check]:
+    """Each certificate the node holds (estate.model.certificates) and its notAfter: a
+    warning within WARN_DAYS, naming the command that renews it. A file not there yet is
+    the first apply's to install, not a failure. Reads a kubeconfig's certificate line only."""
+    import datetime as dt
+    from estate.model import certificates as certs
+    if p.need.lab:
+        return []
+    now = now or dt.datetime.now(dt.timezone.utc)
+    out = []
+    for cert, path in certs.held(p.estate).get(p.need.name, []):
+        r = p.runner.run(certs.read_command(cert.kind, path))
+        end = certs.not_after(r.out, cert.kind) if r.rc == 0 else None
+        if end is None:
+            continue
+        out.append(p.check("doctor.certificate_expiry", not certs.expiring(end, now),
+                           f"{p.need.name}: {certs.describe(cert, path, end, now)}",
+                           f"{cert.renew} ({cert.automatic})", WARNING))
+    return out
+
+
 PROBES: tuple[Callable[[Probe], list[Check]], ...] = (
     probe_packages, probe_conflicts, probe_commands, probe_plugins, probe_slurm_version,
-    probe_ports, probe_cgroup, probe_nftables, probe_nfs, probe_runtime, probe_gpu_driver)
+    probe_ports, probe_cgroup, probe_nftables, probe_nfs, probe_runtime, probe_gpu_driver,
+    probe_certificates)
 
 
 def run_probes(need: Need, runner: Runner, estate, artifacts) -> list[Check]:

@@ -11,9 +11,9 @@ from a running cluster to the controllers by hand:
   client certificates it signed. The same seed gives the same CA on every driver;
 - per tenant, a client certificate whose CN is the user the tenant's RoleBinding names
   (bridge.minter_user; no organisation, hence no group), client-auth only, issued for the
-  calendar month and valid until the first of the month after next
+  calendar month and valid until the first of the third month after it
   (bridge.MINTER_CERT_MONTHS): the first run of a month renews it, the same bytes on every
-  driver, and an estate nobody applies for two months loses only the bridge's Secret updates;
+  driver; between runs the minter renews it itself (estate-bridge-renew);
 - per tenant, a kubeconfig holding the API endpoint (kubeadm's controlPlaneEndpoint), the
   cluster CA, that certificate and its key (derived from the seed and the tenant): the
   controllers' run installs it as /etc/estate/bridge/<tenant>.kubeconfig, root 0600.

@@ -1,6 +1,6 @@
 """The bridge minter's credential (estate.provision.kube_pki): the client certificate chains
 to the cluster CA that the first control plane gets before kubeadm init, names the user the
-RENDERED RoleBinding binds, is for client authentication only and lives two months at most;
+RENDERED RoleBinding binds, is for client authentication only and lives three months at most;
 the kubeconfig points at the rendered controlPlaneEndpoint; the rendered tree holds no key.
 The minter's script is run (real curl, real TLS) against a local HTTPS endpoint that demands
 a client certificate from that CA: that proves the request it sends and what it does when
@@ -126,7 +126,7 @@ def test_its_user_is_the_rendered_rolebindings_only_subject_and_no_group(lab, is
                    for d in rendered_docs(lab, TENANT_MANIFEST))
 
 
-def test_it_authenticates_clients_only_and_lives_two_months_at_most(issued):
+def test_it_authenticates_clients_only_and_lives_three_months_at_most(issued):
     cert = client_cert(kubeconfig(issued))
     eku = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
     assert list(eku) == [ExtendedKeyUsageOID.CLIENT_AUTH]
@@ -135,8 +135,8 @@ def test_it_authenticates_clients_only_and_lives_two_months_at_most(issued):
     assert not cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
     start, end = cert.not_valid_before_utc, cert.not_valid_after_utc
     assert start <= dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc) < end
-    assert end == dt.datetime(2027, 2, 1, tzinfo=dt.timezone.utc)
-    assert end - start <= dt.timedelta(days=63)
+    assert end == dt.datetime(2027, 3, 1, tzinfo=dt.timezone.utc)
+    assert end - start <= dt.timedelta(days=93)
 
 
 def test_a_new_month_renews_the_certificate_and_a_rerun_writes_nothing(lab, issued):
@@ -145,7 +145,7 @@ def test_a_new_month_renews_the_certificate_and_a_rerun_writes_nothing(lab, issu
     assert kube_pki.ensure_bridge_credentials(issued, lab.estate, dt.date(2027, 1, 1)) == \
         ["bridge-inference.kubeconfig"]
     after = client_cert(kubeconfig(issued))
-    assert after.not_valid_after_utc == dt.datetime(2027, 3, 1, tzinfo=dt.timezone.utc)
+    assert after.not_valid_after_utc == dt.datetime(2027, 4, 1, tzinfo=dt.timezone.utc)
     assert after.serial_number != before.serial_number
     assert after.public_key().public_numbers() == before.public_key().public_numbers()
 
