@@ -362,6 +362,9 @@ def expected_services(deploys: list[str], consumes: list[str],
                                        "k8s_control_plane" in deploys):
             out.append(Service(name, "slurm_controller" if p.startswith("slurm/")
                                else "k8s_control_plane"))
+        elif p.endswith(".timer") and p.startswith("monitoring/cert-expiry/") and \
+                "node_exporter" in deploys:
+            out.append(Service(name, "node_exporter"))   # the certificate expiry collector
     return out
 
 
