@@ -33,7 +33,7 @@ from estate.catalogue import (CONFLICTS, HOST_ROLES, HOST_SUITE, HOST_TOOLS, ROL
                               UNPACKAGED_PLUGINS, host_packages, packages, plugin_file,
                               plugin_package)
 from estate.model import nvidia
-from estate.model.services import JWT_KEY, MUNGE_KEY, TLS_SEED, uses_jwt
+from estate.model.services import CLUSTER_CA_SEED, JWT_KEY, MUNGE_KEY, TLS_SEED, uses_jwt
 from estate.model.slurm import BLOCK_TOPOLOGY
 from estate.output import Output, annotation, make_console, output_option
 
@@ -616,6 +616,9 @@ def key_names(estate) -> dict[str, str]:
     if uses_jwt(estate.spec):
         names["doctor.jwt_key"] = JWT_KEY.file
         names["doctor.tls_seed"] = TLS_SEED.file   # slurmrestd's TLS front is issued from it
+    from estate.model.bridge import has_minter
+    if has_minter(estate):   # the cluster CA and the minter's credential are issued from it
+        names["doctor.cluster_ca_seed"] = CLUSTER_CA_SEED.file
     return names
 
 
@@ -627,7 +630,7 @@ def check_keys(estate, secrets: Path | None, lab: bool) -> list[Check]:
         return [Check(id, ERROR, lab, f"{name}: " + (
             "created by the lab" if lab else "no secrets directory given"),
             "" if lab else "--secrets DIR (or ESTATE_MUNGE_KEY_B64 / ESTATE_JWT_KEY_B64 / "
-            "ESTATE_TLS_SEED_B64)",
+            "ESTATE_TLS_SEED_B64 / ESTATE_K8S_CA_SEED_B64)",
             target) for id, name in key_names(estate).items()]
     return [_key(id, Path(secrets) / name, target) for id, name in key_names(estate).items()]
 

@@ -45,7 +45,7 @@ def lab():
 @pytest.fixture
 def issued(lab, tmp_path) -> Path:
     """Credentials issued two months ago: the certificate has under RENEW_DAYS left."""
-    (tmp_path / tls.SEED).write_bytes(os.urandom(32))
+    (tmp_path / kube_pki.SEED).write_bytes(os.urandom(32))
     month = (NOW.replace(day=1) - dt.timedelta(days=40)).replace(day=1).date()
     kube_pki.ensure_bridge_credentials(tmp_path, lab.estate, month)
     return tmp_path
@@ -109,7 +109,7 @@ class Api(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def api(issued, tmp_path):
-    ca_key, ca_cert = kube_pki.cluster_ca(issued, (issued / tls.SEED).read_bytes())
+    ca_key, ca_cert = kube_pki.cluster_ca(issued, (issued / kube_pki.SEED).read_bytes())
     crt, key = _server_cert(tmp_path, ca_key, ca_cert)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(crt, key)
