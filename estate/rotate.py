@@ -235,6 +235,8 @@ def register(app) -> None:
                                             "(the labs': .lab/secrets). The new key is "
                                             "written there, the old kept as *.previous."),
                dry_run: bool = typer.Option(False, "--dry-run", help="Print the steps only."),
+               netns: bool = typer.Option(False, "--netns", help="On the running namespace "
+                                          "lab (estate lab netns up SPEC) instead of nodes."),
                lab: bool = lab_option(), ssh_key: str = ssh_key_option(),
                ssh_user: str = ssh_user_option(),
                strict_host_keys: bool = strict_host_keys_option()):
@@ -254,6 +256,15 @@ def register(app) -> None:
         for step in steps:
             typer.echo(f"  {step.line()}")
         if dry_run:
+            return
+        if netns:
+            from estate.lab.netns import Lab
+            from estate.lab.netns_rotate import NetnsRunner, secrets_dir
+            running = Lab(spec)
+            d = secrets_dir(running, secret)
+            new_secret(d, secret)
+            carry_out(running.estate, steps, d, NetnsRunner(running), typer.echo)
+            typer.echo(f"rotated {secret} on the namespace lab")
             return
         secrets = secrets or (LAB_SECRETS if lab else None)
         if secrets is None or not Path(secrets).is_dir():
