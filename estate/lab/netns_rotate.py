@@ -19,12 +19,11 @@ from pathlib import Path
 from estate.lab import netns_bridge
 from estate.lab.driver import LabError
 from estate.model.services import MUNGE_USER
-from estate.rotate import SECRETS
 
 
 def secrets_dir(lab, secret: str) -> Path:
     """The lab's directory for the secret (the new key goes there)."""
-    return netns_bridge.tls_dir(lab) if SECRETS[secret] == "tls" else lab.state / "secret"
+    return netns_bridge.tls_dir(lab) if secret == "tls-seed" else lab.state / "secret"
 
 
 class NetnsRunner:
