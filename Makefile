@@ -7,10 +7,14 @@ VENV := .venv
 ESTATE := $(VENV)/bin/estate
 PYTEST := $(VENV)/bin/pytest -p no:cacheprovider
 
-.PHONY: deps venv scan-venv doctor check render lab lab-image-ahead lab-down lab-ns lab-ns-down test test-unit test-fuzz test-live-slurm slurm-roots test-lab test-molecule test-vm bench bench-scale golden lab-vagrant lab-vagrant-down
+.PHONY: deps test-deps venv scan-venv doctor check render lab lab-image-ahead lab-down lab-ns lab-ns-down test test-unit test-fuzz test-live-slurm slurm-roots test-lab test-molecule test-vm bench bench-scale golden lab-vagrant lab-vagrant-down
 
 deps:
 	@scripts/install-deps.sh
+
+## deps, and what only the test tiers use (headless Chromium for the lab's status pages)
+test-deps:
+	@scripts/install-deps.sh test
 
 venv:
 	@scripts/venv.sh
@@ -60,7 +64,7 @@ lab-down: venv
 
 ## The lab tier: machines up, provisioned cold by the Pulumi graph without the engine
 ## (estate pulumi dry-run lab), idempotent second runs, verify, clean down (needs docker).
-test-lab: deps venv
+test-lab: test-deps venv
 	$(PYTEST) -q tests/lab
 
 ## molecule: 4 scenarios cover every container role (docker driver, systemd containers, shared image).

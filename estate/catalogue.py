@@ -172,6 +172,9 @@ PHASES: list[tuple[str, list[str]]] = [
     ("storage", ["storage"]),
     ("storage_mounts", ["storage"]),
 ]
+# Phases whose hosts run each operation in step: k8s_join's control plane writes the join
+# token that the workers' next operations read in the same run.
+LOCKSTEP_PHASES = frozenset({"k8s_join"})
 # Arguments a deploy takes in a phase, (phase, deploy) -> keyword arguments; a deploy run
 # outside `estate apply` (pyinfra CLI, molecule) takes its defaults and does all its work.
 PHASE_ARGS: dict[tuple[str, str], dict[str, str | bool]] = {
@@ -212,6 +215,12 @@ HOST_TOOLS: dict[str, tuple[str, ...]] = {
     "telemetry": ("prometheus", "prometheus-alertmanager", "podman"),
     # .venv on Debian's own interpreter, built with PGO and LTO (scripts/venv.sh)
     "python": ("python3", "python3-venv"),
+}
+# What only the test tiers use, installed by `make test` (scripts/install-deps.sh test) and
+# never by `make lab`: headless Chromium from Debian, which loads the lab's status pages as
+# a browser does and screenshots them (tests/lab, issue 39's "a real browser").
+TEST_TOOLS: dict[str, tuple[str, ...]] = {
+    "browser": ("chromium-headless-shell",),
 }
 # Slurm releases the namespace lab runs, by slurm.version: the Debian suite that ships each.
 # The host's own suite (bookworm, 22.05) runs from the host; another release runs from a
@@ -267,7 +276,7 @@ def root_extras() -> list[str]:
 
 
 def _main(argv: list[str]) -> int:
-    usage = ("usage: python3 -m estate.catalogue host | conflicts | root | root-extras | releases | "
+    usage = ("usage: python3 -m estate.catalogue host | test-tools | conflicts | root | root-extras | releases | "
              "suite VERSION | "
              "packages ROLE... [+EXTRA...] [--sep SEP]")
     sep = "\n"
@@ -279,6 +288,8 @@ def _main(argv: list[str]) -> int:
         return 2
     if argv[0] == "host":
         print(sep.join(host_packages()))
+    elif argv[0] == "test-tools":
+        print(sep.join(p for group in TEST_TOOLS.values() for p in group))
     elif argv[0] == "conflicts":
         print(sep.join(CONFLICTS))
     elif argv[0] == "root":

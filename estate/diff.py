@@ -29,7 +29,7 @@ from functools import lru_cache
 from itertools import repeat
 from pathlib import Path
 
-from estate import fork
+from estate import fork, paths
 from estate.check.findings import Finding, Severity
 from estate.model import update_policy as up
 from estate.model.slurm_files import CONFS, Conf, fields as _fields, lines as _lines, \
@@ -291,10 +291,9 @@ def code_fingerprint() -> tuple[str, ...]:
     in 7 ms; their bytes hashed: 10 ms), and the libraries that render."""
     import jinja2
     import yaml
-    root = Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
-    for top, suffix in (("estate", ".py"), ("slurm_conf", ""), ("k8s", "")):
-        for where, dirs, names in sorted(os.walk(root / top)):
+    for top, suffix in ((paths.PACKAGE, ".py"), (paths.SLURM_CONF, ""), (paths.K8S, "")):
+        for where, dirs, names in sorted(os.walk(top)):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
             for name in sorted(n for n in names if n.endswith(suffix)):
                 st = os.stat(os.path.join(where, name))

@@ -5,7 +5,8 @@
 # (the namespace lab runs the Slurm roles' daemons here) plus the labs' tools.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mapfile -t PKGS < <(python3 -m estate.catalogue host)
+# `install-deps.sh test`: also what only the test tiers use (a browser for the status pages)
+mapfile -t PKGS < <(python3 -m estate.catalogue host; [[ ${1:-} != test ]] || python3 -m estate.catalogue test-tools)
 mapfile -t CONFLICTS < <(python3 -m estate.catalogue conflicts)
 ((${#PKGS[@]})) || { echo "estate.catalogue named no packages" >&2; exit 1; }
 missing=()

@@ -23,15 +23,14 @@ from pathlib import Path
 
 import yaml
 
-from estate import cache
+from estate import cache, paths
 from estate.kubernetes_releases import CONTAINERD_CONFIG_VERSION, CONTAINERD_MAJOR
 from estate.model import kubernetes as k8s
 from estate.model.services import MANIFESTS
 from estate.spec.types import DNS_LABEL, DNS_SUBDOMAIN, label_key_problems, label_value_problems
 
-ROOT = Path(__file__).resolve().parents[2]
-CRD_DIR = ROOT / "k8s" / "crds"
-SCHEMA_DIR = ROOT / "k8s" / "schemas"
+CRD_DIR = paths.K8S / "crds"
+SCHEMA_DIR = paths.K8S / "schemas"
 
 # Kubernetes' own name and label syntax (apimachinery validation) is the spec types'.
 # Labels a kubelet may set on its own Node (NodeRestriction); other kubernetes.io and
@@ -283,7 +282,7 @@ def validation_fingerprint() -> tuple[str, ...]:
     it: 130 files, 1 MB, hash in 3 ms, and no list of the modules a rule reads can go
     stale). Listed with os.walk, not pathlib's glob (2.4 ms of the 8 it took)."""
     files = (_files(SCHEMA_DIR, "") + _files(CRD_DIR, "")
-             + _files(Path(__file__).resolve().parents[1], ".py"))
+             + _files(paths.PACKAGE, ".py"))
     return (*_installed("kubernetes_validate", "jsonschema", "referencing", "yaml"),
             *(hashlib.sha256(Path(f).read_bytes()).hexdigest() for f in files))
 

@@ -21,15 +21,15 @@ from __future__ import annotations
 import re
 import shlex
 from functools import lru_cache
-from pathlib import Path
 
 import jinja2
 import yaml
 from markupsafe import Markup
 
+from estate import paths
 from estate.spec.types import control_problem
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = paths.TREE   # template names are relative to it: "slurm_conf/...", "k8s/..."
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 

@@ -241,6 +241,38 @@ def test_verify_passes_and_names_what_is_unsupported(lab, tmp_path):
     assert int(suite.find("testsuite").get("tests")) == len(report["results"])
 
 
+def test_the_status_pages_render_in_headless_chromium(lab, tmp_path):
+    """Each plane's status page, as the lab's own Prometheus serves it, loaded by Debian's
+    headless Chromium: the DOM it built shows the Watchdog firing, the spec's tenants with
+    what they are entitled to and every NFS export; the screenshot is a drawn page."""
+    from estate.model.entitlement import entitled_gpus
+    from estate.model.services import PORTS
+    from estate.pipeline import build
+    from estate.render import consoles, monitoring
+    from tests.lab import browser
+    from tests.unit.test_status_page import Tables
+    assert browser.available(), "no headless Chromium: `make test-deps` installs it"
+    estate_ = build(ROOT / SPEC).estate
+    mon = estate_.spec.monitoring
+    base = f"http://{estate_.address(mon.host, mon.segment)}:{PORTS['prometheus']}"
+    entitled = entitled_gpus(estate_)
+    exports = {e for e, _, _ in monitoring.nfs_exports(estate_)}
+    for plane in consoles.planes(estate_):
+        url = f"{base}/consoles/estate-{plane}.html"
+        page = Tables()
+        page.feed(browser.dom(url, home=tmp_path))
+        assert page.texts.get("watchdog") == \
+            "Watchdog firing: Prometheus evaluates its rules.", (plane, page.texts)
+        assert page.tables["alerts"][0][:2] == ["Alert", "Cause"], page.tables["alerts"][0]
+        assert {r[0]: r[2] for r in page.tables["allocation"][1:]} == \
+            {t: f"{g:g}" for t, g in entitled[plane].items()}, (plane, page.tables)
+        assert {r[0] for r in page.tables["exports"][1:]} == exports
+        shot = browser.screenshot(url, tmp_path / f"{plane}.png", home=tmp_path)
+        width, height, drawn = browser.drawn_rows(shot)
+        assert (width, height) == (1280, 1600)
+        assert drawn > 150, f"{plane}: only {drawn} rows of the screenshot are drawn"
+
+
 def test_a_spec_change_reaches_slurmctld_and_is_undone(lab, tmp_path):
     spec = yaml.safe_load((ROOT / SPEC).read_text())
     spec["slurm"]["partitions"][0]["max_time"] = "2-00:00:00"
