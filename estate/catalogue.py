@@ -93,9 +93,11 @@ ROLES: dict[str, Role] = {r.name: r for r in (
     Role("slurmdbd", "slurm", ("mariadb-server", "slurmdbd", "slurm-wlm-mysql-plugin",
                                *SLURM_PLUGINS), ("mariadb", "slurmdbd"),
          loads=("slurmdbd.conf",)),
-    # curl: the bridge's token minter patches the tenants' Secrets over the API with it
+    # curl: the bridge's token minter patches the tenants' Secrets over the API with it;
+    # openssl: the minter renews its own certificate with it (estate-bridge-renew)
     Role("slurm_controller", "slurm", ("slurmctld", "slurm-client", *SLURM_PLUGINS),
-         ("slurmctld",), extras={"minter": ("curl",)}, loads=("slurm.conf",), spec_role=True,
+         ("slurmctld",), extras={"minter": ("curl", "openssl")}, loads=("slurm.conf",),
+         spec_role=True,
          stage="slurm-controllers"),
     # stunnel4: the TLS front, so that JWTs never cross a segment in clear
     Role("slurmrestd", "slurm", ("slurmrestd", "stunnel4", *SLURM_PLUGINS),

@@ -158,6 +158,10 @@ from estate.pulumi.cli import app as _pulumi_app  # noqa: E402
 
 app.add_typer(_pulumi_app, name="pulumi")
 
+from estate.rotate import register as _register_rotate  # noqa: E402
+
+_register_rotate(app)
+
 from estate.doctor import register as _register_doctor  # noqa: E402
 
 _register_doctor(app)

@@ -33,7 +33,7 @@ from estate.catalogue import (CONFLICTS, HOST_ROLES, HOST_SUITE, HOST_TOOLS, ROL
                               UNPACKAGED_PLUGINS, host_packages, packages, plugin_file,
                               plugin_package)
 from estate.model import nvidia
-from estate.model.services import JWT_KEY, MUNGE_KEY, TLS_SEED, uses_jwt
+from estate.model.services import CLUSTER_CA_SEED, JWT_KEY, MUNGE_KEY, TLS_SEED, uses_jwt
 from estate.model.slurm import BLOCK_TOPOLOGY
 from estate.output import Output, annotation, make_console, output_option
 
@@ -576,9 +576,31 @@ def probe_gpu_driver(p: Probe) -> list[Check]:
     return out
 
 
+def probe_certificates(p: Probe, now=None) -> list[Check]:
+    """Each certificate the node holds (estate.model.certificates) and its notAfter: a
+    warning within WARN_DAYS, naming the command that renews it. A file not there yet is
+    the first apply's to install, not a failure. Reads a kubeconfig's certificate line only."""
+    import datetime as dt
+    from estate.model import certificates as certs
+    if p.need.lab:
+        return []
+    now = now or dt.datetime.now(dt.timezone.utc)
+    out = []
+    for cert, path in certs.held(p.estate).get(p.need.name, []):
+        r = p.runner.run(certs.read_command(cert.kind, path))
+        end = certs.not_after(r.out, cert.kind) if r.rc == 0 else None
+        if end is None:
+            continue
+        out.append(p.check("doctor.certificate_expiry", not certs.expiring(end, now),
+                           f"{p.need.name}: {certs.describe(cert, path, end, now)}",
+                           f"{cert.renew} ({cert.automatic})", WARNING))
+    return out
+
+
 PROBES: tuple[Callable[[Probe], list[Check]], ...] = (
     probe_packages, probe_conflicts, probe_commands, probe_plugins, probe_slurm_version,
-    probe_ports, probe_cgroup, probe_nftables, probe_nfs, probe_runtime, probe_gpu_driver)
+    probe_ports, probe_cgroup, probe_nftables, probe_nfs, probe_runtime, probe_gpu_driver,
+    probe_certificates)
 
 
 def run_probes(need: Need, runner: Runner, estate, artifacts) -> list[Check]:
@@ -594,6 +616,9 @@ def key_names(estate) -> dict[str, str]:
     if uses_jwt(estate.spec):
         names["doctor.jwt_key"] = JWT_KEY.file
         names["doctor.tls_seed"] = TLS_SEED.file   # slurmrestd's TLS front is issued from it
+    from estate.model.bridge import has_minter
+    if has_minter(estate):   # the cluster CA and the minter's credential are issued from it
+        names["doctor.cluster_ca_seed"] = CLUSTER_CA_SEED.file
     return names
 
 
@@ -605,7 +630,7 @@ def check_keys(estate, secrets: Path | None, lab: bool) -> list[Check]:
         return [Check(id, ERROR, lab, f"{name}: " + (
             "created by the lab" if lab else "no secrets directory given"),
             "" if lab else "--secrets DIR (or ESTATE_MUNGE_KEY_B64 / ESTATE_JWT_KEY_B64 / "
-            "ESTATE_TLS_SEED_B64)",
+            "ESTATE_TLS_SEED_B64 / ESTATE_K8S_CA_SEED_B64)",
             target) for id, name in key_names(estate).items()]
     return [_key(id, Path(secrets) / name, target) for id, name in key_names(estate).items()]
 

@@ -27,7 +27,8 @@ from estate.verify.slurm_view import Mismatch, SlurmView, compare as slurm_compa
     parse_record
 
 DRIFT, TOLERATED, SKIPPED, PENDING = "drift", "tolerated", "skipped", "pending"
-ASPECTS = ("reach", "slurm", "hardware", "file", "service", "gpu", "kubernetes", "render")
+ASPECTS = ("reach", "slurm", "hardware", "file", "service", "gpu", "certificate", "kubernetes",
+           "render")
 # Where slurmd keeps the slurm.conf it fetched from slurmctld (configless workers).
 CONF_CACHE = "/var/spool/slurmd/conf-cache/slurm.conf"
 # `systemctl is-enabled` answers 0 for these (testinfra's is_enabled, which verify reads)
@@ -102,6 +103,23 @@ class Fixes:
 
     def apply(self, node: str) -> str:
         return f"estate apply {self.spec} --limit {node}{self.connect}"
+
+
+# --- certificates (estate.model.certificates) -------------------------------------------
+
+def certificate_findings(node: str, readings: list[tuple], now) -> list[Finding]:
+    """(certificate, path, what read_command printed) of the node's certificates: one
+    drift for each within WARN_DAYS of its notAfter, the fix its renewal. A file not there
+    or not readable is the file aspect's to report (it is no rendered file: the apply's)."""
+    from estate.model import certificates as certs
+    out = []
+    for cert, path, text in readings:
+        end = certs.not_after(text, cert.kind)
+        if end is not None and certs.expiring(end, now):
+            out.append(Finding(node, "certificate", path,
+                               f"more than {certs.WARN_DAYS} days of validity",
+                               certs.describe(cert, path, end, now), cert.renew))
+    return out
 
 
 # --- Slurm's view ---------------------------------------------------------------------
@@ -344,6 +362,9 @@ def expected_services(deploys: list[str], consumes: list[str],
                                        "k8s_control_plane" in deploys):
             out.append(Service(name, "slurm_controller" if p.startswith("slurm/")
                                else "k8s_control_plane"))
+        elif p.endswith(".timer") and p.startswith("monitoring/cert-expiry/") and \
+                "node_exporter" in deploys:
+            out.append(Service(name, "node_exporter"))   # the certificate expiry collector
     return out
 
 

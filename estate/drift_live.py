@@ -89,10 +89,24 @@ def _node_report(ctx: VerifyContext, name: str, fixes: Fixes, last: dict | None)
         detected = d.parse_slurmd_c(_run(host, ["slurmd", "-C"]).stdout)
         part[(name, "hardware")] = ((d.hardware_findings(ctx.estate, name, detected)
                                      if detected else [d.hardware_unread(name, fixes)]), 1)
+    part[(name, "certificate")] = certificates_part(ctx, host, name)
     cls = ctx.estate.node_class(ctx.estate.group_of(name))
     if cls is not None and cls.gpu_kinds:
         part[(name, "gpu")] = gpus_part(ctx, host, name)
     return part
+
+
+def certificates_part(ctx: VerifyContext, host, name: str) -> tuple[list[Finding], int]:
+    """The node's certificates' notAfter (a kubeconfig's certificate line only, never its
+    key), each compared with now."""
+    import datetime as dt
+    from estate.model import certificates as certs
+    readings = []
+    for cert, path in certs.held(ctx.estate).get(name, []):
+        r = _run(host, certs.read_command(cert.kind, path))
+        readings.append((cert, path, r.stdout if r.rc == 0 else ""))
+    return (d.certificate_findings(name, readings, dt.datetime.now(dt.timezone.utc)),
+            len(readings))
 
 
 def unsupported_deploys(host, ctx: VerifyContext, name: str, deploys: list[str]) -> dict:

@@ -71,16 +71,26 @@ def up(lab, deadline: float) -> None:
                             f"{extra}/{_prefixlen(lab, rest.segment)}", "dev", "eth0"],
                            check=True, capture_output=True, timeout=30)
         install_tls(lab, name)
-        env = lab._env(name, f"slurm/slurmrestd/{name}.env")
-        lab.start(name, "slurmrestd", [
-            "env", "SLURM_JWT=daemon", f"SLURMRESTD_LISTEN={env['SLURMRESTD_LISTEN']}",
-            "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-            "slurmrestd", "-a", "rest_auth/jwt"])
-        lab.start(name, "stunnel4", ["stunnel4", destination(f"{TLS_CONF}{name}.conf")])
+        start_slurmrestd(lab, name)
+        start_stunnel(lab, name)
         front = extra or node.addr
         lab.wait(deadline, f"slurmrestd's TLS front on {name}",
                  lambda: listening(lab, name, front, rest.port)
                  and listening(lab, name, bridge.LOOPBACK, rest.port), name, "stunnel4")
+
+
+def start_slurmrestd(lab, name: str) -> None:
+    """slurmrestd on loopback as the rendered env says, unprivileged (also after a JWT
+    key's rotation: estate.lab.netns_rotate)."""
+    env = lab._env(name, f"slurm/slurmrestd/{name}.env")
+    lab.start(name, "slurmrestd", [
+        "env", "SLURM_JWT=daemon", f"SLURMRESTD_LISTEN={env['SLURMRESTD_LISTEN']}",
+        "setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+        "slurmrestd", "-a", "rest_auth/jwt"])
+
+
+def start_stunnel(lab, name: str) -> None:
+    lab.start(name, "stunnel4", ["stunnel4", destination(f"{TLS_CONF}{name}.conf")])
 
 
 def listening(lab, name: str, addr: str, port: int) -> bool:

@@ -41,6 +41,9 @@ TABLE: list[tuple[str, str]] = [
     ("monitoring/slurm-exporter.py", "/usr/local/lib/estate/slurm_exporter.py"),
     ("monitoring/slurm-exporter/*.json", "/etc/estate/monitoring/slurm-exporter.json"),
     ("monitoring/dcgm-exporter/*.service", "/etc/systemd/system/estate-dcgm-exporter.service"),
+    # the certificate expiry collector (estate.render.certificates): one script per node
+    ("monitoring/cert-expiry/*.sh", "/usr/local/sbin/estate-cert-expiry"),
+    ("monitoring/cert-expiry/*", "/etc/systemd/system/{name}"),
     ("monitoring/prometheus.yml", "/etc/prometheus/prometheus.yml"),
     ("monitoring/rules/*.yml", "/etc/prometheus/rules/{name}"),
     ("monitoring/prometheus.env", "/etc/default/prometheus"),
@@ -100,6 +103,7 @@ INSTALLERS: list[tuple[str, str]] = [
     ("reframe/*", "slurm_login"),
     ("storage/*", "storage"),
     ("monitoring/node-exporter.env", "node_exporter"),
+    ("monitoring/cert-expiry/*", "node_exporter"),
     ("monitoring/slurm-exporter*", "slurm_exporter"),
     ("monitoring/dcgm-exporter/*", "dcgm_exporter"),
     ("monitoring/*", "monitoring"),

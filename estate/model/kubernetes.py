@@ -523,6 +523,9 @@ STATIC_PODS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-schedu
 # The kubelet's fileCheckFrequency (20 s): how long a moved-out manifest takes to stop its pod
 STATIC_POD_GRACE_S = 20
 TIMERS = {"etcd-snapshot": ETCD_SNAPSHOT_SCHEDULE, "cert-renew": CERT_RENEW_SCHEDULE}
+# where a tenant is granted the bridge: the approval of the minters' own certificate
+# requests (estate.render.kubernetes.approve_script), every five minutes
+BRIDGE_APPROVE = "bridge-approve"
 SYSTEMD_UNITS = "kubernetes/systemd/"
 SBIN = "kubernetes/sbin/"
 

@@ -92,7 +92,11 @@ NFS_SENDS = "node_mountstats_nfs_transport_sends_total"
 NFS_AGE = "node_mountstats_nfs_age_seconds_total"
 # the server's side (--collector.nfsd, on by default): 0 threads once nfs-server stops
 NFSD_THREADS = "node_nfsd_server_threads"
-NODE_EXPORTER_ARGS = ("--collector.mountstats", "--collector.nfs")
+# the textfile directory is Debian's default, named so the collector and the exporter agree
+# (estate.model.certificates writes its expiry metrics there)
+TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
+NODE_EXPORTER_ARGS = ("--collector.mountstats", "--collector.nfs",
+                      f"--collector.textfile.directory={TEXTFILE_DIR}")
 
 # NVIDIA's DCGM exporter (the vendored 4.8.2, default counters): each GPU's utilization in
 # percent, labelled gpu (its index, which names the job mapping's files) and, with
@@ -147,6 +151,9 @@ ALERTS = {
     "RuleEvaluationFailing": Alert("monitoring", "'prometheus'", ("rule_failures",)),
     "AlertmanagerNotificationsFailing": Alert("monitoring", "'alertmanager'",
                                               ("notify_failures",)),
+    # the certificate expiry collector's series (estate.model.certificates) keep their node's
+    # plane, as ScrapeTargetDown does its target's
+    "CertificateExpiring": Alert(None, "node", ("expiring",)),
     "Watchdog": Alert("monitoring", "'prometheus'", ("watchdog",)),
 }
 WATCHDOG = "Watchdog"

@@ -57,7 +57,11 @@ MUNGE_KEY = Key("munge.key", 128, "ESTATE_MUNGE_KEY_B64")   # mungekey's default
 JWT_KEY = Key("jwt_hs256.key", 32, "ESTATE_JWT_KEY_B64")    # Slurm's JWT guide: 32 bytes
 # slurmrestd's TLS front: its CA and certificates are derived from it (estate.provision.tls)
 TLS_SEED = Key("tls-ca.seed", 32, "ESTATE_TLS_SEED_B64")
-KEYS = {"munge": MUNGE_KEY, "jwt": JWT_KEY, "tls": TLS_SEED}
+# the Kubernetes cluster CA and the bridge minter's keys (estate.provision.kube_pki): a seed
+# of its own, so that rotating the TLS front's seed leaves the cluster's CA as it is (a
+# cluster CA cannot change under a running cluster: docs/rotation.md)
+CLUSTER_CA_SEED = Key("k8s-ca.seed", 32, "ESTATE_K8S_CA_SEED_B64")
+KEYS = {"munge": MUNGE_KEY, "jwt": JWT_KEY, "tls": TLS_SEED, "cluster-ca": CLUSTER_CA_SEED}
 
 # Artifact path prefixes that several stages select by.
 GPU_DEVICES = "slurm/gpu-devices/"

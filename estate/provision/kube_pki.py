@@ -5,15 +5,16 @@ It authenticates with a client certificate from the cluster CA, so nothing has t
 from a running cluster to the controllers by hand:
 
 - the cluster CA: the site's (k8s-ca.key and k8s-ca.crt put in the secrets directory),
-  else a P-256 CA derived from the seed (tls-ca.seed, label "k8s-ca") and written there for
+  else a P-256 CA derived from its own seed (k8s-ca.seed, label "k8s-ca": not the TLS
+  front's, so rotating that one leaves the cluster CA alone) and written there for
   the first control plane's run, which puts it in /etc/kubernetes/pki before kubeadm init:
   kubeadm then signs with it instead of making its own, and the API server trusts the
   client certificates it signed. The same seed gives the same CA on every driver;
 - per tenant, a client certificate whose CN is the user the tenant's RoleBinding names
   (bridge.minter_user; no organisation, hence no group), client-auth only, issued for the
-  calendar month and valid until the first of the month after next
+  calendar month and valid until the first of the third month after it
   (bridge.MINTER_CERT_MONTHS): the first run of a month renews it, the same bytes on every
-  driver, and an estate nobody applies for two months loses only the bridge's Secret updates;
+  driver; between runs the minter renews it itself (estate-bridge-renew);
 - per tenant, a kubeconfig holding the API endpoint (kubeadm's controlPlaneEndpoint), the
   cluster CA, that certificate and its key (derived from the seed and the tenant): the
   controllers' run installs it as /etc/estate/bridge/<tenant>.kubeconfig, root 0600.
@@ -32,11 +33,13 @@ import yaml
 
 from estate.model import bridge
 from estate.model.bridge import K8S_CA_CERT, K8S_CA_KEY
+from estate.model.services import KEYS
 from estate.provision.tls import TlsError, cert_pem, derive_key, key_pem, put_file, read_seed, \
     serial_number, sign, site_or_derived_ca
 from estate.spec.resolved import Estate
 
 CA_LABEL, CA_NAME = "k8s-ca", "Estate Kubernetes CA"
+SEED = KEYS["cluster-ca"].file
 # Before the month starts: an API server whose clock runs a little behind still accepts it.
 BACKDATE = dt.timedelta(days=1)
 
@@ -54,7 +57,8 @@ def ensure_bridge_credentials(directory: str | Path, estate: Estate,
     if not place_ca and not minters:
         return []
     d = Path(directory)
-    seed = read_seed(d, "the cluster CA that signs the bridge minter's credential is")
+    seed = read_seed(d, "the cluster CA that signs the bridge minter's credential is",
+                     key="cluster-ca")
     ca_key, ca_cert = cluster_ca(d, seed)
     written = []
     if place_ca and not (d / K8S_CA_KEY).is_file():     # a site's own CA stays as it is

@@ -70,11 +70,13 @@ def ensure_tls(directory: str | Path, estate: Estate, today: dt.date | None = No
     return written
 
 
-def read_seed(d: Path, needed_for: str = "slurmrestd's TLS front is") -> bytes:
-    path = d / SEED
+def read_seed(d: Path, needed_for: str = "slurmrestd's TLS front is",
+              key: str = "tls") -> bytes:
+    seed = KEYS[key]
+    path = d / seed.file
     if not path.is_file():
-        raise TlsError(f"{d} has no {SEED}: create the secrets (the labs do) or hand it in "
-                       f"{KEYS['tls'].env}; {needed_for} issued from it")
+        raise TlsError(f"{d} has no {seed.file}: create the secrets (the labs do) or hand it "
+                       f"in {seed.env}; {needed_for} issued from it")
     return path.read_bytes()
 
 

@@ -80,7 +80,8 @@ class EstateDeployment(pulumi.ComponentResource):
         """Generated once per stack; the engine keeps them encrypted in the state."""
         sizes = {"munge": ("munge-key", KEYS["munge"].size),
                  "jwt": ("slurmrestd-jwt-key", KEYS["jwt"].size),
-                 "tls": ("slurmrestd-tls-seed", KEYS["tls"].size)}
+                 "tls": ("slurmrestd-tls-seed", KEYS["tls"].size),
+                 "cluster-ca": ("kubernetes-ca-seed", KEYS["cluster-ca"].size)}
         return {k: random.RandomBytes(sizes[k][0], length=sizes[k][1], opts=self._child())
                 for k in needed}
 

@@ -81,7 +81,7 @@ class NodeStep:
     stage: str
     command: str
     digest: str                  # of the artifacts the node consumes (trigger)
-    secrets: tuple[str, ...]     # "munge", "jwt", "tls"
+    secrets: tuple[str, ...]     # keys of services.KEYS: "munge", "jwt", "tls", "cluster-ca"
     code: str = ""               # of the role code it runs and Estate's version (trigger)
     deploys: tuple[str, ...] = ()
     join: str | None = None      # "source": outputs the join material; "sink": takes it
@@ -272,13 +272,14 @@ def secret_hosts(estate: Estate, artifacts: Artifacts) -> dict[str, Hostlist]:
     out = {"munge": Hostlist(munge)}
     if uses_jwt(estate.spec):
         out["jwt"] = Hostlist.from_names(estate.spec.slurm.controllers)
-        # the TLS front's certificates are issued from it on the slurmrestd nodes' runs; the
-        # cluster CA on the first control plane's and the minter's credentials on the
-        # controllers' (estate.provision.kube_pki), where a tenant has the bridge
+        # the TLS front's certificates are issued from it on the slurmrestd nodes' runs
+        out["tls"] = Hostlist.from_names(estate.role_hosts("slurmrestd"))
+        # the cluster CA's seed: on the first control plane's run (the CA) and the
+        # controllers' (the minter's credentials), where a tenant has the bridge
         ca_host = bridge.ca_host(estate)
-        out["tls"] = Hostlist.from_names(dict.fromkeys([
-            *estate.role_hosts("slurmrestd"), *([ca_host] if ca_host else []),
-            *bridge.minter_hosts(estate)]))
+        if ca_host:
+            out["cluster-ca"] = Hostlist.from_names(dict.fromkeys(
+                [ca_host, *bridge.minter_hosts(estate)]))
     return out
 
 

@@ -24,6 +24,7 @@ BUILDERS = [
     ("estate.render.storage", "render_storage"),
     ("estate.render.monitoring", "render_monitoring"),
     ("estate.render.dcgm_exporter", "render_dcgm_exporter"),
+    ("estate.render.certificates", "render_certificates"),
     ("estate.render.reframe", "render_reframe"),
 ]
 

@@ -17,6 +17,7 @@ import re
 import yaml
 
 from estate import paths
+from estate.model import certificates as certs
 from estate.model.destinations import destination
 from estate.model.monitoring import (ALERTS, DCGM_GPU_UTIL, DCGM_JOB_LABEL, GPU_REQUEST,
                                      GROUP_BY, JOBS, KSM_PHASE, KSM_POD_OWNER, KSM_REQUESTS,
@@ -366,6 +367,12 @@ def monitoring_rules(estate: Estate) -> list[dict]:
                "fire and no one hears",
                "`journalctl -u prometheus-alertmanager` on the monitoring host (the "
                "receiver's URL or mail relay, and the way there)"),
+        _alert("CertificateExpiring", "expiring",
+               f"{certs.METRIC} - time() < {certs.WARN_DAYS} * 86400", hold,
+               "Certificate {{ $labels.certificate }} ({{ $labels.path }}) on "
+               f"{{{{ $labels.node }}}} expires within {certs.WARN_DAYS} days",
+               "renew it: {{ $labels.renew }} (docs/rotation.md); if its timer should have, "
+               "that timer's journal on the node"),
         _alert(WATCHDOG, "watchdog", "vector(1)", "0s",
                "Always firing: the receiver that stops hearing it knows Prometheus, its "
                "rules or Alertmanager have gone silent",

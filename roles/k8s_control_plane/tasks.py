@@ -171,7 +171,7 @@ def control_plane_files() -> None:
         install(k8s.KUBE_VIP_PATH)
     for p in consumed(k8s.SBIN + "*") + consumed(k8s.SYSTEMD_UNITS + "*"):
         install(p)
-    for name in k8s.TIMERS:
+    for name in (*k8s.TIMERS, k8s.BRIDGE_APPROVE):
         if consumed(k8s.SYSTEMD_UNITS + k8s.timer_unit(name)):
             systemd.service(name=f"Enable {k8s.timer_unit(name)}",
                             service=k8s.timer_unit(name), running=True, enabled=True,

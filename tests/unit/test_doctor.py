@@ -116,7 +116,8 @@ def test_spec_without_slurmrestd_asks_for_no_jwt(tmp_path):
 def test_lab_keys_are_created_by_the_lab(lab):
     checks = check_keys(lab.estate, None, lab=True)
     assert [(c.id, c.ok) for c in checks] == [("doctor.munge_key", True), ("doctor.jwt_key", True),
-                                              ("doctor.tls_seed", True)]
+                                              ("doctor.tls_seed", True),
+                                              ("doctor.cluster_ca_seed", True)]
     assert all("created by the lab" in c.message for c in checks)
 
 
@@ -124,12 +125,13 @@ def test_secrets_dir_keys(tmp_path, lab):
     (tmp_path / "munge.key").write_bytes(os.urandom(16))       # munged needs >= 32 bytes
     (tmp_path / "jwt_hs256.key").write_bytes(os.urandom(32))
     os.chmod(tmp_path / "jwt_hs256.key", 0o644)
-    munge, jwt, seed = check_keys(lab.estate, tmp_path, lab=True)
-    assert (munge.status, jwt.status, seed.status) == ("FAIL", "warn", "FAIL")
+    munge, jwt, seed, ca_seed = check_keys(lab.estate, tmp_path, lab=True)
+    assert (munge.status, jwt.status, seed.status, ca_seed.status) == \
+        ("FAIL", "warn", "FAIL", "FAIL")
     assert "needs >= 32" in munge.message and "chmod 600" in jwt.fix
     missing = check_keys(lab.estate, tmp_path / "nope", lab=False)
     assert all(c.status == "FAIL" and c.target == "secrets" for c in missing)
-    assert [c.status for c in check_keys(lab.estate, None, lab=False)] == ["FAIL"] * 3
+    assert [c.status for c in check_keys(lab.estate, None, lab=False)] == ["FAIL"] * 4
 
 
 # --- ports ------------------------------------------------------------------------------
@@ -216,7 +218,7 @@ def test_unreachable_node_is_one_error_and_the_others_are_checked(lab):
     checked = {c.target for c in checks} - {"gpu1", "secrets"}
     assert checked == set(lab.estate.nodes) - {"gpu1"}
     assert all(c.ok or c.id in ("doctor.munge_key", "doctor.jwt_key", "doctor.tls_seed",
-                                 "doctor.unreachable")
+                                 "doctor.cluster_ca_seed", "doctor.unreachable")
                for c in checks), [doctor.line(c) for c in checks if not c.ok]
 
 

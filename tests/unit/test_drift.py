@@ -257,7 +257,8 @@ def test_the_services_each_nodes_deploys_run(estate):
     assert units("ctl1") == {"chrony", "nftables", "munge", "mariadb", "slurmdbd", "slurmctld",
                              "slurmrestd", "stunnel@slurmrestd", "prometheus-node-exporter",
                              "estate-slurm-exporter", "prometheus", "prometheus-alertmanager",
-                             "estate-bridge-mint.timer"}
+                             "estate-bridge-mint.timer", "estate-bridge-renew.timer",
+                             "estate-cert-expiry.timer"}
     assert units("gpu1") == {"chrony", "nftables", "munge", "slurmd", "prometheus-node-exporter",
                              "estate-dcgm-exporter", "home-shared.mount", "models.mount"}
     assert "nfs-server" in units("nfs1") and "nfs-server" not in units("login1")

@@ -1,6 +1,6 @@
 """The bridge minter's credential (estate.provision.kube_pki): the client certificate chains
 to the cluster CA that the first control plane gets before kubeadm init, names the user the
-RENDERED RoleBinding binds, is for client authentication only and lives two months at most;
+RENDERED RoleBinding binds, is for client authentication only and lives three months at most;
 the kubeconfig points at the rendered controlPlaneEndpoint; the rendered tree holds no key.
 The minter's script is run (real curl, real TLS) against a local HTTPS endpoint that demands
 a client certificate from that CA: that proves the request it sends and what it does when
@@ -48,7 +48,7 @@ def lab():
 
 @pytest.fixture
 def issued(lab, tmp_path) -> Path:
-    (tmp_path / tls.SEED).write_bytes(os.urandom(32))
+    (tmp_path / kube_pki.SEED).write_bytes(os.urandom(32))
     assert sorted(kube_pki.ensure_bridge_credentials(tmp_path, lab.estate, TODAY)) == \
         ["bridge-inference.kubeconfig", "k8s-ca.crt", "k8s-ca.key"]
     return tmp_path
@@ -126,7 +126,7 @@ def test_its_user_is_the_rendered_rolebindings_only_subject_and_no_group(lab, is
                    for d in rendered_docs(lab, TENANT_MANIFEST))
 
 
-def test_it_authenticates_clients_only_and_lives_two_months_at_most(issued):
+def test_it_authenticates_clients_only_and_lives_three_months_at_most(issued):
     cert = client_cert(kubeconfig(issued))
     eku = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
     assert list(eku) == [ExtendedKeyUsageOID.CLIENT_AUTH]
@@ -135,8 +135,8 @@ def test_it_authenticates_clients_only_and_lives_two_months_at_most(issued):
     assert not cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
     start, end = cert.not_valid_before_utc, cert.not_valid_after_utc
     assert start <= dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc) < end
-    assert end == dt.datetime(2027, 2, 1, tzinfo=dt.timezone.utc)
-    assert end - start <= dt.timedelta(days=63)
+    assert end == dt.datetime(2027, 3, 1, tzinfo=dt.timezone.utc)
+    assert end - start <= dt.timedelta(days=93)
 
 
 def test_a_new_month_renews_the_certificate_and_a_rerun_writes_nothing(lab, issued):
@@ -145,7 +145,7 @@ def test_a_new_month_renews_the_certificate_and_a_rerun_writes_nothing(lab, issu
     assert kube_pki.ensure_bridge_credentials(issued, lab.estate, dt.date(2027, 1, 1)) == \
         ["bridge-inference.kubeconfig"]
     after = client_cert(kubeconfig(issued))
-    assert after.not_valid_after_utc == dt.datetime(2027, 3, 1, tzinfo=dt.timezone.utc)
+    assert after.not_valid_after_utc == dt.datetime(2027, 4, 1, tzinfo=dt.timezone.utc)
     assert after.serial_number != before.serial_number
     assert after.public_key().public_numbers() == before.public_key().public_numbers()
 
@@ -153,14 +153,14 @@ def test_a_new_month_renews_the_certificate_and_a_rerun_writes_nothing(lab, issu
 def test_the_same_seed_gives_the_same_files_on_every_driver(lab, issued, tmp_path):
     other = tmp_path / "other"
     other.mkdir()
-    shutil.copy(issued / tls.SEED, other / tls.SEED)
+    shutil.copy(issued / kube_pki.SEED, other / kube_pki.SEED)
     kube_pki.ensure_bridge_credentials(other, lab.estate, TODAY)
     for name in ("k8s-ca.crt", "k8s-ca.key", "bridge-inference.kubeconfig"):
         assert (other / name).read_bytes() == (issued / name).read_bytes(), name
 
 
 def test_the_files_are_written_for_the_nodes_of_the_run_only(lab, tmp_path):
-    (tmp_path / tls.SEED).write_bytes(os.urandom(32))
+    (tmp_path / kube_pki.SEED).write_bytes(os.urandom(32))
     assert kube_pki.ensure_bridge_credentials(tmp_path, lab.estate, TODAY, ["gpu1"]) == []
     # the controllers' run: the CA key is used, not written (it stays off their driver's disk)
     assert kube_pki.ensure_bridge_credentials(tmp_path, lab.estate, TODAY, ["ctl1"]) == \
@@ -172,7 +172,7 @@ def test_the_files_are_written_for_the_nodes_of_the_run_only(lab, tmp_path):
 
 
 def test_a_site_ca_signs_instead_and_is_left_as_it_is(lab, tmp_path):
-    (tmp_path / tls.SEED).write_bytes(os.urandom(32))
+    (tmp_path / kube_pki.SEED).write_bytes(os.urandom(32))
     key, cert = tls.site_or_derived_ca(tmp_path / "nowhere", os.urandom(32), "x", "y",
                                        "site", "Site Kubernetes CA")
     from cryptography.hazmat.primitives import serialization
@@ -189,14 +189,14 @@ def test_a_site_ca_signs_instead_and_is_left_as_it_is(lab, tmp_path):
 
 
 def test_a_site_ca_without_its_key_is_refused_with_the_fix(lab, tmp_path):
-    (tmp_path / tls.SEED).write_bytes(os.urandom(32))
+    (tmp_path / kube_pki.SEED).write_bytes(os.urandom(32))
     (tmp_path / bridge.K8S_CA_CERT).write_bytes(b"the site's certificate")
     with pytest.raises(tls.TlsError, match="k8s-ca.crt but no k8s-ca.key"):
         kube_pki.ensure_bridge_credentials(tmp_path, lab.estate, TODAY)
 
 
 def test_without_the_seed_it_says_how_to_get_one(lab, tmp_path):
-    with pytest.raises(tls.TlsError, match="ESTATE_TLS_SEED_B64.*bridge minter"):
+    with pytest.raises(tls.TlsError, match="ESTATE_K8S_CA_SEED_B64.*bridge minter"):
         kube_pki.ensure_bridge_credentials(tmp_path, lab.estate, TODAY)
 
 
@@ -301,7 +301,7 @@ def _server_cert(d: Path, ca_key, ca_cert) -> tuple[Path, Path]:
 def endpoint(issued, tmp_path):
     """An HTTPS endpoint on 127.0.0.1 that requires a client certificate from the cluster
     CA, with a server certificate from it; yields its URL."""
-    ca_key, ca_cert = kube_pki.cluster_ca(issued, (issued / tls.SEED).read_bytes())
+    ca_key, ca_cert = kube_pki.cluster_ca(issued, (issued / kube_pki.SEED).read_bytes())
     crt, key = _server_cert(tmp_path, ca_key, ca_cert)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(crt, key)
@@ -387,3 +387,24 @@ def test_an_endpoint_the_cluster_ca_did_not_certify_is_refused(lab, issued, tmp_
         server.server_close()
     assert run.returncode == 1 and "curl exit 60" in run.stderr, run.stderr
     assert Endpoint.seen == []
+
+
+def test_rotating_the_tls_seed_leaves_the_cluster_ca_and_the_minter_as_they_are(lab, tmp_path):
+    """The TLS front's seed and the cluster CA's are separate (issue 47): a new TLS seed
+    issues a new front, and the cluster CA and the minter's credential stay byte for byte.
+    Derived from scratch each time (no k8s-ca.key kept), as a Pulumi run does."""
+    def issue(d: Path) -> dict[str, bytes]:
+        tls.ensure_tls(d, lab.estate, TODAY)
+        kube_pki.ensure_bridge_credentials(d, lab.estate, TODAY)
+        return {p.name: p.read_bytes() for p in d.iterdir() if not p.name.endswith(".seed")}
+    ca_seed = os.urandom(32)
+    before, after = tmp_path / "before", tmp_path / "after"
+    for d in (before, after):
+        d.mkdir()
+        (d / kube_pki.SEED).write_bytes(ca_seed)
+        (d / tls.SEED).write_bytes(os.urandom(32))     # a rotated TLS seed
+    old, new = issue(before), issue(after)
+    for name in (bridge.K8S_CA_KEY, bridge.K8S_CA_CERT, bridge.kubeconfig_secret("inference")):
+        assert old[name] == new[name], name
+    assert old[tls.CA_CERT] != new[tls.CA_CERT]
+    assert old["slurmrestd-ctl1.crt"] != new["slurmrestd-ctl1.crt"]

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from estate.catalogue import HOST_TOOLS
+from estate.model import certificates
 from estate.model import monitoring as mon
 from estate.model.destinations import destination
 from estate.model.flows import admin_cidrs, matrix
@@ -159,6 +160,18 @@ def _slurm(pending_step: float, down: int, read: bool = True) -> list[dict]:
         out += [_series("slurm_node_partition", _flat(1), node=exporter, nodename=n,
                         partition=p) for n in ("gpu1", "gpu2") for p in ("gpu", "urgent")]
     return out
+
+
+def _certificate_labels(node: str, plane: str, name: str) -> dict:
+    cert = certificates.BY_NAME[name]
+    return {"node": node, "plane": plane, "certificate": name, "path": cert.paths[0]
+            if cert.paths else "/etc/estate/bridge/inference.kubeconfig", "renew": cert.renew}
+
+
+def _certificate(node: str, plane: str, name: str, days: float) -> dict:
+    """The collector's series: the notAfter as Unix time, `days` after the test's start."""
+    return _series(certificates.METRIC, _flat(days * 86400),
+                   **_certificate_labels(node, plane, name))
 
 
 def _up(job: str, node: str, plane: str, up: bool = True) -> dict:
@@ -398,6 +411,14 @@ def scenarios(estate: Estate, rules: dict) -> list[dict]:
                   {"RuleEvaluationFailing": [_expected(
                       rules, "RuleEvaluationFailing", "rule_failures",
                       rule_group="estate-slurm")]}),
+        # a certificate within 30 days of its notAfter (time() is 0 at the test's start),
+        # beside one a year away: only the near one fires, naming its renewal
+        _scenario(rules, "a certificate nears its expiry", given(certs=[
+            _certificate("ctl1", "slurm", "bridge-minter", days=20),
+            _certificate("ctl1", "slurm", "slurmrestd-front", days=400)]),
+            {"CertificateExpiring": [_expected(
+                rules, "CertificateExpiring", "expiring",
+                **_certificate_labels("ctl1", "slurm", "bridge-minter"))]}),
         _scenario(rules, "Alertmanager fails to notify",
                   given(mon=_monitoring(notify_failures=True)),
                   {"AlertmanagerNotificationsFailing": [_expected(
@@ -435,7 +456,7 @@ def test_every_alert_and_cause_fires_in_a_scenario_of_its_own(lab):
     assert fired == want and checked == set(mon.ALERTS)
 
 
-CASES = 15   # the scenarios, for the parametrisation below
+CASES = 16   # the scenarios, for the parametrisation below
 
 
 def test_every_scenario_is_tried_wrong(lab):
@@ -661,7 +682,9 @@ def test_with_a_monitoring_section_the_host_and_the_outside_scrapers_scrape():
 
 def test_node_exporter_enables_the_nfs_collectors_on_every_node(lab):
     art = lab.artifacts[render.NODE_EXPORTER_ENV]
-    assert 'ARGS="--collector.mountstats --collector.nfs"\n' in art.content.decode()
+    assert 'ARGS="--collector.mountstats --collector.nfs ' \
+        '--collector.textfile.directory=/var/lib/prometheus/node-exporter"\n' \
+        in art.content.decode()
     assert set(art.consumers) == set(lab.estate.nodes)
     assert destination(render.NODE_EXPORTER_ENV) == "/etc/default/prometheus-node-exporter"
 

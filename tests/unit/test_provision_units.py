@@ -106,6 +106,7 @@ def test_shared_values_are_the_all_groups_and_groups_are_pyinfras(lab, tmp_path)
     result, out = lab
     conn = inv.Connection(key="/k", strict_host_keys=False)
     (tmp_path / "tls-ca.seed").write_bytes(bytes(32))   # ctl1's TLS front is issued from it
+    (tmp_path / "k8s-ca.seed").write_bytes(bytes(32))   # and its minter's credential from it
     ours = inv.pyinfra_inventory(result.estate, out, tmp_path, conn, "ctl1,gpu[1-2],nfs1")
     for _, data in ours.hosts:
         assert set(data) == {"estate_node", "estate_plane", "estate_roles", "estate_deploys",

@@ -27,9 +27,9 @@ from estate.model import kubernetes as k8s_model
 from estate.pipeline import build
 from estate.pulumi import plan as planning
 from estate.pulumi.component import build_or_fail
-from estate.model.services import JWT_KEY, MUNGE_KEY
+from estate.model.services import CLUSTER_CA_SEED, JWT_KEY, MUNGE_KEY
 
-JWT_KEY_ENV, MUNGE_KEY_ENV = JWT_KEY.env, MUNGE_KEY.env
+JWT_KEY_ENV, MUNGE_KEY_ENV, CA_SEED_ENV = JWT_KEY.env, MUNGE_KEY.env, CLUSTER_CA_SEED.env
 from estate.render import write_tree
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -199,12 +199,13 @@ def _changed(tmp_path: Path, base, change) -> set[str]:
 LAB_DEPENDENCIES = {
     "node-nfs1": set(),
     "node-ctl1": {"node-nfs1", "munge-key", "slurmrestd-jwt-key",
-                  "slurmrestd-tls-seed"},
+                  "slurmrestd-tls-seed", "kubernetes-ca-seed"},
     "node-login1": {"node-nfs1", "node-ctl1", "munge-key"},
     "node-gpu1": {"node-nfs1", "node-ctl1", "munge-key"},
     "node-gpu2": {"node-nfs1", "node-ctl1", "munge-key"},
-    # the TLS seed: the cluster CA the bridge's minter certificate chains to (kube_pki)
-    "node-k8s1": {"node-nfs1", "slurmrestd-tls-seed"},
+    # the cluster CA's own seed: the CA the bridge's minter certificate chains to
+    # (kube_pki); not the TLS front's, which k8s1 does not hold
+    "node-k8s1": {"node-nfs1", "kubernetes-ca-seed"},
     "node-k8s2": {"node-nfs1", "node-k8s1"},
     "kubernetes": {"node-k8s1"},
     "manifests": {"node-k8s1", "node-k8s2"},   # and the provider: see below
@@ -213,6 +214,7 @@ LAB_DEPENDENCIES = {
     "munge-key": set(),
     "slurmrestd-jwt-key": set(),
     "slurmrestd-tls-seed": set(),
+    "kubernetes-ca-seed": set(),
     # the tree this run applied is kept once every node's step has succeeded
     "applied-tree": {"node-nfs1", "node-ctl1", "node-login1", "node-gpu1", "node-gpu2",
                      "node-k8s1", "node-k8s2"},
@@ -329,22 +331,24 @@ def _strip_secrets(value):
 def test_keys_reach_the_commands_only_as_secrets(lab):
     keys = {k: r for k, r in lab.regs.items() if r.type == "random:index/randomBytes:RandomBytes"}
     assert {k: r.inputs["length"] for k, r in keys.items()} == \
-        {"munge-key": 128, "slurmrestd-jwt-key": 32, "slurmrestd-tls-seed": 32}
+        {"munge-key": 128, "slurmrestd-jwt-key": 32, "slurmrestd-tls-seed": 32,
+         "kubernetes-ca-seed": 32}
     assert all("base64" in r.secret_outputs for r in keys.values())
     envs = {n: r.inputs.get("environment") for n, r in lab.commands().items()}
     # The whole environment reaches the engine as one secret value.
     assert all(rpc.is_rpc_secret(e) for e in envs.values() if e is not None)
     envs = {n: rpc.unwrap_rpc_secret(e) for n, e in envs.items()}
     assert {n: sorted(e or {}) for n, e in envs.items()} == {
-        "nfs1": [], "k8s1": ["ESTATE_TLS_SEED_B64"],   # the cluster CA (estate.provision.kube_pki)
+        "nfs1": [], "k8s1": [CA_SEED_ENV],   # the cluster CA (estate.provision.kube_pki)
         "k8s2": ["ESTATE_KUBEADM_CA_CERT_HASH", "ESTATE_KUBEADM_TOKEN"],
-        "ctl1": [JWT_KEY_ENV, MUNGE_KEY_ENV, "ESTATE_TLS_SEED_B64"],
+        "ctl1": [JWT_KEY_ENV, CA_SEED_ENV, MUNGE_KEY_ENV, "ESTATE_TLS_SEED_B64"],
         "login1": [MUNGE_KEY_ENV], "gpu1": [MUNGE_KEY_ENV], "gpu2": [MUNGE_KEY_ENV]}
     munge, jwt = lab.generated["munge-key"], lab.generated["slurmrestd-jwt-key"]
     seed = lab.generated["slurmrestd-tls-seed"]
     # Compared outside the assert so a failure does not print the keys.
     right = envs["ctl1"] == {MUNGE_KEY_ENV: munge, JWT_KEY_ENV: jwt,
-                             "ESTATE_TLS_SEED_B64": seed} \
+                             "ESTATE_TLS_SEED_B64": seed,
+                             CA_SEED_ENV: lab.generated["kubernetes-ca-seed"]} \
         and envs["gpu1"] == {MUNGE_KEY_ENV: munge}
     assert right, "the commands' environments do not carry the generated keys"
     assert rpc.is_rpc_secret(lab.regs["kubernetes"].inputs["kubeconfig"])

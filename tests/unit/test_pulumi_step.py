@@ -160,9 +160,10 @@ def test_dry_run_runs_the_graph_in_order_with_the_engines_environments(fake_step
     assert render[0]["t"] > max(c["t"] for c in calls if "--revoke-join" not in c["args"])
     assert {c["cwd"] for c in calls} == {str(ROOT)}
     env = {(c["node"], "--revoke-join" in c["args"]): c["env"] for c in calls}
-    # ctl1 runs slurmrestd: its TLS front is issued from the seed
-    assert sorted(env[("ctl1", False)]) == ["ESTATE_JWT_KEY_B64", "ESTATE_MUNGE_KEY_B64",
-                                            "ESTATE_TLS_SEED_B64"]
+    # ctl1 runs slurmrestd: its TLS front is issued from the seed; and the bridge minter,
+    # whose credential is issued from the cluster CA's own seed
+    assert sorted(env[("ctl1", False)]) == ["ESTATE_JWT_KEY_B64", "ESTATE_K8S_CA_SEED_B64",
+                                            "ESTATE_MUNGE_KEY_B64", "ESTATE_TLS_SEED_B64"]
     assert sorted(env[("gpu1", False)]) == ["ESTATE_MUNGE_KEY_B64"]
     assert env[("nfs1", False)] == {}
     # a worker: the token and the CA hash, never the control plane's certificate key
@@ -175,7 +176,7 @@ def test_dry_run_runs_the_graph_in_order_with_the_engines_environments(fake_step
     assert "abcdef.0123456789abcdef" not in text and "the admin.conf" not in text
     # the keys stand in for the stack's RandomBytes: made once, reused by the next run
     keys = sorted(p.name for p in (tmp_path / "keys").iterdir())
-    assert keys == ["jwt_hs256.key", "munge.key", "tls-ca.seed"]
+    assert keys == ["jwt_hs256.key", "k8s-ca.seed", "munge.key", "tls-ca.seed"]
 
 
 def test_a_failed_step_fails_the_run_and_its_dependants_do_not_run(fake_step, tmp_path,
