@@ -125,35 +125,9 @@ _SETTINGS = dict(
 )
 
 
-class _CompiledCache(jinja2.FileSystemBytecodeCache):
-    """Compiled templates kept between processes: compiling the 18 templates costs every
-    ``estate render`` about 0.2 s. Jinja checks each entry against the template source's
-    checksum and its own bytecode version; the key also names these settings, which the
-    compiled code depends on. The directory is Jinja's per-user one (created 0700, refused
-    when another user owns it)."""
-
-    def get_cache_key(self, name: str, filename: str | None = None) -> str:
-        settings = ",".join(f"{k}={getattr(v, '__name__', v)}" for k, v in _SETTINGS.items())
-        return super().get_cache_key(f"{jinja2.__version__};{settings};{name}", filename)
-
-    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        try:
-            super().dump_bytecode(bucket)
-        except OSError:  # a full or read-only disk: the next run compiles again
-            pass
-
-
-def _compiled_cache() -> jinja2.BytecodeCache | None:
-    try:
-        return _CompiledCache(pattern="__estate_jinja2_%s.cache")
-    except (OSError, RuntimeError):  # no safe directory: compile every time
-        return None
-
-
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROOT)),
-                             bytecode_cache=_compiled_cache(), **_SETTINGS)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(ROOT)), **_SETTINGS)
     env.filters["shell_quote"] = shell_quote
     return env
 

@@ -467,3 +467,10 @@ def test_a_toolkit_that_takes_the_devices_variable_is_caught(lab):
     out[path] = replace(arts[path], content=b"# the package's defaults\n")
     msgs = [f.message for f in artifact_findings(estate, out)["kubernetes.gpu_isolation"]]
     assert any("pods get no GPU" in m for m in msgs), msgs
+
+
+def test_shipped_versions_read_without_import_match_kubernetes_validate():
+    """Its all_versions() names each minor twice (the -local and -local-strict sets)."""
+    import kubernetes_validate
+    assert list(kcheck.shipped_versions()) == \
+        list(dict.fromkeys(kubernetes_validate.utils.all_versions()))
