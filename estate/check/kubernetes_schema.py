@@ -7,10 +7,10 @@ version, Kueue objects against their CRDs (k8s/crds/), kubeadm/kubelet/kind/devi
 configs against closed schemas transcribed from upstream types (k8s/schemas/), and
 containerd's config as TOML.
 
-Vendored upstream documents (Kueue's release, k8s/kueue/) are validated once, when they
-are vendored: their index (k8s/kueue/manifests.index.json, written by
-estate.render.kueue_install.write_index; tests/unit/test_kueue_install.py validates the
-vendored file again and holds the index to it) lists each document's sha256, the schema
+Vendored upstream documents (Kueue's release, k8s/kueue/; Calico's operator, k8s/cni/) are
+validated once, when they are vendored: their index (VENDORED_INDEXES, written by
+`python -m estate.check.kubernetes_schema`; tests/unit/test_kubernetes_check.py validates
+the vendored files again and holds the indexes to them) lists each document's sha256, the schema
 sets it passed, and its fields without a CRD's schema. A rendered file that carries such a
 document verbatim is read from the index for it, not parsed and validated again.
 
@@ -37,7 +37,8 @@ from estate.spec.types import DNS_LABEL, DNS_SUBDOMAIN, label_key_problems, labe
 ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = ROOT / "k8s" / "crds"
 SCHEMA_DIR = ROOT / "k8s" / "schemas"
-VENDORED_INDEXES = (ROOT / "k8s" / "kueue" / "manifests.index.json",)
+VENDORED_INDEXES = (ROOT / "k8s" / "kueue" / "manifests.index.json",
+                    ROOT / "k8s" / "cni" / "tigera-operator.index.json")
 
 # Kubernetes' own name and label syntax (apimachinery validation) is the spec types'.
 # Labels a kubelet may set on its own Node (NodeRestriction); other kubernetes.io and
@@ -245,10 +246,10 @@ def containerd_problems(text: str, gpu: bool) -> list[str]:
 def document_key(text: bytes) -> str:
     """A document's key in a vendored index: the sha256 of its text without the comment
     lines before it and the newlines around it."""
-    lines = text.strip(b"\n").split(b"\n")
-    while lines and lines[0].startswith(b"#"):
-        lines.pop(0)
-    return hashlib.sha256(b"\n".join(lines).strip(b"\n")).hexdigest()
+    text = text.strip(b"\n")
+    while text.startswith(b"#"):
+        text = text.partition(b"\n")[2].lstrip(b"\n")
+    return hashlib.sha256(text.rstrip(b"\n")).hexdigest()
 
 
 @lru_cache(maxsize=1)
