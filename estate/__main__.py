@@ -3,6 +3,10 @@
 typer parses every command line (estate/cli.py); what keeps a plain `estate check` short
 is that it imports only what check needs (estate.cli.LazyGroup).
 
+Pydantic plugins are off unless PYDANTIC_DISABLE_PLUGINS says otherwise (pydantic's own
+setting): Estate uses none, and looking for them reads the metadata of every installed
+distribution when the first model is built.
+
 `check`, `render` and `diff` end with os._exit once their output is flushed: tearing down
 the interpreter's object graph of a large estate frees nothing the operating system would
 not. None of them holds a resource that needs a finaliser (render writes its tree
@@ -18,6 +22,7 @@ FAST_EXIT = frozenset({"check", "render", "diff"})
 
 
 def main() -> None:
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     from estate.cli import app
     if not FAST_EXIT & set(sys.argv[1:2]):
         app()

@@ -109,3 +109,24 @@ def test_the_spec_models_annotations_are_objects_not_strings():
     lines = inspect.getsource(model).splitlines()
     assert "from __future__ import annotations" not in lines
     assert not isinstance(model.Spec.__annotations__["nodes"], str)
+
+
+@pytest.mark.parametrize("setting, looked", [(None, False), ("", True)])
+def test_the_cli_does_not_look_for_pydantic_plugins_unless_the_user_says(setting, looked):
+    """Through pydantic's own setting, PYDANTIC_DISABLE_PLUGINS; a user's own (here: empty,
+    none disabled) is kept, and pydantic looks."""
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    env["PYTHONPATH"] = str(ROOT)
+    if setting is not None:
+        env["PYDANTIC_DISABLE_PLUGINS"] = setting
+    code = ("import sys, estate.__main__ as entry\n"
+            "sys.argv = ['estate', 'check', 'stacks/example-prod.yaml']\n"
+            "entry._fast_exit = lambda code: print('status', code, file=sys.stderr)\n"
+            "entry.main()\n"
+            "import pydantic.plugin._loader as loader\n"
+            "print('looked' if getattr(loader, '_plugins', None) is not None else 'not looked',"
+            " file=sys.stderr)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, env=env, timeout=120)
+    assert run.stderr.strip().splitlines()[-2:] == [
+        "status 0", "looked" if looked else "not looked"], run.stderr[-2000:]
