@@ -170,6 +170,9 @@ PHASES: list[tuple[str, list[str]]] = [
     ("storage", ["storage"]),
     ("storage_mounts", ["storage"]),
 ]
+# Phases whose hosts run each operation in step: k8s_join's control plane writes the join
+# token that the workers' next operations read in the same run.
+LOCKSTEP_PHASES = frozenset({"k8s_join"})
 # Arguments a deploy takes in a phase, (phase, deploy) -> keyword arguments; a deploy run
 # outside `estate apply` (pyinfra CLI, molecule) takes its defaults and does all its work.
 PHASE_ARGS: dict[tuple[str, str], dict[str, str | bool]] = {

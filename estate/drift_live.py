@@ -8,19 +8,16 @@ comparisons are estate.drift's; this module only gathers their inputs.
 """
 from __future__ import annotations
 
-import importlib
 import shlex
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from estate import drift as d
+from estate import drift as d, paths
 from estate.drift import Finding, Fixes, Report
 from estate.provision.inventory import Connection, select
 from estate.spec.resolved import Estate
 from estate.verify.context import VerifyContext
 
-ROOT = Path(__file__).resolve().parents[1]
 WORKERS = 8               # nodes read at once (each is a handful of short commands)
 
 
@@ -32,8 +29,6 @@ def run_drift(estate: Estate, render_dir: Path, conn: Connection, fixes: Fixes,
     render_dir; `last`: the manifest of the last render, where there is one; `absent`:
     nodes not to reach, each with why (a lab's machines it did not start), reported
     skipped."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))     # the roles' unsupported_here (roles.* package)
     # Every node in the ssh_config: Slurm is read through its controller even when
     # --limit leaves the controller out.
     ctx = VerifyContext(estate, Path(render_dir), conn, Path(outdir), None)
@@ -115,7 +110,7 @@ def unsupported_deploys(host, ctx: VerifyContext, name: str, deploys: list[str])
 def role_suite(deploy: str):
     """The role's testinfra suite (its unsupported_here), or None where it has none."""
     try:
-        return importlib.import_module(f"roles.{deploy}.tests.test_{deploy}")
+        return paths.role_module(f"{deploy}.tests.test_{deploy}")
     except ModuleNotFoundError:
         return None
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Callable
 
+from estate.model.entitlement import LIMIT_KIND
+
 UTC = timezone.utc
 # Times go to sacct and come back in UTC whatever the controller's zone and the user's
 # SLURM_TIME_FORMAT: both would otherwise change what -S/-E and Start/End mean.
@@ -103,15 +105,26 @@ def gpu_seconds(job: Job, start: datetime, end: datetime) -> float:
     return job.gpus * max(0.0, min(overlap, float(job.elapsed_s)))
 
 
-def slurm_gpu_hours(run: Callable[[list[str]], str], start: datetime,
-                    end: datetime) -> dict[str, float]:
-    """GPU-hours per Slurm account over [start, end], from sacct through `run`."""
+def _per_account(jobs: list[Job], start: datetime, end: datetime) -> dict[str, float]:
     out: dict[str, float] = {}
-    for job in parse_sacct(run(sacct_argv(start, end))):
+    for job in jobs:
         seconds = gpu_seconds(job, start, end)
         if seconds:
             out[job.account] = out.get(job.account, 0.0) + seconds / 3600
     return out
+
+
+def slurm_gpu_hours(run: Callable[[list[str]], str], start: datetime,
+                    end: datetime) -> dict[str, float]:
+    """GPU-hours per Slurm account over [start, end], from sacct through `run`."""
+    return _per_account(parse_sacct(run(sacct_argv(start, end))), start, end)
+
+
+def slurm_usage(run: Callable[[list[str]], str], edges: list[datetime]) -> Usage:
+    """The period's GPU-hours per account and per bucket, from one sacct."""
+    jobs = parse_sacct(run(sacct_argv(edges[0], edges[-1])))
+    return usage(_per_account(jobs, edges[0], edges[-1]),
+                 [_per_account(jobs, a, b) for a, b in zip(edges, edges[1:])])
 
 
 # --- the Kubernetes plane -------------------------------------------------------------------
@@ -158,6 +171,48 @@ def kubernetes_gpu_hours(query: Callable[[str], dict], start: datetime, end: dat
     return {t: v * step_s / 3600 for t, v in summed.items() if v}
 
 
+def kubernetes_usage(query: Callable[[str], dict], edges: list[datetime],
+                     step_s: int = 30) -> Usage:
+    """The period's GPU-hours per tenant and per bucket: one query each. The buckets'
+    ranges, each (a, b], partition the period's, so they add up to its total."""
+    return usage(kubernetes_gpu_hours(query, edges[0], edges[-1], step_s),
+                 [kubernetes_gpu_hours(query, a, b, step_s) for a, b in zip(edges, edges[1:])])
+
+
+# --- buckets: GPU-hours over time -----------------------------------------------------------
+
+PER = {"hour": 3600, "day": 86400}
+MAX_BUCKETS = 400       # a Prometheus query each: --per hour over a year is refused
+
+
+@dataclass(frozen=True)
+class Usage:
+    hours: dict[str, float]                 # tenant -> GPU-hours over the period
+    series: dict[str, list[float]]          # tenant -> GPU-hours in each bucket
+
+
+def usage(hours: dict[str, float], buckets: list[dict[str, float]]) -> Usage:
+    tenants = sorted(set(hours).union(*buckets))
+    return Usage(hours, {t: [b.get(t, 0.0) for b in buckets] for t in tenants})
+
+
+def default_per(start: datetime, end: datetime) -> str:
+    """Hours for a period of up to two days, else days."""
+    return "hour" if (end - start).total_seconds() <= 2 * 86400 else "day"
+
+
+def bucket_edges(start: datetime, end: datetime, per: str) -> list[datetime]:
+    """start, every UTC hour or midnight strictly inside (start, end), end: the first and
+    last buckets may be partial, the others are whole hours or days."""
+    size = PER[per]
+    first = math.floor(start.timestamp() / size) * size + size
+    inner = range(first, math.ceil(end.timestamp()), size)
+    if len(inner) + 1 > MAX_BUCKETS:
+        raise ValueError(f"{len(inner) + 1} buckets of one {per}: more than {MAX_BUCKETS}; "
+                         "ask per day or for a shorter period")
+    return [start, *(datetime.fromtimestamp(t, UTC) for t in inner), end]
+
+
 # --- the report -----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -178,6 +233,10 @@ class Report:
     end: datetime
     sources: list[Source] = field(default_factory=list)
     hours: dict[str, dict[str, float]] = field(default_factory=dict)   # plane -> tenant
+    per: str = "day"                                        # a bucket: PER's key
+    edges: list[datetime] = field(default_factory=list)     # the buckets' bounds
+    series: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    limits: dict[str, dict[str, float]] = field(default_factory=dict)  # plane -> GPUs
 
     @property
     def answered(self) -> bool:
@@ -190,21 +249,37 @@ class Report:
     def notes(self) -> list[str]:
         return [f"{s.plane}: {s.note}: {s.status}" for s in self.sources if s.status != "ok"]
 
+    def chart_rows(self) -> list[tuple[str, str]]:
+        """(plane, tenant) for each plane that answered: those that used GPUs, and those
+        entitled to some that did not."""
+        return [(plane, tenant) for plane in PLANES if plane in self.series
+                for tenant in sorted(set(self.series[plane]) |
+                                     set(self.limits.get(plane, {})))]
+
+    def bucket(self, plane: str, tenant: str) -> list[float]:
+        return self.series.get(plane, {}).get(tenant) or [0.0] * (len(self.edges) - 1)
+
     def as_dict(self) -> dict:
         return {"period": {"start": iso(self.start), "end": iso(self.end)},
                 "unit": "GPU-hours",
                 "sources": [s.as_dict() for s in self.sources],
                 "rows": [{"plane": p, "tenant": t, "gpu_hours": round(h, 6)}
                          for p, t, h in self.rows()],
+                "per": self.per, "buckets": [iso(t) for t in self.edges],
+                "series": [{"plane": p, "tenant": t,
+                            "gpu_hours": [round(h, 6) for h in self.bucket(p, t)],
+                            LIMIT_KIND[p].replace(" ", "_") + "_gpus":
+                                self.limits.get(p, {}).get(t)}
+                           for p, t in self.chart_rows()],
                 "totals": {p: round(sum(self.hours[p].values()), 6)
                            for p in PLANES if p in self.hours}}
 
 
 def measure(report: Report, plane: str, what: str, where: str,
-            count: Callable[[], dict[str, float]]) -> None:
+            count: Callable[[], Usage]) -> None:
     """Ask one source and add its answer, or a note saying why there is none."""
     try:
-        hours = count()
+        found = count()
     except (Unreachable, OSError) as exc:
         report.sources.append(Source(plane, "skipped", where,
                                      f"no {what} reachable at {where}: {_reason(exc)}"))
@@ -214,7 +289,7 @@ def measure(report: Report, plane: str, what: str, where: str,
                                      f"{_reason(exc)}"))
         return
     report.sources.append(Source(plane, "ok", where))
-    report.hours[plane] = hours
+    report.hours[plane], report.series[plane] = found.hours, found.series
 
 
 def skip(report: Report, plane: str, why: str) -> None:
@@ -279,11 +354,15 @@ def render_json(report: Report) -> str:
     return json.dumps(report.as_dict(), indent=2) + "\n"
 
 
-# SVG: one bar per row; every label an ElementTree text or attribute, so the serializer
-# escapes it, after printable() has removed what XML cannot hold at all.
+# SVG: a row per tenant, a bar per bucket over a time axis, and a stepped line at what the
+# tenant is entitled to in each bucket (its GPUs times the bucket's hours). Every label is
+# an ElementTree text or attribute, so the serializer escapes it, after printable() has
+# removed what XML cannot hold at all. Each bar and line carries its number (data-*), so
+# a test reads the figures back without a browser.
 SVG_NS = "http://www.w3.org/2000/svg"
-LABEL_W, BAR_W, ROW_H, TOP, MARGIN = 240, 400, 24, 56, 16
-LABEL_MAX = 32
+LABEL_W, PANEL_W, PANEL_H, ROW_H, TOP, MARGIN = 220, 480, 40, 64, 72, 16
+TOTAL_W = 150
+LABEL_MAX = 28
 
 
 def _short(text: str) -> str:
@@ -297,30 +376,94 @@ def _text(parent, x: float, y: float, text: str, **attrs) -> ET.Element:
     return el
 
 
+def _x(report: Report, t: datetime) -> float:
+    """Where a moment sits on the time axis."""
+    span = (report.end - report.start).total_seconds() or 1.0
+    return MARGIN + LABEL_W + PANEL_W * (t - report.start).total_seconds() / span
+
+
+def entitled(report: Report, plane: str, tenant: str) -> list[float] | None:
+    """GPU-hours the tenant's quota or fair share grants in each bucket."""
+    gpus = report.limits.get(plane, {}).get(tenant)
+    if gpus is None:
+        return None
+    return [gpus * (b - a).total_seconds() / 3600
+            for a, b in zip(report.edges, report.edges[1:])]
+
+
 def render_svg(report: Report) -> str:
-    rows, notes = report.rows(), report.notes()
-    most = max((h for _, _, h in rows), default=0.0) or 1.0
-    height = TOP + ROW_H * (len(rows) or 1) + 18 * len(notes) + 2 * MARGIN
-    width = MARGIN * 2 + LABEL_W + BAR_W + 100
+    rows, notes = report.chart_rows(), report.notes()
+    height = TOP + ROW_H * (len(rows) or 1) + 18 * len(notes) + 2 * MARGIN + 8
+    width = MARGIN * 2 + LABEL_W + PANEL_W + TOTAL_W
     svg = ET.Element("svg", {"xmlns": SVG_NS, "width": str(width), "height": str(height),
                              "viewBox": f"0 0 {width} {height}",
                              "font-family": "DejaVu Sans, Helvetica, Arial, sans-serif"})
     _text(svg, MARGIN, 28, title(report), **{"font-size": "16", "font-weight": "bold"})
+    _legend(svg, report)
     if not rows:
         _text(svg, MARGIN, TOP + 16, "no GPU-hours in this period", **{"font-size": "12"})
-    for i, (plane, tenant, h) in enumerate(rows):
-        y = TOP + i * ROW_H
-        bar = ET.SubElement(svg, "g", {"class": f"bar plane-{plane}", "data-plane": plane,
-                                       "data-tenant": printable(tenant)})
-        ET.SubElement(bar, "title").text = f"{plane} {printable(tenant)}: {h:.3f} GPU-hours"
-        _text(bar, MARGIN, y + 16, f"{plane} / {_short(tenant)}", **{"font-size": "12"})
-        w = BAR_W * h / most
-        ET.SubElement(bar, "rect", {"x": str(MARGIN + LABEL_W), "y": str(y + 4),
-                                    "width": f"{w:.1f}", "height": str(ROW_H - 8),
-                                    "fill": COLOURS.get(plane, "#6b7280")})
-        _text(bar, MARGIN + LABEL_W + w + 6, y + 16, f"{h:.3f}", **{"font-size": "12"})
-    y = TOP + ROW_H * (len(rows) or 1) + MARGIN
+    for i, (plane, tenant) in enumerate(rows):
+        _row(svg, report, plane, tenant, TOP + i * ROW_H)
+    y = TOP + ROW_H * (len(rows) or 1)
+    _text(svg, _x(report, report.start), y, iso(report.start), **{"font-size": "10"})
+    _text(svg, _x(report, report.end), y, iso(report.end),
+          **{"font-size": "10", "text-anchor": "end"})
+    y += MARGIN + 4
     for note in notes:
         _text(svg, MARGIN, y, printable(note), **{"font-size": "11", "fill": "#4b5563"})
         y += 18
     return ET.tostring(svg, encoding="unicode") + "\n"
+
+
+def _legend(svg: ET.Element, report: Report) -> None:
+    _text(svg, MARGIN, 48, f"bars: GPU-hours per {report.per} (UTC); dashed: what the tenant's "
+          "quota (Kubernetes) or fair share (Slurm) grants", **{"font-size": "11",
+                                                                "fill": "#4b5563"})
+
+
+def _row(svg: ET.Element, report: Report, plane: str, tenant: str, y: float) -> None:
+    hours, grant = report.bucket(plane, tenant), entitled(report, plane, tenant)
+    total = report.hours.get(plane, {}).get(tenant, 0.0)
+    most = max([*hours, *(grant or [])], default=0.0) or 1.0
+    base = y + PANEL_H + 8
+    g = ET.SubElement(svg, "g", {"class": f"tenant plane-{plane}", "data-plane": plane,
+                                 "data-tenant": printable(tenant),
+                                 "data-total": f"{total:.6f}", "data-scale": f"{most:.6f}"})
+    ET.SubElement(g, "title").text = f"{plane} {printable(tenant)}: {total:.3f} GPU-hours"
+    _text(g, MARGIN, base - 4, f"{plane} / {_short(tenant)}", **{"font-size": "12"})
+    ET.SubElement(g, "rect", {"class": "panel", "x": f"{_x(report, report.start):.2f}",
+                              "y": f"{base - PANEL_H:.2f}", "width": str(PANEL_W),
+                              "height": str(PANEL_H), "fill": "#f3f4f6"})
+    ET.SubElement(g, "line", {"x1": f"{_x(report, report.start):.2f}", "y1": f"{base:.2f}",
+                              "x2": f"{_x(report, report.end):.2f}", "y2": f"{base:.2f}",
+                              "stroke": "#9ca3af", "stroke-width": "1"})
+    for (a, b), h in zip(zip(report.edges, report.edges[1:]), hours):
+        tall = PANEL_H * h / most
+        x0, x1 = _x(report, a), _x(report, b)
+        bar = ET.SubElement(g, "rect", {
+            "class": "bucket", "data-start": iso(a), "data-end": iso(b),
+            "data-gpu-hours": f"{h:.6f}", "x": f"{x0:.2f}", "y": f"{base - tall:.2f}",
+            "width": f"{max(x1 - x0 - 1, 0.5):.2f}", "height": f"{tall:.2f}",
+            "fill": COLOURS.get(plane, "#6b7280")})
+        ET.SubElement(bar, "title").text = f"{iso(a)} .. {iso(b)}: {h:.3f} GPU-hours"
+    if grant is not None:
+        _grant_line(g, report, plane, tenant, grant, most, base)
+    _text(g, MARGIN + LABEL_W + PANEL_W + 8, base - 4, f"{total:.3f} GPU-h",
+          **{"font-size": "12", "class": "total"})
+
+
+def _grant_line(g: ET.Element, report: Report, plane: str, tenant: str,
+                grant: list[float], most: float, base: float) -> None:
+    """A step per bucket at the GPU-hours the tenant is entitled to there."""
+    points = []
+    for (a, b), h in zip(zip(report.edges, report.edges[1:]), grant):
+        y = base - PANEL_H * h / most
+        points += [f"{_x(report, a):.2f},{y:.2f}", f"{_x(report, b):.2f},{y:.2f}"]
+    gpus = report.limits[plane][tenant]
+    _text(g, MARGIN + LABEL_W + PANEL_W + 8, base - PANEL_H + 10,
+          f"{LIMIT_KIND[plane]}: {gpus:.3g} GPUs", **{"font-size": "10", "fill": "#4b5563"})
+    line = ET.SubElement(g, "polyline", {
+        "class": "grant", "data-kind": LIMIT_KIND[plane], "data-gpus": f"{gpus:.6f}",
+        "points": " ".join(points), "fill": "none", "stroke": "#111827",
+        "stroke-width": "1", "stroke-dasharray": "4 3"})
+    ET.SubElement(line, "title").text = f"{LIMIT_KIND[plane]}: {gpus:g} GPUs"

@@ -17,11 +17,13 @@ from typing import Callable
 
 import typer
 
+from estate.model.entitlement import entitled_gpus
 from estate.output import (
     Output, lab_option, output_option, ssh_key_option, ssh_user_option, strict_host_keys_option)
-from estate.report import (UTC, Report, SourceError, Unreachable, kubernetes_gpu_hours,
-                           measure, parse_when, render_json, render_svg, render_table, skip,
-                           slurm_gpu_hours, step_seconds)
+from estate.report import (PER, UTC, Report, SourceError, Unreachable, bucket_edges,
+                           default_per, kubernetes_usage, measure, parse_when,
+                           render_json, render_svg, render_table, skip, slurm_usage,
+                           step_seconds)
 
 SSH_TIMEOUT_S = 120
 HTTP_TIMEOUT_S = 30
@@ -96,10 +98,14 @@ def slurm_source(estate) -> tuple[str, str] | str:
 def collect(estate, start: datetime, end: datetime,
             runner: Callable[[str], Callable[[list[str]], str]],
             query: Callable[[str], Callable[[str], dict]],
-            prometheus: str | None = None) -> Report:
+            prometheus: str | None = None, per: str | None = None) -> Report:
     """Ask each plane's source (runner(address), query(url)); a source that is absent
-    or does not answer becomes a note."""
-    report = Report(start, end)
+    or does not answer becomes a note. GPU-hours are counted over the period and per
+    hour or day (`per`; by default as default_per chooses), beside what the spec entitles
+    each tenant to."""
+    per = per or default_per(start, end)
+    report = Report(start, end, per=per, edges=bucket_edges(start, end, per),
+                    limits=entitled_gpus(estate))
     _ask_slurm(report, estate, runner)
     _ask_kubernetes(report, estate, query, prometheus)
     return report
@@ -112,7 +118,7 @@ def _ask_slurm(report: Report, estate, runner) -> None:
         return
     run = runner(where[1])
     measure(report, "slurm", "controller", f"{where[0]} ({where[1]})",
-            lambda: slurm_gpu_hours(run, report.start, report.end))
+            lambda: slurm_usage(run, report.edges))
 
 
 def _ask_kubernetes(report: Report, estate, query, prometheus: str | None) -> None:
@@ -129,7 +135,7 @@ def _ask_kubernetes(report: Report, estate, query, prometheus: str | None) -> No
     step = step_seconds(report.start, report.end, mon.scrape_interval_s if mon else 30)
     ask = query(url)
     measure(report, "kubernetes", "Prometheus", url,
-            lambda: kubernetes_gpu_hours(ask, report.start, report.end, step))
+            lambda: kubernetes_usage(ask, report.edges, step))
 
 
 def _write(text: str, path: Path, what: str) -> None:
@@ -144,7 +150,7 @@ def _write(text: str, path: Path, what: str) -> None:
         raise typer.Exit(1)
 
 
-def _period(since: str, until: str) -> tuple[datetime, datetime]:
+def _period(since: str, until: str, per: str | None) -> tuple[datetime, datetime, str]:
     now = datetime.now(UTC)
     try:
         start, end = parse_when(since, now), parse_when(until, now)
@@ -152,7 +158,14 @@ def _period(since: str, until: str) -> tuple[datetime, datetime]:
         raise typer.BadParameter(str(exc)) from None
     if start >= end:
         raise typer.BadParameter(f"--since {since} is not before --until {until}")
-    return start, end
+    if per is not None and per not in PER:
+        raise typer.BadParameter(f"--per {per}: one of {', '.join(PER)}")
+    per = per or default_per(start, end)
+    try:
+        bucket_edges(start, end, per)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    return start, end, per
 
 
 def register(app: typer.Typer) -> None:
@@ -166,7 +179,12 @@ def register(app: typer.Typer) -> None:
                json_file: Path = typer.Option(None, "--json", metavar="FILE",
                                               help="Also write the report as JSON."),
                svg: Path = typer.Option(None, "--svg", metavar="FILE",
-                                        help="Also draw the report (SVG bar chart)."),
+                                        help="Also draw the report (SVG): GPU-hours per "
+                                        "tenant over time, against its quota or fair "
+                                        "share."),
+               per: str = typer.Option(None, "--per", metavar="hour|day",
+                                       help="Bucket of the SVG's and JSON's series "
+                                       "(default: hour up to two days, else day)."),
                lab: bool = lab_option(), ssh_key: str = ssh_key_option(),
                ssh_user: str = ssh_user_option(),
                strict_host_keys: bool = strict_host_keys_option(),
@@ -180,14 +198,14 @@ def register(app: typer.Typer) -> None:
         from estate.commands import print_findings
         from estate.pipeline import build
         from estate.provision.inventory import connection
-        start, end = _period(since, until)
+        start, end, per = _period(since, until, per)
         result = build(spec, render=False)
         if result.estate is None or any(f.severity.value == "error" for f in result.findings):
             print_findings(result.findings, output, spec)
             raise typer.Exit(1)
         conn = connection(lab, ssh_key, ssh_user, strict_host_keys and not lab)
         found = collect(result.estate, start, end, lambda addr: ssh_runner(addr, conn),
-                        prometheus_query, prometheus)
+                        prometheus_query, prometheus, per)
         show(found, output, json_file, svg)
         raise typer.Exit(0 if found.answered else 1)
 

@@ -22,7 +22,13 @@ start=$SECONDS
 make -s deps venv || { echo "setup failed: no tier can run" >&2; exit 1; }
 printf 'setup %-12s %-7s %4d s\n' "" done $((SECONDS - start)) | tee -a "$summary"
 echo "== lab-down: nothing of a previous lab may hold the tiers' names"
-make -s lab-down >/dev/null 2>&1 || true
+make -s lab-down > build/lab-down.log 2>&1 || { echo "lab-down failed (build/lab-down.log):"; tail -20 build/lab-down.log; }
+# A lab from another checkout (its Vagrant state elsewhere) holds the same container names
+# and subnets: say so here, where the cause is plain, not as a Docker name conflict later.
+if docker info >/dev/null 2>&1; then
+  left=$(docker ps -aq --filter label=estate-lab=1)
+  [ -z "$left" ] || { echo "lab containers still present after lab-down:"; docker ps -a --filter label=estate-lab=1; }
+fi
 report() {   # tier status seconds
   printf 'tier %-12s %-7s %4d s\n' "$1" "$2" "$3" | tee -a "$summary"
   [ "$2" = passed ] || failed+=("$1")

@@ -1,15 +1,19 @@
 """The pod network, checked on the rendered files: the Calico Installation against kubeadm's
 podSubnet, the API segment's MTU and CIDR and the flow matrix, and the operator manifest
-against its pinned upstream checksum. Facts: estate.model.cni. The Installation's schema
-is checked with every manifest (kubernetes.manifest_invalid, against k8s/crds/)."""
+against its pinned upstream file (Estate's hardening of its Deployment aside). Facts:
+estate.model.cni. The Installation's schema is checked with every manifest
+(kubernetes.manifest_invalid, against k8s/crds/)."""
 from __future__ import annotations
 
-import hashlib
+import copy
 from bisect import bisect_right
+from functools import lru_cache
+
+import yaml
 
 from estate.check._common import problem
 from estate.check.findings import Severity
-from estate.check.kubernetes_schema import _dicts
+from estate.check.kubernetes_schema import ROOT, _dicts
 from estate.check.registry import Problem, validator
 from estate.model import cni
 from estate.model.flows import designed_port, matrix
@@ -58,13 +62,44 @@ def missing(ctx):
 
 
 @validator("cni.operator_not_pinned", E, "cni", "the rendered CNI operator manifest is not "
-           "the pinned upstream file", stage="artifacts")
+           "the pinned upstream file with Estate's hardening of its Deployment, and nothing "
+           "else", stage="artifacts")
 def operator_not_pinned(ctx):
     a = ctx.artifacts.get(OPERATOR)
-    if a is not None and hashlib.sha256(a.content).hexdigest() != cni.OPERATOR_SHA256:
+    if a is None:
+        return
+    docs = copy.deepcopy(_dicts(a))
+    for what, have, want in _unharden(docs):
+        if have != want:
+            yield Problem(OPERATOR, f"the operator Deployment's {what} is {have!r}, not "
+                          f"Estate's {want!r} (estate.model.cni.OPERATOR_*)", RERENDER)
+    if docs != list(_upstream_operator()):
         yield Problem(OPERATOR, f"differs from Calico {cni.CALICO_VERSION}'s "
-                      "tigera-operator.yaml (sha256)", f"restore {cni.OPERATOR_MANIFEST} from "
-                      "upstream and re-render; to upgrade, change the pin in estate/model/cni.py")
+                      "tigera-operator.yaml beyond the operator Deployment's securityContext "
+                      "and resources", f"restore {cni.OPERATOR_MANIFEST} from upstream and "
+                      "re-render; to upgrade, change the pin in estate/model/cni.py")
+
+
+def _unharden(docs: list[dict]):
+    """Takes Estate's hardening out of the operator Deployment in docs, in place: (field,
+    rendered value, Estate's value) for each, so that what is left is upstream's."""
+    for doc in docs:
+        if doc.get("kind") != "Deployment":
+            continue
+        pod = ((doc.get("spec") or {}).get("template") or {}).get("spec") or {}
+        containers = pod.get("containers") or [{}]
+        yield ("pod securityContext", pod.pop("securityContext", None),
+               cni.OPERATOR_POD_SECURITY)
+        yield ("container securityContext", containers[0].pop("securityContext", None),
+               cni.OPERATOR_CONTAINER_SECURITY)
+        yield "resources", containers[0].pop("resources", None), cni.OPERATOR_RESOURCES
+
+
+@lru_cache(maxsize=1)
+def _upstream_operator() -> tuple[dict, ...]:
+    """The vendored file's documents (the renderer refuses it unless it is the pinned one)."""
+    data = (ROOT / cni.OPERATOR_MANIFEST).read_bytes()
+    return tuple(d for d in yaml.safe_load_all(data) if isinstance(d, dict))
 
 
 def _pod_subnet(ctx) -> str | None:

@@ -9,7 +9,7 @@ from estate.check.kubernetes_schema import (_config_validator, _dicts, _errors, 
                                             plane_artifacts, rendered_nodes)
 from estate.check.kubernetes_quota import RESOURCES, amount, rendered_reservations
 from estate.check.kubernetes_quota import _capacity as capacity
-from estate.check.ownership import HARD_EFFECTS, tolerates
+from estate.check.ownership import HARD_EFFECTS, _name, _tenant_path, rendered, tolerates
 from estate.check.registry import Problem, validator
 from estate.model import kubernetes as k8s
 from estate.model.services import MANIFESTS
@@ -165,14 +165,16 @@ def lands_on(pod: dict, node: dict) -> bool:
                for taint in node["taints"] if taint.get("effect") in HARD_EFFECTS)
 
 
-def pod_requests(pod: dict) -> dict[str, float]:
-    """{'cpu': millicores, 'memory': MiB} the pod's containers request together."""
-    out = {res: 0.0 for res in RESOURCES}
-    for c in pod.get("containers") or []:
-        requests = ((c.get("resources") or {}).get("requests")) or {}
-        for res, (unit, _) in RESOURCES.items():
-            out[res] += amount(requests.get(res, 0), unit)
-    return out
+def pod_requests(pod: dict, resources=RESOURCES) -> dict[str, float]:
+    """{'cpu': millicores, 'memory': MiB, ...} the pod requests as the scheduler counts it:
+    its containers' sum, or its largest init container's where that is more."""
+    def each(containers) -> list[dict[str, float]]:
+        return [{res: amount((((c.get("resources") or {}).get("requests")) or {}).get(res, 0),
+                             unit) for res, (unit, _) in resources.items()}
+                for c in containers or [] if isinstance(c, dict)]
+    run, init = each(pod.get("containers")), each(pod.get("initContainers"))
+    return {res: max(sum(c[res] for c in run), max((c[res] for c in init), default=0.0))
+            for res in resources}
 
 
 def _landing(pod: dict, nodes: dict, classes: dict, kept: dict) -> tuple[bool, list]:
@@ -221,3 +223,66 @@ def addon_unschedulable(ctx):
                           "tainted)",
                           "re-render: Estate places its add-ons on the control planes "
                           "(estate.model.kubernetes.ADDON_TOLERATIONS)")
+
+
+# --- quotas leave room for the DaemonSets -------------------------------------------------
+
+def _daemonsets(artifacts) -> list[tuple[str, dict]]:
+    return [(_name(d), (((d.get("spec") or {}).get("template") or {}).get("spec")) or {})
+            for a in plane_artifacts(artifacts, MANIFESTS) for d in _dicts(a)
+            if d.get("kind") == "DaemonSet"]
+
+
+def _queue_quota(queues, flavor: str, res: str, unit: float) -> list[tuple[str, float]]:
+    """[(ClusterQueue, its nominal quota of res in flavor)], in units of unit."""
+    return [(_name(q), amount(r.get("nominalQuota", 0), unit))
+            for q in queues for g in (q.get("spec") or {}).get("resourceGroups") or []
+            for f in g.get("flavors") or [] if f.get("name") == flavor
+            for r in f.get("resources") or [] if r.get("name") == res]
+
+
+@validator("kubernetes.quota_over_daemonsets", E, "kubernetes",
+           "the tenants' quotas in a GPU pool, with what the rendered DaemonSets request on "
+           "its nodes, add up to more than the nodes hand out", stage="artifacts")
+def quota_over_daemonsets(ctx):
+    """A ClusterQueue's CPU and memory (and GPU units) are what Kueue admits on the pool: a
+    DaemonSet's pod lands on every node first, so quotas that split the whole allocatable
+    admit workloads that then find no room (estate.model.kubernetes.DAEMONSET_REQUESTS)."""
+    if not ctx.estate.spec.kubernetes:
+        return
+    r, nodes = rendered(ctx), scheduling_nodes(ctx.artifacts)
+    kept = rendered_reservations(ctx.artifacts)
+    classes = {n.name: n.cls for n in k8s.plane_nodes(ctx.estate) if n.cls is not None}
+    daemonsets = _daemonsets(ctx.artifacts)
+    gpu_res = {res for _, pod in daemonsets for c in pod.get("containers") or []
+               for res in (((c.get("resources") or {}).get("requests")) or {})
+               if str(res).startswith("nvidia.com/")}
+    resources = {**RESOURCES, **{res: (1, "units") for res in sorted(gpu_res)}}
+    for flavor in (_name(f) for f in r.flavors):
+        pool = [n for n in r.pool_nodes(flavor) if n.name in classes and n.name in nodes]
+        held: dict[str, dict[str, float]] = {}      # DaemonSet -> resource -> on the pool
+        for name, pod in daemonsets:
+            want = pod_requests(pod, resources)
+            for n in pool:
+                if lands_on(pod, nodes[n.name]):
+                    for res, v in want.items():
+                        held.setdefault(name, dict.fromkeys(resources, 0.0))[res] += v
+        for res, (unit, word) in resources.items():
+            claims = _queue_quota(r.queues, flavor, res, unit)
+            taken = {name: v[res] for name, v in held.items() if v[res]}
+            have = (sum(max(capacity(classes[n.name], res) - kept[res], 0) for n in pool)
+                    if res in RESOURCES else sum(n.advertised.get(res, 0) for n in pool))
+            total = sum(q for _, q in claims)
+            if not claims or not taken or total + sum(taken.values()) <= have + 1e-6:
+                continue
+            yield Problem(
+                _tenant_path(ctx.estate, claims[-1][0], f"{MANIFESTS}50-kueue.yaml",
+                             "gpus", flavor),
+                f"ClusterQueues give {total:.0f} {word} of {res} in flavor '{flavor}' "
+                f"({', '.join(f'{q} {n:.0f}' for q, n in claims)}) and the DaemonSets on its "
+                f"{len(pool)} nodes request {sum(taken.values()):.0f} "
+                f"({', '.join(f'{d} {v:.0f}' for d, v in sorted(taken.items()))}): more "
+                f"than the {have:.0f} the nodes hand out",
+                "re-render: quotas split what the DaemonSets leave "
+                "(estate.model.kubernetes.DAEMONSET_REQUESTS); a DaemonSet whose requests "
+                "grew needs its figure there")

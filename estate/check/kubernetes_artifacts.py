@@ -201,11 +201,12 @@ def gpu_isolation(ctx):
                       "fix the renderer: set it false and pass devices as volume mounts")
     if not envvar_ok:
         for path, container in _plugin_containers(ctx):
-            if not (container.get("securityContext") or {}).get("privileged"):
-                yield Problem(path, f"device plugin container '{container.get('name')}' is "
-                              "unprivileged, and the toolkit gives unprivileged containers no "
-                              "GPU by NVIDIA_VISIBLE_DEVICES: the plugin finds no GPU and "
-                              "fails to start", "fix the renderer: run the plugin privileged")
+            if not _toolkit_privileged(container.get("securityContext") or {}):
+                yield Problem(path, f"device plugin container '{container.get('name')}' has "
+                              f"no {k8s.TOOLKIT_PRIVILEGE}, and the toolkit gives a container "
+                              "without it no GPU by NVIDIA_VISIBLE_DEVICES: the plugin finds "
+                              "no GPU and fails to start",
+                              f"fix the renderer: add {k8s.TOOLKIT_PRIVILEGE} to the plugin")
     for path, name, config in configs:
         strategy = ((config.get("flags") or {}).get("plugin") or {}).get("deviceListStrategy")
         strategies = [strategy] if isinstance(strategy, str) else list(strategy or ["envvar"])
@@ -218,6 +219,14 @@ def gpu_isolation(ctx):
                           "NVIDIA_VISIBLE_DEVICES, which the toolkit ignores from "
                           "unprivileged containers: pods get no GPU",
                           "fix the renderer: deviceListStrategy volume-mounts")
+
+
+def _toolkit_privileged(sc: dict) -> bool:
+    """Privileged in the container toolkit's sense: CAP_SYS_ADMIN in the bounding set, which
+    `privileged` or an added SYS_ADMIN gives (k8s.TOOLKIT_PRIVILEGE)."""
+    added = {str(c).upper().removeprefix("CAP_") for c in
+             ((sc.get("capabilities") or {}).get("add") or [])}
+    return sc.get("privileged") is True or k8s.TOOLKIT_PRIVILEGE in added
 
 
 def _plugin_containers(ctx):

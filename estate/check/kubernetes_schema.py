@@ -29,16 +29,16 @@ from typing import NamedTuple
 
 import yaml
 
+from estate import paths
 from estate.kubernetes_releases import CONTAINERD_CONFIG_VERSION, CONTAINERD_MAJOR
 from estate.model import kubernetes as k8s
 from estate.model.services import MANIFESTS
 from estate.spec.types import DNS_LABEL, DNS_SUBDOMAIN, label_key_problems, label_value_problems
 
-ROOT = Path(__file__).resolve().parents[2]
-CRD_DIR = ROOT / "k8s" / "crds"
-SCHEMA_DIR = ROOT / "k8s" / "schemas"
-VENDORED_INDEXES = (ROOT / "k8s" / "kueue" / "manifests.index.json",
-                    ROOT / "k8s" / "cni" / "tigera-operator.index.json")
+CRD_DIR = paths.K8S / "crds"
+SCHEMA_DIR = paths.K8S / "schemas"
+VENDORED_INDEXES = (paths.K8S / "kueue" / "manifests.index.json",
+                    paths.K8S / "cni" / "tigera-operator.index.json")
 
 # Kubernetes' own name and label syntax (apimachinery validation) is the spec types'.
 # Labels a kubelet may set on its own Node (NodeRestriction); other kubernetes.io and
@@ -477,7 +477,7 @@ def index_of(path: Path) -> dict:
                      "key": document_key(text), "light": _without_crd_specs((doc,))[0]})
     if problems:
         raise ValueError(f"{path}: " + "; ".join(problems[:20]))
-    return {"source": path.relative_to(ROOT).as_posix(),
+    return {"source": path.relative_to(paths.TREE).as_posix(),
             "sha256": hashlib.sha256(data).hexdigest(), "validated": sets, "documents": docs}
 
 

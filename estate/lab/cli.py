@@ -15,6 +15,7 @@ from pathlib import Path
 
 import typer
 
+from estate import paths
 from estate.output import Output, help_markup, output_option
 from estate.provision.cli import (DEFAULT_SPEC, LAB_RENDER, _connection, _fail, _say, console,
                                   do_apply, err, print_apply)
@@ -173,8 +174,8 @@ def vm_up(spec: Path = typer.Argument(..., help="e.g. tests/vm/nfs.yaml"),
     from estate.pipeline import NotRendered
     from estate.spec.hostlist import Hostlist
     try:
-        lab = vm.lab_from_spec(spec, vm.ROOT / "build" / spec.stem, list(Hostlist.parse(nodes)),
-                               log=_log)
+        lab = vm.lab_from_spec(spec, paths.work() / "build" / spec.stem,
+                               list(Hostlist.parse(nodes)), log=_log)
     except (vm.VMError, NotRendered) as exc:
         _fail(f"vm lab: {exc}")
     vm.release(lab.lock)  # the next run's up() cleans them

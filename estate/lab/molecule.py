@@ -19,11 +19,12 @@ from pathlib import Path
 
 import yaml
 
+from estate import paths
 from estate.render.lab import MOLECULE_PREFIX
 
-ROOT = Path(__file__).resolve().parents[2]
-SPEC = ROOT / "stacks" / "lab.yaml"
-RENDER = ROOT / "build" / "molecule"
+# A checkout's tool: the playbooks run it from the repository (chdir: repo).
+SPEC = paths.work() / "stacks" / "lab.yaml"
+RENDER = paths.work() / "build" / "molecule"
 PREFIX = MOLECULE_PREFIX
 IMAGE = "estate-lab-node:current"
 
@@ -129,7 +130,7 @@ def scenario_files(doc: dict | None = None) -> dict[Path, str]:
     doc = doc or _lab_doc()
     files = {}
     for role in SCENARIOS:
-        d = ROOT / "roles" / role / "molecule" / "default"
+        d = paths.ROLES / role / "molecule" / "default"
         files[d / "molecule.yml"] = HEADER + yaml.safe_dump(molecule_yml(role, doc),
                                                             sort_keys=False)
         for action in ("converge", "verify"):
@@ -187,7 +188,7 @@ def verify(role: str) -> int:
     from estate.provision.inventory import Connection
     from estate.provision.secrets import LAB_SECRETS
     from estate.verify.context import VerifyContext
-    from estate.verify.run import ROOT as VROOT, run_suites
+    from estate.verify.run import run_suites
     result, ts = _targets(role)
     ctx = VerifyContext(result.estate, RENDER, Connection(), RENDER / "verify",
                         secrets_dir=LAB_SECRETS, transport="docker",
@@ -195,8 +196,8 @@ def verify(role: str) -> int:
     ctx.__dict__["nodes"] = {t.name: t for t in ts}   # the scenario's deploys only
     deploys = {d for t in ts for d in t.deploys}
     suites = [str(p) for d in sorted(deploys)
-              for p in (VROOT / "roles" / d / "tests").glob("test_*.py")]
-    suites.append(str(VROOT / "estate" / "verify" / "checks" / "test_files.py"))
+              for p in (paths.ROLES / d / "tests").glob("test_*.py")]
+    suites.append(str(paths.CHECKS / "test_files.py"))
     report = run_suites(ctx, suites)
     return 0 if report.ok else 1
 

@@ -41,6 +41,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from estate import paths
 from estate.catalogue import HOST_SUITE, SLURM_SUITES
 from estate.lab import driver, netns_bridge
 from estate.lab.driver import LabError
@@ -75,7 +76,7 @@ PRIVATE = (("/run", "run"), ("/var/spool", "spool"), ("/var/log", "log"),
            ("/etc/stunnel", "etc/stunnel"))
 # What a node of a release root sees of this machine (bound before its private paths).
 ROOT_SYSTEM = ("/proc", "/sys", "/dev")
-ROOT_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "slurm-root.sh"
+ROOT_SCRIPT = paths.SCRIPTS / "slurm-root.sh"
 # Runs inside the new mount and UTS namespaces: hostname, bind mounts, then the command.
 _ENTER = 'set -e; hostname "$1"; shift; ' \
          'while [ "$1" != "--" ]; do mount --rbind "$1" "$2"; shift 2; done; shift; exec "$@"'

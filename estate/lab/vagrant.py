@@ -18,13 +18,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from estate import paths
 from estate.lab import driver
 from estate.lab.driver import LabError
 from estate.render.lab import PATH as NODES_PATH
 from estate.provision.secrets import LAB_DIR, LAB_SECRETS, LAB_SSH_KEY
 from estate.render.lab import MOLECULE_PREFIX, PREFIX
 
-ROOT = Path(__file__).resolve().parents[2]
 VAGRANT_STATE = LAB_DIR / "vagrant"
 LABEL = f"{PREFIX}=1"
 
@@ -65,12 +65,12 @@ def ensure_ssh_key() -> Path:
 
 
 def ensure_dockerd() -> None:
-    run([str(ROOT / "scripts" / "start-dockerd.sh")])
+    run([str(paths.SCRIPTS / "start-dockerd.sh")])
 
 
 def ensure_image() -> str:
     """The node image's tag (vagrant/image/build.sh rebuilds only for a new recipe)."""
-    out = run([str(ROOT / "vagrant" / "image" / "build.sh")]).stdout.strip().splitlines()
+    out = run([str(paths.VAGRANT / "image" / "build.sh")]).stdout.strip().splitlines()
     return out[-1]
 
 
@@ -126,7 +126,7 @@ def ensure_networks(doc: dict) -> list[str]:
 # --- vagrant ----------------------------------------------------------------------------
 
 def vagrant_env(render_dir: Path, image: str | None = None) -> dict:
-    env = {"VAGRANT_CWD": str(ROOT / "vagrant"), "VAGRANT_DOTFILE_PATH": str(VAGRANT_STATE),
+    env = {"VAGRANT_CWD": str(paths.VAGRANT), "VAGRANT_DOTFILE_PATH": str(VAGRANT_STATE),
            "ESTATE_LAB_NODES": str(Path(render_dir).resolve() / NODES_PATH),
            "ESTATE_LAB_SSH_KEY": str(LAB_SSH_KEY), "VAGRANT_DEFAULT_PROVIDER": "docker",
            "VAGRANT_CHECKPOINT_DISABLE": "1", "VAGRANT_NO_COLOR": "1"}

@@ -31,13 +31,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from estate import paths
 from estate.catalogue import packages
 from estate.lab import driver
 from estate.lab.driver import LabError
 
-ROOT = Path(__file__).resolve().parents[2]
-RECIPE = ROOT / "vagrant" / "vm-image"
-VM_DIR = ROOT / ".lab" / "vm"
+RECIPE = paths.VAGRANT / "vm-image"
+VM_DIR = paths.work() / ".lab" / "vm"
 RUN = VM_DIR / "run"
 LOCK = VM_DIR / "lock"
 # The image (about 2 min to build) and the key baked into it are the machine's, not the

@@ -21,6 +21,23 @@ OPERATOR_MANIFEST = "k8s/cni/tigera-operator.yaml"   # vendored, verbatim (see i
 OPERATOR_SHA256 = "f18e073794207d372606bc3ea6f8fd73972f86d6828f4ba666dfe0d4aa8ab07f"
 OPERATOR_IMAGE = "quay.io/tigera/operator:v1.42.3"
 INSTALLATION_API = "operator.tigera.io/v1"
+# What Estate adds to the vendored operator Deployment (estate.render.cni.operator_documents),
+# and nothing else: the file sets no securityContext and no resources. The operator's image
+# runs as 10001:10001 (tigera/operator v1.42.3 build/Dockerfile `USER 10001:10001`), the UID
+# the operator gives its own non-root components (pkg/render/common/securitycontext,
+# NewNonRootPodContext); the binary writes no file (no write outside tests in cmd/, pkg/,
+# internal/ at v1.42.3; it only reads /var/lib/calico/mtu, mounted read-only upstream) and
+# serves no webhook (it registers none), so a read-only root and no capability suffice.
+OPERATOR_POD_SECURITY = {"runAsNonRoot": True, "runAsUser": 10001, "runAsGroup": 10001,
+                         "seccompProfile": {"type": "RuntimeDefault"}}
+OPERATOR_CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "privileged": False,
+                               "readOnlyRootFilesystem": True,
+                               "capabilities": {"drop": ["ALL"]}}
+# Upstream names no size (Calico's Helm chart values.yaml `resources: {}`): Estate's estimate
+# for one controller-runtime manager watching Calico's objects and the nodes, not measured
+# here; the limits leave it room at start, when it ensures every CRD at once.
+OPERATOR_RESOURCES = {"requests": {"cpu": "100m", "memory": "128Mi"},
+                      "limits": {"cpu": "1", "memory": "512Mi"}}
 # The operator creates its CRDs when it starts (-manage-crds=true): the Installation can be
 # applied only once this one is Established (roles/k8s_control_plane waits for it).
 INSTALLATION_CRD = "installations.operator.tigera.io"

@@ -44,6 +44,7 @@ TABLE: list[tuple[str, str]] = [
     ("monitoring/prometheus.yml", "/etc/prometheus/prometheus.yml"),
     ("monitoring/rules/*.yml", "/etc/prometheus/rules/{name}"),
     ("monitoring/prometheus.env", "/etc/default/prometheus"),
+    ("monitoring/consoles/*.html", "/etc/prometheus/consoles/{name}"),
     ("monitoring/alertmanager.yml", "/etc/prometheus/alertmanager.yml"),
     ("monitoring/alertmanager.env", "/etc/default/prometheus-alertmanager"),
     ("monitoring/node-exporter.env", "/etc/default/prometheus-node-exporter"),

@@ -131,6 +131,22 @@ DEVICE_LIST_STRATEGY = "volume-mounts"
 TOOLKIT_CONFIG = "kubernetes/nvidia/config.toml"
 TOOLKIT_SETTINGS = {"accept-nvidia-visible-devices-envvar-when-unprivileged": False,
                     "accept-nvidia-visible-devices-as-volume-mounts": True}
+# "Unprivileged" in the toolkit's sense: CAP_SYS_ADMIN missing from the container's bounding
+# set (nvidia-container-toolkit v1.20.0 internal/config/image/privileged.go IsPrivileged),
+# not Kubernetes' `privileged`. So the add-ons that must see every GPU of their node through
+# NVIDIA_VISIBLE_DEVICES=all (the device plugin, GPU Feature Discovery) add SYS_ADMIN and
+# drop every other capability instead of running privileged: upstream's Helm chart does the
+# same (k8s-device-plugin v0.20.0 deployments/helm/nvidia-device-plugin/templates/
+# _helpers.tpl, requiresCapSysAdmin: a volume-mounts device list strategy or MIG). Tenants
+# cannot copy it: Pod Security baseline refuses SYS_ADMIN in their namespaces.
+TOOLKIT_PRIVILEGE = "SYS_ADMIN"
+# Their root filesystems stay writable: the toolkit's createContainer hooks write into the
+# container's root (the ldcache; toolkit 1.20.0's update-application-profile hook makes
+# /etc/nvidia/nvidia-application-profiles-rc.d and fails the container on EROFS,
+# NVIDIA/nvidia-container-toolkit#2026, fixed after 1.20.0 by #2028; kserve/kserve#5711
+# turned readOnlyRootFilesystem off for the same hook), and Estate does not pin the toolkit
+# below those releases. Upstream's dcgm-exporter.yaml leaves it off for the same containers.
+TOOLKIT_READ_ONLY_ROOT = False
 CRI_SOCKET = "unix:///run/containerd/containerd.sock"
 # containerd's package source (estate.kubernetes_releases.CONTAINERD_SUITE), installed by
 # k8s_node before containerd itself
@@ -542,12 +558,15 @@ def _reservation(r) -> dict[str, str]:
 
 def kubelet_settings(estate: Estate) -> dict:
     """The KubeletConfiguration fields that set node allocatable (kubeadm hands the one
-    KubeletConfiguration to every node), from the spec's kubernetes.kubelet."""
+    KubeletConfiguration to every node), from the spec's kubernetes.kubelet, and
+    seccompDefault: every container without a seccomp profile of its own gets the runtime's
+    default instead of Unconfined (GA since Kubernetes 1.27), tenants' pods included."""
     kl = estate.spec.kubernetes.kubelet
     return {"kubeReserved": _reservation(kl.kube_reserved),
             "systemReserved": _reservation(kl.system_reserved),
             "evictionHard": {MEMORY_SIGNAL: f"{kl.eviction_memory_mb}Mi",
-                             **EVICTION_DISK_DEFAULTS}}
+                             **EVICTION_DISK_DEFAULTS},
+            "seccompDefault": True}
 
 
 def allocatable(estate: Estate, cls: NodeClass) -> Allocatable:
@@ -566,6 +585,29 @@ def cpu_quantity(millis: int) -> int | str:
     return millis // 1000 if millis % 1000 == 0 else f"{millis}m"
 
 
+# What the pods of Estate's DaemonSets request on every GPU worker (millicores, MiB), each
+# pod as the kubelet counts it: the larger of its init containers' requests and its
+# containers' sum. Tenants' CPU and memory quotas split only what is left of allocatable
+# (flavors), so no quota promises what a DaemonSet already holds. None requests a GPU: the
+# plugin serves them and the DCGM exporter reads them through the toolkit's volume-mount
+# request. kubernetes.quota_over_daemonsets reads the rendered DaemonSets, so a figure here
+# that falls behind a manifest fails the check.
+DAEMONSET_REQUESTS = {
+    # config-manager 10m/32Mi beside the plugin 50m/64Mi (build_device_plugin's estimate)
+    "nvidia-device-plugin": (60, 96),
+    "dcgm-exporter": (100, 128),          # upstream's dcgm-exporter.yaml (k8s/dcgm-exporter/)
+    "nfd-worker": (5, 64),                # upstream's node-feature-discovery v0.19.0 (k8s/nfd/)
+    # estate.render.gpu_addons; one DaemonSet per device-plugin config, one pod per node
+    "gpu-feature-discovery": (10, 64),
+}
+
+
+def daemonset_reserve() -> Allocatable:
+    """What the DaemonSets take from each GPU worker's allocatable (DAEMONSET_REQUESTS)."""
+    return Allocatable(sum(c for c, _ in DAEMONSET_REQUESTS.values()),
+                       sum(m for _, m in DAEMONSET_REQUESTS.values()))
+
+
 @dataclass(frozen=True)
 class Flavor:
     """One Kueue ResourceFlavor: the GPU nodes of one model."""
@@ -574,8 +616,8 @@ class Flavor:
     nodes: tuple[str, ...]
     gpus: int                 # physical GPUs
     resources: dict           # resource -> units the device plugin advertises (all nodes)
-    cpu_millis: int           # allocatable, not capacity (kubelet reservations deducted)
-    memory_mi: int            # allocatable
+    cpu_millis: int           # allocatable (kubelet reservations deducted) less the DaemonSets'
+    memory_mi: int            # requests on every node (daemonset_reserve): the tenants' share
     max_per_node: dict        # resource -> the most units one node advertises
 
     @property
@@ -604,9 +646,9 @@ def flavors(estate: Estate) -> tuple[Flavor, ...]:
                                        "units": {}, "cpu": 0, "mem": 0, "max": {}})
         f["nodes"].extend(names)
         f["gpus"] += gpu.count * len(names)
-        free = allocatable(estate, cls)
-        f["cpu"] += free.cpu_millis * len(names)
-        f["mem"] += free.memory_mi * len(names)
+        free, held = allocatable(estate, cls), daemonset_reserve()
+        f["cpu"] += max(free.cpu_millis - held.cpu_millis, 0) * len(names)
+        f["mem"] += max(free.memory_mi - held.memory_mi, 0) * len(names)
         for r, n in per_node.items() if names else ():
             f["units"][r] = f["units"].get(r, 0) + n * len(names)
             f["max"][r] = max(f["max"].get(r, 0), n)
@@ -651,10 +693,10 @@ class Quota:
 def tenant_quotas(estate: Estate) -> dict[str, tuple[Quota, ...]]:
     """Tenant -> its quota in each flavor it names.
 
-    GPU units, and the allocatable CPU and memory of a flavor, are split in proportion to the GPUs
-    each tenant is given out of the flavor's GPUs, so a tenant's CPU share follows
-    its GPU share, and quotas that claim all of a flavor's GPUs add up to it
-    exactly. GPUs no tenant claims stay out of every queue (estate check warns).
+    GPU units, and the CPU and memory of a flavor that its DaemonSets leave (Flavor), are
+    split in proportion to the GPUs each tenant is given out of the flavor's GPUs, so a
+    tenant's CPU share follows its GPU share, and quotas that claim all of a flavor's GPUs
+    add up to what is left of it exactly. GPUs no tenant claims stay out of every queue (estate check warns).
     """
     tenants = estate.spec.kubernetes.tenants
     out: dict[str, list[Quota]] = {t.name: [] for t in tenants}

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from pathlib import Path
 
+from estate import paths
 from estate.catalogue import DEFAULT_SLURM as DEFAULT_VERSION  # noqa: F401 (re-exported)
 
-KEYS_DIR = Path(__file__).resolve().parents[2] / "slurm_conf" / "keys"
+KEYS_DIR = paths.KEYS
 
 # Keys slurm.conf.j2 writes from typed fields or derives, and the line keywords that give
 # slurm.conf its structure: slurm.extra must not set them (a second value would silently

@@ -19,13 +19,13 @@ import json
 from dataclasses import dataclass
 from fnmatch import fnmatch
 from functools import lru_cache
-from pathlib import Path
 
+from estate import paths
 from estate.model.services import (CTLD_HOOKS, GPU_DEVICES, HOOKS, MANIFESTS, OPENMPI,
                                    SLURMD_RESTART)
 from estate.model.slurm_keys import at_least
 
-POLICY_DIR = Path(__file__).resolve().parents[2] / "slurm_conf" / "update-policy"
+POLICY_DIR = paths.UPDATE_POLICY
 
 # The actions a node can need, in Slurm's (and Kubernetes') terms, weakest first: a
 # node's action is the strongest its changes need.

@@ -9,20 +9,18 @@ kernel has none): that is reported as such, never as success.
 """
 from __future__ import annotations
 
-import importlib
 import logging
-import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from estate.catalogue import PHASE_ARGS, phases as ordered_phases
+from estate import paths
+from estate.catalogue import LOCKSTEP_PHASES, PHASE_ARGS, phases as ordered_phases
 
 if TYPE_CHECKING:
     from estate.provision.inventory import Inventory
 
-ROOT = Path(__file__).resolve().parents[2]
 CONNECT_RETRIES = 2   # more tries, 3 s apart, before a node is reported unreachable
 
 
@@ -71,14 +69,8 @@ class Result:
                           for h, r in self.hosts.items()}}
 
 
-def _roles_importable() -> None:
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))  # roles/ is a top-level package next to estate/
-
-
 def _deploy_func(name: str):
-    _roles_importable()
-    module = importlib.import_module(f"roles.{name}.tasks")
+    module = paths.role_module(f"{name}.tasks")
     return getattr(module, name)
 
 
@@ -115,8 +107,7 @@ def _run_phase(phase: str, inv: Inventory, deploys: list[str],
     from pyinfra.api.deploy import add_deploy
     from pyinfra.api.exceptions import PyinfraError
     from pyinfra.api.operations import run_ops
-    _roles_importable()
-    from roles._lib import Unsupported
+    Unsupported = paths.role_module("_lib").Unsupported
 
     state = State(check_for_changes=False)
     state.init(inv.pyinfra(), Config(PARALLEL=parallel or 0, FAIL_PERCENT=None))
@@ -146,16 +137,37 @@ def _run_phase(phase: str, inv: Inventory, deploys: list[str],
                 state.active_hosts.discard(host)
     if state.active_hosts:
         try:
-            run_ops(state)
+            # Phases carry the cross-node order; within one, each host runs its own operations
+            # without waiting at each for the others (the controller's dozens and a login
+            # node's few overlap), except where a phase hands one host's result to another.
+            with _host_failures_quiet():
+                run_ops(state, no_wait=phase not in LOCKSTEP_PHASES)
         except PyinfraError as exc:  # every host failed
             errors.lines.append(str(exc))
     _collect(state, results, errors)
     disconnect_all(state)
 
 
+@contextmanager
+def _host_failures_quiet():
+    """Without waiting at each operation, pyinfra ends a host's run by raising PyinfraError
+    in its greenlet, and gevent's hub prints that as a traceback. The failure is already
+    logged with its host and reported by _collect: tell the hub (its documented NOT_ERROR
+    setting) that this one is not a crash, for this run only."""
+    import gevent
+    from pyinfra.api.exceptions import PyinfraError
+    hub = gevent.get_hub()
+    before = hub.NOT_ERROR
+    hub.NOT_ERROR = (*before, PyinfraError)
+    try:
+        yield
+    finally:
+        hub.NOT_ERROR = before
+
+
 def _collect(state, results: dict[str, HostResult], errors: _ErrorLog) -> None:
     for host in state.inventory:
-        r = results[host.name]
+        r, stopped = results[host.name], ""
         for op_hash in state.get_op_order():
             data = state.ops[host].get(op_hash)
             if data is None:
@@ -164,6 +176,7 @@ def _collect(state, results: dict[str, HostResult], errors: _ErrorLog) -> None:
             name = data.global_arguments.get("name") or ", ".join(
                 sorted(state.op_meta[op_hash].names))
             if not meta.is_complete():
+                stopped = stopped or name
                 continue
             r.ops += 1
             if not meta.did_succeed():
@@ -172,6 +185,10 @@ def _collect(state, results: dict[str, HostResult], errors: _ErrorLog) -> None:
                 r.failed.append(f"{name}: {why}".rstrip(": "))
             elif meta.did_change():
                 r.changed.append(name)
+        if stopped and not r.failed and host in state.activated_hosts:
+            # a host's run ended early with no operation failing: never report it as done
+            r.failed.append(f"{stopped}: not run (the run on {host.name} stopped before it; "
+                            "see the log above)")
 
 
 BATCHED_PHASE = "compute"   # the workers: restarted in batches where the change asks

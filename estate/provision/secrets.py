@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from estate import paths
 from estate.model.services import KEYS
 
 # File name -> size in bytes; the Pulumi program sizes its keys by the same table, so a
@@ -17,7 +18,7 @@ from estate.model.services import KEYS
 SECRETS = {key.file: key.size for key in KEYS.values()}
 
 # Where the labs (and `--lab` runs of apply, verify and doctor) keep theirs.
-LAB_DIR = Path(__file__).resolve().parents[2] / ".lab"
+LAB_DIR = paths.work() / ".lab"
 LAB_SECRETS = LAB_DIR / "secrets"
 LAB_SSH_KEY = LAB_DIR / "ssh" / "id_ed25519"
 

@@ -30,10 +30,11 @@ from pathlib import Path
 
 import yaml
 
+from estate import paths
 from estate.model.services import KEYS
 from estate.pulumi import plan as planning
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = paths.work()   # the Pulumi project (Pulumi.yaml, stacks/): where Estate runs
 REVOKE = "join-token-revoke"
 APPLIED = "build/pulumi-dry-run/{stack}/applied-tree"   # relative to the project directory
 SECRET_OUTPUTS = ("join", "admin_conf")   # never in a report: the engine keeps them secret

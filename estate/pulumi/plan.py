@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from estate import paths
 from estate.catalogue import ROLES, STAGES as CATALOGUE_STAGES
 from estate.model import bridge, cni
 from estate.model.services import MANIFESTS, PORTS, uses_jwt
@@ -44,7 +45,7 @@ INIT = "kubernetes/kubeadm/init.yaml"
 JOIN = "kubernetes/kubeadm/join/"
 # The role code a node's step runs: roles/<deploy>/ for each of its deploys, and the
 # library they share. A role's own tests are not code that runs on a node.
-ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
+ROLES_DIR = paths.ROLES
 SHARED_ROLE_CODE = ("_lib",)
 # The tree the stack last applied (estate:appliedTree, relative to the project directory;
 # empty: this one): the old side of the diff that orders the workers' restarts, written by

@@ -79,12 +79,6 @@ def runtime_directory() -> str:
     return JOB_MAP_DIR.removeprefix(RUN)
 
 
-def run_args(listen: str) -> list[str]:
-    """podman run's argv (without the program): the exporter's container as this unit
-    supervises it. %t and %n are systemd's (the runtime directory, the unit's name)."""
-    return [*_container_args(), f"--address={listen}", f"--hpc-job-mapping-dir={JOB_MAP_DIR}"]
-
-
 @lru_cache(maxsize=1)
 def _container_args() -> tuple[str, ...]:
     """Every node's part of the command line: podman's options and the image."""

@@ -4,8 +4,8 @@
 Each is the upstream file with Estate's placement and what its nodes need changed, nothing
 else: the kube-system namespace (the device plugin's; tenants' namespaces are fenced), a
 nodeSelector on nvidia.com/gpu.present, tolerations for exactly the GPU pools' taints
-(estate.model.kubernetes.gpu_addon_tolerations), and privileges where the container
-toolkit would otherwise hide the GPUs from it.
+(estate.model.kubernetes.gpu_addon_tolerations), and the one capability (SYS_ADMIN)
+without which the container toolkit would hide the GPUs from it.
 """
 from __future__ import annotations
 
@@ -150,7 +150,7 @@ def gpu_feature_discovery(estate: Estate, configs: dict[str, dict],
     a nodeSelector (gpu.present and the config) instead of the NFD-label affinity; the GPU
     pools' tolerations; MIG_STRATEGY from the config (upstream's `none` would override the
     file), NVIDIA_MIG_MONITOR_DEVICES under MIG (as upstream's MIG variants); the nvidia
-    runtime and NVIDIA_VISIBLE_DEVICES, as the plugin (privileged upstream already)."""
+    runtime and NVIDIA_VISIBLE_DEVICES, as the plugin; SYS_ADMIN instead of privileged."""
     [base] = [d for d in vendored(k8s.GFD_MANIFEST, k8s.GFD_SHA256) if d["kind"] == "DaemonSet"]
     used = sorted({n.labels.get(k8s.DEVICE_PLUGIN_CONFIG_LABEL) for n in
                    k8s.plane_nodes(estate) if n.is_gpu_worker} - {None})
@@ -183,6 +183,15 @@ def gpu_feature_discovery(estate: Estate, configs: dict[str, dict],
         # all (values.yaml `resources: {}`): GFD labels once a minute and sleeps between
         pod["automountServiceAccountToken"] = False
         hardening.seccomp(pod)
+        # not privileged (upstream's static DaemonSet is): SYS_ADMIN alone makes the toolkit
+        # hand it every GPU by NVIDIA_VISIBLE_DEVICES, as for the plugin (k8s.TOOLKIT_PRIVILEGE;
+        # upstream's chart gives GFD the same), and covers NVIDIA_MIG_MONITOR_DEVICES, which
+        # the toolkit grants only with CAP_SYS_ADMIN (cmd/nvidia-container-runtime/README.md,
+        # v1.20.0). GFD itself would run on a read-only root (its renameio, internal/lm/
+        # output.go at v0.20.0, falls back to the features.d hostPath for its temporary
+        # file), but the toolkit's hooks write into it (k8s.TOOLKIT_READ_ONLY_ROOT).
+        hardening.unprivileged(c, add=(k8s.TOOLKIT_PRIVILEGE,),
+                               read_only=k8s.TOOLKIT_READ_ONLY_ROOT)
         hardening.sized(c, "10m", "64Mi", "100m", "128Mi")
         pod["volumes"].append({"name": "config", "configMap": {
             "name": config_map, "items": [{"key": name, "path": "config.yaml"}]}})

@@ -40,8 +40,8 @@ from estate.kubernetes_releases import (CONTAINERD_CONFIG_VERSION, CONTAINERD_MA
                                         pause_image)
 from estate.model.services import MANIFESTS
 from estate.model.flows import flow as matrix_flow
-from estate.render.cni import installation_spec, operator_manifest
-from estate.render import gpu_addons, system_policy
+from estate.render.cni import installation_spec, operator_text
+from estate.render import gpu_addons, hardening, system_policy
 from estate.render.kube_state_metrics import kube_state_metrics
 from estate.render.identity_policy import run_as_policy
 from estate.model.storage import grants
@@ -361,6 +361,14 @@ def build_mig_parted(estate: Estate, source: str) -> list[Artifact]:
     return [Artifact(MIG_PARTED, text.encode(), hostlist(nodes), PLANE)]
 
 
+def _toolkit_privileged() -> dict:
+    """The securityContext of a container that must see every GPU of its node."""
+    plugin: dict = {}
+    hardening.unprivileged(plugin, add=(k8s.TOOLKIT_PRIVILEGE,),
+                           read_only=k8s.TOOLKIT_READ_ONLY_ROOT)
+    return plugin["securityContext"]
+
+
 def build_device_plugin(estate: Estate, source: str) -> list[Artifact]:
     if not any(n.is_gpu_worker for n in plane_nodes(estate)):
         return []
@@ -370,8 +378,12 @@ def build_device_plugin(estate: Estate, source: str) -> list[Artifact]:
     # CAP_SYS_ADMIN (upstream's Helm chart adds both when migStrategy is not none).
     mig = any(c["flags"]["migStrategy"] != "none" for c in configs.values())
     # The plugin enumerates every GPU of its node, and the toolkit ignores
-    # NVIDIA_VISIBLE_DEVICES from unprivileged containers (TOOLKIT_SETTINGS): it runs
-    # privileged (which also covers MIG's SYS_ADMIN); its config sidecar drops everything.
+    # NVIDIA_VISIBLE_DEVICES from containers without SYS_ADMIN (TOOLKIT_PRIVILEGE): it adds
+    # that one capability, which also covers MIG's monitor devices, and drops the rest. The
+    # plugin itself writes only its socket, to the kubelet's hostPath (v0.20.0 internal/cdi
+    # New: the null handler, no CDI spec, unless a cdi-* strategy is on), but the toolkit's
+    # hooks write into its root (TOOLKIT_READ_ONLY_ROOT). Its config sidecars drop
+    # everything and run read-only.
     text = _render("device-plugin.yaml.j2", estate, source, name=DEVICE_PLUGIN_NAME,
                    namespace=DEVICE_PLUGIN_NAMESPACE, image=DEVICE_PLUGIN_IMAGE,
                    configs={k: dumped(to_yaml(v) + "\n") for k, v in configs.items()},
@@ -391,8 +403,7 @@ def build_device_plugin(estate: Estate, source: str) -> list[Artifact]:
                    plugin_resources={"requests": {"cpu": "50m", "memory": "64Mi"},
                                      "limits": {"cpu": "500m", "memory": "256Mi"}},
                    mig_env=mig,
-                   plugin_security={"privileged": True, **({"capabilities": {
-                       "add": ["SYS_ADMIN"]}} if mig else {})})
+                   plugin_security=_toolkit_privileged())
     return [_manifest("20-device-plugin.yaml", text, estate)]
 
 
@@ -651,10 +662,11 @@ def build_kind(estate: Estate, source: str) -> list[Artifact]:
 
 
 def build_cni(estate: Estate, source: str) -> list[Artifact]:
-    """Calico: the operator, then the Installation it reconciles (estate.render.cni)."""
+    """Calico: the operator (hardened), then the Installation it reconciles
+    (estate.render.cni)."""
     text = _render("cni-installation.yaml.j2", estate, source, version=cni.CALICO_VERSION,
                    api=cni.INSTALLATION_API, spec_body=installation_spec(estate))
-    return [_manifest(cni.OPERATOR_PATH, operator_manifest(), estate),
+    return [_manifest(cni.OPERATOR_PATH, operator_text(to_yaml), estate),
             _manifest(cni.INSTALLATION_PATH, text, estate)]
 
 

@@ -15,17 +15,17 @@ from __future__ import annotations
 import hashlib
 import json
 from functools import lru_cache
-from pathlib import Path
 
 import yaml
 
+from estate import paths
 from estate.model import kubernetes as k8s
 from estate.model.services import MANIFESTS
 from estate.render.artifacts import Artifact
 from estate.render.templates import RenderError, line_value
 from estate.spec.resolved import Estate
 
-KUEUE_DIR = Path(__file__).resolve().parents[2] / "k8s" / "kueue"
+KUEUE_DIR = paths.K8S / "kueue"
 MANIFESTS_FILE = KUEUE_DIR / "manifests.yaml"
 SUMS_FILE = KUEUE_DIR / "SHA256SUMS"
 INDEX_FILE = KUEUE_DIR / "manifests.index.json"

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import pprint
 import re
-from pathlib import Path
 
 from markupsafe import Markup
 
+from estate import paths
 from estate.model import bridge, model
 from estate.model.reframe import CHECKS, SETTINGS
 from estate.model.slurm import node_lines, partition_lines
@@ -28,7 +28,7 @@ from estate.spec.hostlist import Hostlist
 from estate.spec.resolved import Estate
 
 PLANE = "slurm"
-CHECKS_SOURCE = Path(__file__).resolve().parents[1] / "acceptance" / "estate_checks.py"
+CHECKS_SOURCE = paths.ACCEPTANCE / "estate_checks.py"
 LOGIN, BRIDGE = "login", "bridge"   # the ReFrame partitions that are not Slurm's
 MPI_ENV = "openmpi"                 # Open MPI's wrappers, srun --mpi=pmix (MpiDefault)
 # ReFrame's names (its schema's alphanum_ext_string): a Slurm name may also hold dots.

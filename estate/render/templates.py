@@ -23,15 +23,15 @@ import importlib
 import re
 import shlex
 from functools import lru_cache
-from pathlib import Path
 
 import jinja2
 import yaml
 from markupsafe import Markup
 
+from estate import paths
 from estate.spec.types import control_problem
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = paths.TREE   # template names are relative to it: "slurm_conf/...", "k8s/..."
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -137,7 +137,7 @@ _SETTINGS = dict(
 # records the sha256 of its template's source, the Jinja version and these settings;
 # where any differs from what runs (a template edited since), the template is compiled
 # from its source instead. tests/unit/test_render.py holds the modules to a fresh compile.
-COMPILED = Path(__file__).resolve().parent / "compiled"
+COMPILED = paths.PACKAGE / "render" / "compiled"
 COMPILED_PACKAGE = "estate.render.compiled"
 TEMPLATE_DIRS = ("slurm_conf", "k8s/templates")
 

@@ -133,7 +133,3 @@ class Estate:
             out[gi] = ([(start, start + len(hosts) - 1)] if names.issuperset(hosts) else
                        [(start + i,) * 2 for i, n in enumerate(hosts) if n in names])
         return out
-
-    def segments_of(self, name: str) -> list[str]:
-        group = self.group_of(name)
-        return list(group.addresses) if group else []

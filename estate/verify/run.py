@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -17,19 +18,18 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from estate import paths
 from estate.output import Output, annotation, make_console, print_rows
 from estate.catalogue import ORDER
 from estate.verify.context import VerifyContext
 from estate.verify.plugin import CheckResult, EstateVerify
 
-ROOT = Path(__file__).resolve().parents[2]
 COLUMNS = ORDER + ["cluster"]
 
 
 def suite_paths() -> list[str]:
-    paths = sorted(str(p) for p in (ROOT / "roles").glob("*/tests/test_*.py"))
-    paths += sorted(str(p) for p in (ROOT / "estate" / "verify" / "checks").glob("test_*.py"))
-    return paths
+    return (sorted(str(p) for p in paths.ROLES.glob("*/tests/test_*.py"))
+            + sorted(str(p) for p in paths.CHECKS.glob("test_*.py")))
 
 
 @dataclass
@@ -148,15 +148,15 @@ def run_suites(ctx: VerifyContext, suites: list[str], console: Console | None = 
     """Run the suites and print the report (--output json: the caller prints verify.json,
     so pytest's own progress goes to stderr to keep stdout one JSON document)."""
     import pytest
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))  # suites import roles.* (a top-level package)
+    paths.roles_package()   # the suites import roles.*
     console = console or make_console()
     outdir = ctx.outdir
     outdir.mkdir(parents=True, exist_ok=True)
     plugin = EstateVerify(ctx)
     junit = outdir / "junit.xml"
     args = [*suites, "-q", "-p", "no:cacheprovider", "-p", "no:pytest11.testinfra",
-            "--rootdir", str(ROOT), "--junitxml", str(junit),
+            "--rootdir", os.path.commonpath([paths.ROLES, paths.CHECKS]),
+            "--junitxml", str(junit),
             "-o", "junit_suite_name=estate-verify", "--no-header", "-rN", "--tb=short",
             "-o", "addopts="] + ([] if ctx.drills else ["-k", f"not ({EXTRA})"])
     quiet = output is Output.json

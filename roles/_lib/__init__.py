@@ -127,10 +127,6 @@ def install(path: str, dest: str | None = None, **kwargs):
                      **kwargs)
 
 
-def install_all(pattern: str) -> list:
-    return [install(p) for p in consumed(pattern)]
-
-
 def install_secret(secret: str, dest: str, owner: str, mode: str = "0400", **kwargs):
     """Upload a key from the secrets directory. The op name shows paths only."""
     src = secrets_dir() / secret

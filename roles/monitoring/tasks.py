@@ -5,7 +5,8 @@ they are rendered into a tree (tests/unit/test_monitoring.py).
 
 Each daemon restarts on its own files only: a new route does not restart Prometheus, a
 new rule does not restart Alertmanager (whose silences and notification log are kept in
-its storage across restarts)."""
+its storage across restarts). The status pages (console templates) are read by Prometheus
+on each request: a new page restarts nothing."""
 from __future__ import annotations
 
 from pyinfra import host
@@ -20,6 +21,7 @@ ALERTMANAGER = "prometheus-alertmanager"
 FILES = {ALERTMANAGER: ("monitoring/alertmanager.*",),
          PROMETHEUS: ("monitoring/prometheus.*", "monitoring/rules/*")}
 NAMES = {ALERTMANAGER: "Alertmanager", PROMETHEUS: "Prometheus"}
+CONSOLES = "monitoring/consoles/*"
 
 
 def _files(service: str) -> list[str]:
@@ -42,3 +44,5 @@ def monitoring() -> None:
                         service=service, digest=digest_of(paths))
         systemd.service(name=f"Enable {NAMES[service]}", service=service, running=True,
                         enabled=True)
+    for path in consumed(CONSOLES):
+        install(path)

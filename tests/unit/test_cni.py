@@ -112,14 +112,44 @@ def test_rendered_objects_pass_strict_validation(lab):
     assert any("vxlanPort" in e for e in errs) and any("typhaDeployment" in e for e in errs)
 
 
-def test_operator_manifest_is_the_pinned_upstream_file(lab):
+def _changed(a, b, path=()) -> set[tuple]:
+    """The paths at which two parsed YAML values differ (a key added, dropped or changed)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return set().union(*(_changed(a.get(k), b.get(k), path + (k,)) for k in a.keys() | b.keys()))
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return set().union(*(_changed(x, y, path + (i,)) for i, (x, y) in enumerate(zip(a, b))))
+    return set() if a == b else {path}
+
+
+def test_operator_manifest_is_the_pinned_upstream_file_with_only_its_deployment_hardened(lab):
     _, arts = lab
-    content = arts[OPERATOR].content
-    assert hashlib.sha256(content).hexdigest() == cni.OPERATOR_SHA256
-    assert content == (ROOT / cni.OPERATOR_MANIFEST).read_bytes()
-    assert f"image: {cni.OPERATOR_IMAGE}".encode() in content
+    vendored = (ROOT / cni.OPERATOR_MANIFEST).read_bytes()
+    assert hashlib.sha256(vendored).hexdigest() == cni.OPERATOR_SHA256
+    upstream = [d for d in yaml.safe_load_all(vendored) if d]
+    rendered = list(yaml.safe_load_all(arts[OPERATOR].content))
+    assert [d["kind"] for d in rendered] == [d["kind"] for d in upstream]
+    changed = {(d["kind"], p) for u, d in zip(upstream, rendered) for p in _changed(u, d)}
+    pod = ("spec", "template", "spec")
+    assert changed == {("Deployment", pod + ("securityContext",)),
+                       ("Deployment", pod + ("containers", 0, "securityContext")),
+                       ("Deployment", pod + ("containers", 0, "resources"))}
+    [dep] = [d for d in rendered if d["kind"] == "Deployment"]
+    [c] = dep["spec"]["template"]["spec"]["containers"]
+    assert dep["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == 10001
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert c["image"] == cni.OPERATOR_IMAGE
+    # every other document (the Deployment is the last) is upstream's text, comments included
+    assert vendored.decode().rsplit("\n---\n", 1)[0] in arts[OPERATOR].content.decode()
     readme = (ROOT / "k8s" / "cni" / "README.md").read_text()
     assert cni.OPERATOR_SHA256 in readme and cni.CALICO_VERSION in readme
+
+
+def test_the_operator_image_runs_as_the_uid_the_hardening_names():
+    """The UID is the image's own (tigera/operator v1.42.3 build/Dockerfile USER 10001:10001):
+    a different one would run the binary as a user its files were not made for."""
+    assert cni.OPERATOR_IMAGE.endswith(":v1.42.3")
+    assert cni.OPERATOR_POD_SECURITY["runAsUser"] == cni.OPERATOR_POD_SECURITY["runAsGroup"] == 10001
 
 
 # --- flows and firewall -----------------------------------------------------------------
@@ -246,6 +276,13 @@ TAMPER = [
     (INSTALLATION, _drop_installation, "cni.missing", "holds no Installation object"),
     (OPERATOR, _set([0, "metadata", "labels", "pod-security.kubernetes.io/enforce"],
                     "baseline"), "cni.operator_not_pinned", "differs from Calico"),
+    (OPERATOR, _set([6, "spec", "template", "spec", "hostPID"], True),
+     "cni.operator_not_pinned", "beyond the operator Deployment's securityContext"),
+    (OPERATOR, _set([6, "spec", "template", "spec", "containers", 0, "securityContext"],
+                    {"privileged": True}), "cni.operator_not_pinned",
+     "container securityContext is {'privileged': True}"),
+    (OPERATOR, _set([6, "spec", "template", "spec", "securityContext", "runAsUser"], 0),
+     "cni.operator_not_pinned", "pod securityContext is"),
     # the CRD's enum and closed objects (kubernetes.manifest_invalid reads k8s/crds/)
     (INSTALLATION, _pool("encapsulation", "Vxlan"), "kubernetes.manifest_invalid", "Vxlan"),
     (INSTALLATION, _pool("vxlanPort", 4790), "kubernetes.manifest_invalid", "vxlanPort"),

@@ -270,7 +270,8 @@ def test_verify_reports_reachability_in_table_json_and_junit(lab, monkeypatch, t
     from estate.provision.inventory import connection
     from estate.verify import reachability
     from estate.verify.context import VerifyContext
-    from estate.verify.run import ROOT as VROOT, run_suites
+    from estate.paths import CHECKS
+    from estate.verify.run import run_suites
     nodes = ["ctl1", "login1"]
     probes = plan(lab.estate, nodes)
     bad = next(p for p in probes if p.src == "login1" and p.port == 6820)   # undesigned
@@ -280,7 +281,7 @@ def test_verify_reports_reachability_in_table_json_and_junit(lab, monkeypatch, t
     ctx = VerifyContext(lab.estate, tmp_path, connection(True, None, "root", False), tmp_path,
                         "ctl1,login1", reachability_probe=True)
     monkeypatch.setattr(VerifyContext, "nodes", {n: None for n in nodes})
-    report = run_suites(ctx, [str(VROOT / "estate/verify/checks/test_reachability.py")],
+    report = run_suites(ctx, [str(CHECKS / "test_reachability.py")],
                         output=Output.text)
     printed = capsys.readouterr().out
     r = report.reachability

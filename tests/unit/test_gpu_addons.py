@@ -216,3 +216,27 @@ def test_an_add_on_without_its_tolerations_is_caught(lab, path, edit, text):
     found = artifact_findings(estate, tampered(arts, path, edit))
     assert any(text in f.message for f in found.get("kubernetes.addon_unschedulable", [])), \
         found
+
+
+def test_the_add_ons_that_see_every_gpu_add_sys_admin_instead_of_running_privileged(lab):
+    """The toolkit counts CAP_SYS_ADMIN in the bounding set as privileged (v1.20.0
+    internal/config/image/privileged.go), which is all the plugin and GFD need to get
+    NVIDIA_VISIBLE_DEVICES=all honoured; upstream's Helm chart gives them the same."""
+    _, arts = lab
+    plugin = daemonset(arts, "kubernetes/manifests/20-device-plugin.yaml")
+    gfd = daemonset(arts, GFD)
+    for pod in (plugin["spec"]["template"]["spec"], gfd["spec"]["template"]["spec"]):
+        for c in pod["containers"]:
+            sc = c["securityContext"]
+            assert "privileged" not in sc, c["name"]
+            assert sc["allowPrivilegeEscalation"] is False
+            want = {"drop": ["ALL"]}
+            if c["name"] in ("nvidia-device-plugin", "gpu-feature-discovery"):
+                want["add"] = [k8s.TOOLKIT_PRIVILEGE]
+                # the toolkit's hooks write into the root of a container given GPUs
+                assert "readOnlyRootFilesystem" not in sc, c["name"]
+            else:
+                assert sc["readOnlyRootFilesystem"] is True, c["name"]
+            assert sc["capabilities"] == want, c["name"]
+        for c in pod.get("initContainers") or []:
+            assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}, c["name"]

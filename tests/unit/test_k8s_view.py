@@ -107,11 +107,12 @@ def _verify(estate, tmp_path, monkeypatch):
     from estate.output import Output
     from estate.provision.inventory import connection
     from estate.verify.context import VerifyContext
-    from estate.verify.run import ROOT as VROOT, run_suites
+    from estate.paths import CHECKS
+    from estate.verify.run import run_suites
     ctx = VerifyContext(estate, tmp_path, connection(True, None, "root", False), tmp_path,
                         "k8s1")
     monkeypatch.setattr(VerifyContext, "nodes", {"k8s1": None})
-    return run_suites(ctx, [str(VROOT / "estate/verify/checks/test_kubernetes_gpus.py")],
+    return run_suites(ctx, [str(CHECKS / "test_kubernetes_gpus.py")],
                       output=Output.text)
 
 

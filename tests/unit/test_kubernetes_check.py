@@ -189,7 +189,8 @@ def test_pipeline_runs_the_artifact_checks():
                    "kubernetes.api_vip_mismatch", "kubernetes.control_plane_timers",
                    "kubernetes.quota_not_advertised", "kubernetes.mig_layout_invalid",
                    "kubernetes.tenant_boundary_writable", "kubernetes.tenant_secrets_readable",
-                   "kubernetes.namespace_pod_security_implicit"}
+                   "kubernetes.namespace_pod_security_implicit",
+                   "kubernetes.quota_over_daemonsets"}
     result = build(ROOT / "stacks" / "lab.yaml")
     assert result.ok and "kubernetes/manifests/50-kueue.yaml" in result.artifacts
 
@@ -224,6 +225,11 @@ TAMPER = [
      _set([4, "spec", "template", "spec", "containers", 1, "securityContext"],
           {"privileged": False}),
      "kubernetes.gpu_isolation", "the plugin finds no GPU and fails to start"),
+    # the plugin with every capability dropped: the toolkit counts it unprivileged
+    ("kubernetes/manifests/20-device-plugin.yaml",
+     _set([4, "spec", "template", "spec", "containers", 1, "securityContext", "capabilities"],
+          {"drop": ["ALL"]}),
+     "kubernetes.gpu_isolation", "has no SYS_ADMIN"),
     # a device plugin passing GPUs only as NVIDIA_VISIBLE_DEVICES, which the toolkit ignores
     ("kubernetes/manifests/20-device-plugin.yaml",
      _set([3, "data", "default"], "version: v1\nflags:\n  plugin:\n"
@@ -282,6 +288,15 @@ TAMPER = [
     # a reservation the quotas were not split for: they now exceed allocatable
     ("kubernetes/kubeadm/init.yaml", _set([2, "systemReserved", "memory"], "3Gi"),
      "kubernetes.quota_exceeds_allocatable", "MiB of memory in flavor 'l4'"),
+    # a DaemonSet on the GPU workers that asks for more than the quotas left it
+    ("kubernetes/manifests/22-dcgm-exporter.yaml",
+     _set([0, "spec", "template", "spec", "containers", 0, "resources", "requests", "memory"],
+          "1Gi"), "kubernetes.quota_over_daemonsets", "dcgm-exporter"),
+    # ... or for a GPU unit the tenants' ClusterQueue already holds
+    ("kubernetes/manifests/22-dcgm-exporter.yaml",
+     _set([0, "spec", "template", "spec", "containers", 0, "resources", "requests",
+           "nvidia.com/gpu"], 1), "kubernetes.quota_over_daemonsets",
+     "units of nvidia.com/gpu in flavor 'l4'"),
     # a hand-raised CPU quota
     ("kubernetes/manifests/50-kueue.yaml",
      _set([1, "spec", "resourceGroups", 0, "flavors", 0, "resources", 0, "nominalQuota"], 64),
@@ -505,3 +520,54 @@ def test_a_vendored_document_changed_in_a_rendered_file_is_parsed_and_validated(
     line = pieces[0].count(b"\n") + 3
     assert f"line {line}," in kcheck.parse_error(broken) or \
         f"line {line + 1}," in kcheck.parse_error(broken), kcheck.parse_error(broken)
+
+
+def test_the_model_reserves_what_the_rendered_daemonsets_request_on_a_gpu_worker(lab):
+    """k8s.DAEMONSET_REQUESTS is what the quotas leave out: it must be the rendered pods'
+    requests (init containers counted as the scheduler does), one pod of each per node."""
+    from estate.check.kubernetes_addons import (_daemonsets, lands_on, pod_requests,
+                                                scheduling_nodes)
+    estate, arts = lab
+    nodes = scheduling_nodes(arts)
+    gpu = [n for n in nodes.values() if n["labels"].get(k8s.GPU_PRESENT) == "true"]
+    assert gpu
+    for node in gpu:
+        on = {name: pod_requests(pod) for name, pod in _daemonsets(arts) if lands_on(pod, node)}
+        names = {n.removeprefix("gpu-feature-discovery-") if n.startswith("gpu-feature")
+                 else n for n in on}
+        assert len(names) == len(on) == len(k8s.DAEMONSET_REQUESTS)
+        held = k8s.daemonset_reserve()
+        assert sum(r["cpu"] for r in on.values()) == held.cpu_millis
+        assert sum(r["memory"] for r in on.values()) == held.memory_mi
+
+
+def test_quotas_split_what_the_daemonsets_leave(lab):
+    estate, _ = lab
+    held = k8s.daemonset_reserve()
+    classes = {n.name: n.cls for n in k8s.plane_nodes(estate)}
+    for f in k8s.flavors(estate):
+        free = [k8s.allocatable(estate, classes[n]) for n in f.nodes]
+        assert f.cpu_millis == sum(a.cpu_millis - held.cpu_millis for a in free)
+        assert f.memory_mi == sum(a.memory_mi - held.memory_mi for a in free)
+
+
+def test_quotas_over_the_whole_allocatable_are_caught(monkeypatch):
+    """Quotas split as before this check (nothing left for the DaemonSets) fail it."""
+    monkeypatch.setattr(k8s, "DAEMONSET_REQUESTS", {})
+    estate = Estate(load_text(yaml.safe_dump(spec_dict("lab")), "<lab>").spec)
+    found = artifact_findings(estate, render_all(estate, "<lab>"))
+    messages = [f.message for f in found.get("kubernetes.quota_over_daemonsets", [])]
+    assert any("millicores of cpu" in m for m in messages), sorted(found)
+    assert any("MiB of memory" in m and "nvidia-device-plugin" in m for m in messages)
+
+
+def test_every_kubelet_gives_unprofiled_containers_the_runtime_seccomp_profile(lab):
+    """kubeadm hands init.yaml's one KubeletConfiguration to every node it joins; with
+    seccompDefault a container that names no profile gets RuntimeDefault, not Unconfined."""
+    _, arts = lab
+    [kubelet] = [d for d in yaml.safe_load_all(arts["kubernetes/kubeadm/init.yaml"].content)
+                 if d.get("kind") == "KubeletConfiguration"]
+    assert kubelet["seccompDefault"] is True
+    for path, a in arts.items():
+        if path.startswith("kubernetes/kubeadm/join/"):
+            assert b"KubeletConfiguration" not in a.content, path

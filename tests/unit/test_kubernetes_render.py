@@ -248,11 +248,14 @@ def test_cluster_queue_quotas_sum_to_the_plane_gpus_per_flavor(stack):
 
 def test_cpu_and_memory_quotas_split_the_flavor_nodes_allocatable_exactly(stack):
     """Allocatable, not capacity: the kubelet keeps kube_reserved, system_reserved and the
-    eviction threshold from every node, and quotas must not hand those out."""
+    eviction threshold from every node, and the DaemonSets on every GPU worker request their
+    share (k8s.DAEMONSET_REQUESTS, issue 38); quotas must not hand those out."""
     estate, arts = stack
-    kl = estate.spec.kubernetes.kubelet
-    kept_cpu = kl.kube_reserved.cpu_millicores + kl.system_reserved.cpu_millicores
-    kept_mem = kl.kube_reserved.memory_mb + kl.system_reserved.memory_mb + kl.eviction_memory_mb
+    kl, held = estate.spec.kubernetes.kubelet, k8s.daemonset_reserve()
+    kept_cpu = (kl.kube_reserved.cpu_millicores + kl.system_reserved.cpu_millicores
+                + held.cpu_millis)
+    kept_mem = (kl.kube_reserved.memory_mb + kl.system_reserved.memory_mb
+                + kl.eviction_memory_mb + held.memory_mi)
     _, queues = kcheck.rendered_queues(arts)
     totals: dict[str, Counter] = {}
     for q in queues:
@@ -340,8 +343,9 @@ def test_two_tenants_split_a_flavor_by_their_gpus():
     assert got == {"a": 8, "b": 4}                   # x4 time-slicing replicas
     cpus = {q["metadata"]["name"]: q["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
             ["nominalQuota"] for q in queues}
-    # the lab's L4 node: 2 CPUs, of which the default reservations leave 1500m allocatable
-    assert cpus == {"a": 1, "b": "500m"}
+    # the lab's L4 node: 2 CPUs, of which the default reservations leave 1500m allocatable,
+    # and the DaemonSets' requests 1325m: split 2:1 by largest remainder
+    assert cpus == {"a": "883m", "b": "442m"}
 
 
 @pytest.mark.parametrize("total,weights,whole,want", [
@@ -374,8 +378,9 @@ def test_unclaimed_gpus_stay_out_of_the_queues():
     _, queues = kcheck.rendered_queues(arts)
     assert kcheck.nominal_gpus(queues) == {"l4": 4}          # 1 GPU x 4 replicas of 8
     [q] = queues
+    # half of the 1500m allocatable less the DaemonSets' 175m
     assert q["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] \
-        == "750m"                                    # half of the 1500m allocatable
+        == "662m"
 
 
 # --- nodes: labels, taints, topology --------------------------------------------------------

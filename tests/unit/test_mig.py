@@ -117,7 +117,8 @@ def test_the_device_plugin_monitors_mig_devices(mixed):
     ds = next(d for d in docs(arts, PLUGIN) if d["kind"] == "DaemonSet")
     plugin = ds["spec"]["template"]["spec"]["containers"][1]
     assert {"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"} in plugin["env"]
-    assert plugin["securityContext"]["capabilities"] == {"add": ["SYS_ADMIN"]}
+    # SYS_ADMIN, which the toolkit's MIG monitor devices need, and nothing else
+    assert plugin["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["SYS_ADMIN"]}
 
 
 def test_without_mig_the_plugin_gets_neither():
@@ -125,7 +126,8 @@ def test_without_mig_the_plugin_gets_neither():
     ds = next(d for d in docs(render_all(estate, "<t>"), PLUGIN) if d["kind"] == "DaemonSet")
     plugin = ds["spec"]["template"]["spec"]["containers"][1]
     assert "NVIDIA_MIG_MONITOR_DEVICES" not in {e["name"] for e in plugin["env"]}
-    assert "capabilities" not in plugin["securityContext"]
+    # SYS_ADMIN all the same: without it the toolkit hides every GPU from the plugin
+    assert plugin["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["SYS_ADMIN"]}
     assert k8s.MIG_PARTED not in render_all(estate, "<t>")
 
 

@@ -5,6 +5,7 @@ gives them, and the Kubernetes query is run by promtool on the rendered rules.""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
@@ -17,12 +18,15 @@ from typer.testing import CliRunner
 
 from estate import report_cli
 from estate.cli import app
+from estate.model.entitlement import entitled_gpus as limits, fair_shares
 from estate.pipeline import build
 from estate.render import monitoring as render
-from estate.report import (RULE, UTC, Job, Report, SourceError, Unreachable, allocated_gpus,
-                           gpu_seconds, kubernetes_gpu_hours, kubernetes_promql, parse_sacct,
-                           parse_vector, parse_when, render_svg, slurm_gpu_hours,
-                           step_seconds, table_rows)
+from estate.report import (PANEL_H, RULE, UTC, Job, Report, SourceError, Unreachable,
+                           allocated_gpus, bucket_edges, default_per, entitled,
+                           gpu_seconds, kubernetes_gpu_hours, kubernetes_promql,
+                           kubernetes_usage, parse_sacct, parse_vector, parse_when,
+                           printable, render_svg, slurm_gpu_hours, slurm_usage, step_seconds,
+                           table_rows)
 from estate.spec.load import load_text
 from estate.spec.resolved import Estate
 from tests.unit.checkutil import ROOT, spec_dict
@@ -278,13 +282,135 @@ def test_ssh_runs_one_quoted_command_and_names_its_failures(monkeypatch):
         run(["true"])
 
 
+# --- buckets: GPU-hours over time -------------------------------------------------------
+
+def test_buckets_are_whole_utc_hours_or_days_inside_the_period():
+    assert bucket_edges(START, END, "day") == [START, END]
+    hours = bucket_edges(START, END, "hour")
+    assert len(hours) == 25 and hours[1] == START + timedelta(hours=1)
+    odd = bucket_edges(START + timedelta(minutes=30), END + timedelta(hours=36), "day")
+    assert odd == [START + timedelta(minutes=30), END, END + timedelta(days=1),
+                   END + timedelta(hours=36)]
+    with pytest.raises(ValueError, match="more than 400"):
+        bucket_edges(START, START + timedelta(days=30), "hour")
+
+
+def test_the_default_bucket_is_an_hour_up_to_two_days():
+    assert default_per(START, START + timedelta(days=2)) == "hour"
+    assert default_per(START, START + timedelta(days=3)) == "day"
+
+
+def test_slurm_buckets_charge_each_hour_its_share_and_add_up_to_the_period():
+    got = slurm_usage(fake_run(PERIOD), bucket_edges(START, END, "hour"))
+    assert got.hours == pytest.approx(EXPECTED)
+    assert {t: sum(v) for t, v in got.series.items()} == pytest.approx(EXPECTED)
+    assert got.series["vision"][12] == pytest.approx(4.0)       # 103: 12:00 to 13:00
+    assert got.series["vision"][8] == pytest.approx(0.5)        # 106: 08:00 to 08:10
+    assert got.series["ops"][22:] == pytest.approx([1.0, 2.0])  # 104: from 22:30, running
+    assert got.series["research"][0] == pytest.approx(1.0)      # 102: until 01:00
+
+
+def ranged_query(gpus: float, asked: list | None = None):
+    """Prometheus as a tenant holding `gpus` GPUs all along would answer: the rule's
+    value at each step point of the subquery's range."""
+    def query(promql):
+        if asked is not None:
+            asked.append(promql)
+        range_ms, step = re.search(r"\[(\d+)ms:(\d+)s\]", promql).groups()
+        points = (int(range_ms) + 1) // (1000 * int(step))
+        return vector(({"tenant": "inference"}, str(gpus * points)))
+    return query
+
+
+def test_kubernetes_buckets_ask_one_range_each_that_partition_the_period():
+    asked = []
+    got = kubernetes_usage(ranged_query(2, asked), bucket_edges(START, END, "hour"), 60)
+    assert len(asked) == 1 + 24
+    assert got.hours == {"inference": pytest.approx(48.0)}
+    assert got.series == {"inference": pytest.approx([2.0] * 24)}
+    assert asked[1].endswith(f"[3599999ms:60s] @ {(START + timedelta(hours=1)).timestamp():.3f}))")
+
+
+# --- quota and fair share -----------------------------------------------------------------
+
+def test_each_tenant_is_entitled_to_its_quota_or_its_fair_share_of_slurms_gpus():
+    got = limits(estate_of(spec_dict("lab")))
+    # gpu[1-2], two A100s each; research 70 and ops 30 under root, vision alone under research
+    assert got == {"slurm": pytest.approx({"research": 2.8, "vision": 2.8, "ops": 1.2}),
+                   "kubernetes": {"inference": 1.0}}
+
+
+def test_fair_shares_split_each_parents_share_among_its_children():
+    from estate.spec.model import Account
+    tree = [Account(name="a", fairshare=3), Account(name="b", fairshare=1),
+            Account(name="a1", parent="a", fairshare=1), Account(name="a2", parent="a",
+                                                                  fairshare=2)]
+    assert fair_shares(tree) == pytest.approx({"a": 0.75, "b": 0.25, "a1": 0.25, "a2": 0.5})
+
+
 # --- output -------------------------------------------------------------------------------
 
 def sample() -> Report:
-    found = Report(START, END)
+    found = Report(START, END, per="hour", edges=bucket_edges(START, END, "hour"))
     found.hours = {"slurm": {"research": 2.0, HOSTILE: 1.25}, "kubernetes": {"inference": 0.5}}
+    found.series = {"slurm": {"research": [0.0] * 10 + [1.5, 0.5] + [0.0] * 12,
+                              HOSTILE: [1.25] + [0.0] * 23},
+                    "kubernetes": {"inference": [0.0] * 23 + [0.5]}}
+    found.limits = {"slurm": {"research": 2.8, "ops": 1.2}, "kubernetes": {"inference": 1.0}}
     report_cli.skip(found, "kubernetes", "a note with <markup> & " + HOSTILE)
     return found
+
+
+SVG = {"s": "http://www.w3.org/2000/svg"}
+
+
+def drawn(svg: str) -> dict[tuple[str, str], dict]:
+    """What the SVG says of each tenant, read back from its elements: the total, each
+    bar's GPU-hours and height, the grant line's GPUs and heights."""
+    out = {}
+    for g in ET.fromstring(svg).findall("s:g[@class]", SVG):
+        scale = float(g.get("data-scale"))
+        bars = g.findall("s:rect[@class='bucket']", SVG)
+        grant = g.find("s:polyline[@class='grant']", SVG)
+        steps = [float(p.split(",")[1]) for p in grant.get("points").split()][::2] \
+            if grant is not None else None
+        base = float(bars[0].get("y")) + float(bars[0].get("height"))
+        out[(g.get("data-plane"), g.get("data-tenant"))] = {
+            "total": float(g.get("data-total")),
+            "shown": g.find("s:text[@class='total']", SVG).text,
+            "hours": [float(b.get("data-gpu-hours")) for b in bars],
+            "heights": [float(b.get("height")) * scale / PANEL_H for b in bars],
+            "starts": [b.get("data-start") for b in bars],
+            "gpus": float(grant.get("data-gpus")) if grant is not None else None,
+            "grant": [(base - y) * scale / PANEL_H for y in steps] if steps else None}
+    return out
+
+
+def test_the_svg_draws_each_tenants_hours_per_bucket_against_its_grant():
+    found = sample()
+    shown = drawn(render_svg(found))
+    assert found.chart_rows() == [("slurm", HOSTILE), ("slurm", "ops"), ("slurm", "research"),
+                                  ("kubernetes", "inference")]
+    assert list(shown) == [(p, printable(t)) for p, t in found.chart_rows()]
+    rows = dict(zip(found.chart_rows(), shown.values()))
+    for (plane, tenant), row in rows.items():
+        assert row["total"] == pytest.approx(found.hours[plane].get(tenant, 0.0))
+        assert row["shown"] == f"{found.hours[plane].get(tenant, 0.0):.3f} GPU-h"
+        assert row["hours"] == pytest.approx(found.bucket(plane, tenant))
+        assert row["heights"] == pytest.approx(row["hours"], abs=0.01)
+        assert row["starts"] == [iso_z(t) for t in found.edges[:-1]]
+        if tenant in found.limits[plane]:
+            assert row["gpus"] == pytest.approx(found.limits[plane][tenant])
+            assert row["grant"] == pytest.approx(entitled(found, plane, tenant), abs=0.01)
+        else:
+            assert row["gpus"] is None
+    # an account entitled to GPUs that used none is drawn, with no bars
+    assert rows[("slurm", "ops")]["hours"] == [0.0] * 24
+    assert rows[("slurm", "research")]["grant"] == pytest.approx([2.8] * 24, abs=0.01)
+
+
+def iso_z(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def test_the_svg_is_well_formed_and_escapes_every_label():
@@ -292,7 +418,7 @@ def test_the_svg_is_well_formed_and_escapes_every_label():
     root = ET.fromstring(svg)   # a raw '<', '&' or control character would not parse
     ns = {"s": "http://www.w3.org/2000/svg"}
     bars = root.findall("s:g", ns)
-    assert [b.get("data-plane") for b in bars] == ["slurm", "slurm", "kubernetes"]
+    assert [b.get("data-plane") for b in bars] == ["slurm", "slurm", "slurm", "kubernetes"]
     assert not root.findall(".//s:script", ns)
     texts = "".join(root.itertext())
     assert "</text><script>" in texts and "\\x1b" in texts and "\x1b" not in svg
@@ -326,8 +452,7 @@ def test_a_period_form_not_understood_is_refused():
 @pytest.fixture
 def answering(monkeypatch):
     monkeypatch.setattr(report_cli, "ssh_runner", lambda addr, conn: fake_run(PERIOD))
-    monkeypatch.setattr(report_cli, "prometheus_query",
-                        lambda url: lambda q: vector(({"tenant": "inference"}, "240")))
+    monkeypatch.setattr(report_cli, "prometheus_query", lambda url: ranged_query(2))
 
 
 def test_the_json_file_holds_what_the_table_shows(answering, tmp_path):
@@ -348,8 +473,20 @@ def test_the_json_file_holds_what_the_table_shows(answering, tmp_path):
     assert step == max(interval, 8)
     assert {(r["plane"], r["tenant"]): r["gpu_hours"] for r in doc["rows"]} == pytest.approx(
         {("slurm", t): h for t, h in EXPECTED.items()} |
-        {("kubernetes", "inference"): 240 * step / 3600})
-    ET.parse(svg)
+        {("kubernetes", "inference"): 2 * 24})     # two GPUs all day
+    # a day is drawn per hour; the SVG's figures are the JSON's
+    assert doc["per"] == "hour" and len(doc["buckets"]) == 25
+    totals = {(r["plane"], r["tenant"]): r["gpu_hours"] for r in doc["rows"]}
+    shown = drawn(svg.read_text())
+    assert list(shown) == [(r["plane"], r["tenant"]) for r in doc["series"]]
+    for r in doc["series"]:
+        row, key = shown[(r["plane"], r["tenant"])], (r["plane"], r["tenant"])
+        assert sum(r["gpu_hours"]) == pytest.approx(totals.get(key, 0.0))
+        assert row["hours"] == pytest.approx(r["gpu_hours"])
+        assert row["total"] == pytest.approx(totals.get(key, 0.0))
+        grant = r.get("quota_gpus") if r["plane"] == "kubernetes" else r.get("fair_share_gpus")
+        assert row["gpus"] == pytest.approx(grant)
+    assert shown[("kubernetes", "inference")]["grant"] == pytest.approx([1.0] * 24, abs=0.01)
 
 
 def test_no_source_answering_exits_1_with_the_notes(monkeypatch):

@@ -27,7 +27,7 @@ from estate.lab import vm as vmlab
 
 pytestmark = pytest.mark.vm
 
-ROOT = vmlab.ROOT
+ROOT = Path(__file__).resolve().parents[2]
 ESTATE = str(ROOT / ".venv" / "bin" / "estate")
 SPEC = "tests/vm/nfs.yaml"
 OUT = ROOT / "build" / "vm-nfs"
