@@ -13,7 +13,8 @@ import yaml
 
 from estate.check._common import problem
 from estate.check.findings import Severity
-from estate.check.kubernetes_schema import ROOT, _dicts
+from estate import paths
+from estate.check.kubernetes_schema import _dicts
 from estate.check.registry import Problem, validator
 from estate.model import cni
 from estate.model.flows import designed_port, matrix
@@ -24,6 +25,7 @@ E = Severity.ERROR
 INSTALLATION = MANIFESTS + cni.INSTALLATION_PATH
 OPERATOR = MANIFESTS + cni.OPERATOR_PATH
 INIT = "kubernetes/kubeadm/init.yaml"
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)   # libyaml when present
 RERENDER = "re-render (estate render) and fix the renderer or template that wrote it"
 
 
@@ -98,8 +100,8 @@ def _unharden(docs: list[dict]):
 @lru_cache(maxsize=1)
 def _upstream_operator() -> tuple[dict, ...]:
     """The vendored file's documents (the renderer refuses it unless it is the pinned one)."""
-    data = (ROOT / cni.OPERATOR_MANIFEST).read_bytes()
-    return tuple(d for d in yaml.safe_load_all(data) if isinstance(d, dict))
+    data = (paths.TREE / cni.OPERATOR_MANIFEST).read_bytes()
+    return tuple(d for d in yaml.load_all(data, Loader=_LOADER) if isinstance(d, dict))
 
 
 def _pod_subnet(ctx) -> str | None:
