@@ -49,6 +49,35 @@ def _targets(node: ast.AST) -> list[ast.AST]:
     return []
 
 
+def _own_registrations(tree: ast.AST) -> set[int]:
+    """Line numbers where a function puts a module it has just made from a spec
+    (importlib.util.module_from_spec) into sys.modules, and takes it out again if its code
+    fails: importlib's own recipe for importing a file as a module ("Importing a source
+    file directly"), which adds a module under its own name and replaces nothing."""
+    lines = set()
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        made = {t.id for node in ast.walk(fn) if isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Call)
+                and ast.unparse(node.value.func).endswith("module_from_spec")
+                for t in node.targets if isinstance(t, ast.Name)}
+        keys = set()
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) \
+                    and node.value.id in made:
+                for t in node.targets:
+                    if isinstance(t, ast.Subscript) and ast.unparse(t.value) == "sys.modules":
+                        keys.add(ast.unparse(t.slice))
+                        lines.add(node.lineno)
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Delete) and all(
+                    isinstance(t, ast.Subscript) and ast.unparse(t.value) == "sys.modules"
+                    and ast.unparse(t.slice) in keys for t in node.targets):
+                lines.add(node.lineno)
+    return lines
+
+
 def patches(source: str) -> list[str]:
     """What a module's code does to the interpreter: each assignment to an attribute (or
     item) reached from a standard-library module (but an environment variable), each
@@ -58,7 +87,10 @@ def patches(source: str) -> list[str]:
     stdlib = _stdlib_names(tree)
     found = [f"imports {name}, the standard library's internals" for name in stdlib.values()
              if any(part.startswith("_") and part != "__future__" for part in name.split("."))]
+    own = _own_registrations(tree)
     for node in ast.walk(tree):
+        if getattr(node, "lineno", None) in own and isinstance(node, (ast.Assign, ast.Delete)):
+            continue
         for target in _targets(node):
             if isinstance(target, ast.Subscript) and ast.unparse(target.value) in SETTINGS:
                 continue
@@ -99,6 +131,9 @@ def test_no_module_patches_the_interpreter(path):
     "import os\nos.environ.data['X'] = '1'",
     "import _sre",
     "from re import _parser",
+    "import sys, types\ndef f():\n    sys.modules['pydantic.plugin._loader'] = types.ModuleType('x')",
+    "import sys, importlib.util\ndef f(spec):\n    m = importlib.util.module_from_spec(spec)\n"
+    "    sys.modules['a'] = m\n    del sys.modules['b']",
 ])
 def test_the_scan_finds_a_planted_patch(source):
     assert patches(source), source
@@ -109,6 +144,10 @@ def test_the_scan_finds_a_planted_patch(source):
     "import json\nout = json.dumps({})\nout.x = 1",
     "from pathlib import Path\np = Path('x')\np.name",
     "import sys\nsys.stdout.flush()",
+    # importlib's recipe: a module made from a spec, registered under its own name
+    "import sys, importlib.util\ndef load(spec):\n    m = importlib.util.module_from_spec(spec)\n"
+    "    sys.modules['roles'] = m\n    try:\n        spec.loader.exec_module(m)\n"
+    "    except BaseException:\n        del sys.modules['roles']\n        raise",
 ])
 def test_the_scan_leaves_ordinary_code_alone(source):
     assert patches(source) == [], source
