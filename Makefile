@@ -7,7 +7,7 @@ VENV := .venv
 ESTATE := $(VENV)/bin/estate
 PYTEST := $(VENV)/bin/pytest -p no:cacheprovider
 
-.PHONY: deps test-deps venv scan-venv doctor check render lab lab-image-ahead lab-down lab-ns lab-ns-down test test-unit test-fuzz test-live-slurm slurm-roots test-lab test-molecule test-vm bench bench-scale golden lab-vagrant lab-vagrant-down
+.PHONY: deps test-deps venv scan-venv doctor check render lab lab-image-ahead lab-down lab-ns lab-ns-down test test-unit test-fuzz test-live-slurm slurm-roots test-lab test-molecule test-vm bench bench-scale golden templates lab-vagrant lab-vagrant-down
 
 deps:
 	@scripts/install-deps.sh
@@ -104,6 +104,10 @@ slurm-roots: deps
 
 golden: venv
 	$(VENV)/bin/python scripts/golden.py
+
+# after editing a template: compile them all into estate/render/compiled/
+templates: venv
+	$(VENV)/bin/python -m estate.render.templates
 
 bench: venv
 	$(VENV)/bin/python bench/bench_check_render.py

@@ -5,20 +5,14 @@ NEW differs from OLD in one partition (interactive's MaxTime) and one node group
 RealMemory); a second NEW changes ten groups, to show what the diff's own work adds as the
 change grows. Every figure is a whole process of the venv's `estate` (interpreter start and
 imports included), measured in interleaved rounds (one of each in turn) so that a slower
-spell of the machine weighs on both sides of a ratio; one warm-up of each first (bytecode,
-estate.cache's entries, with the old side's kept tree, as on a user's second run; the
-very first diff, which renders both sides, is kept as first_diff_s). `estate diff` runs
-with --no-diff --output json and must exit 3 (a change found). Measured:
+spell of the machine weighs on both sides of a ratio; one warm-up of each first (Python's
+bytecode; Estate keeps nothing between runs, so every diff renders both sides). `estate
+diff` runs with --no-diff --output json and must exit 3 (a change found). Measured:
 
 - render: `estate render OLD -o DIR` (the yardstick);
-- diff: `estate diff OLD NEW`, through the CLI as it is (typer);
-- diff_plain: the same through estate.diff_cli.plain, without typer, in a process set up as
-  estate/__main__.py sets up check and render (what hooking plain() into
-  estate.commands.plain would give; not hooked: that file is not this command's);
-- diff_10_groups: `estate diff OLD NEW10` (plain);
-- diff_against: `estate diff NEW --against DIR` (plain), DIR the tree render wrote;
-- diff_cold: `estate diff OLD' NEW` (plain), OLD' a spec never diffed before (OLD and one
-  more comment line each round): no kept tree, both sides rendered.
+- diff: `estate diff OLD NEW`;
+- diff_10_groups: `estate diff OLD NEW10`;
+- diff_against: `estate diff NEW --against DIR`, DIR the tree render wrote.
 
 Usage: python bench/bench_diff.py [--runs N] [--racks R] [--json FILE]
 """
@@ -43,11 +37,6 @@ sys.path.insert(0, str(ROOT))
 from bench.bench_check_render import big_spec  # noqa: E402
 
 ESTATE = Path(sys.executable).with_name("estate")
-# estate/__main__.py's settings for check and render, then diff_cli.plain's call
-PLAIN = ("import gc, os, sys; gc.set_threshold(10_000, 50, 50); gc.disable(); "
-         "os.environ.setdefault('PYDANTIC_DISABLE_PLUGINS', '__all__'); "
-         "import estate.__main__ as m; m._plugins_off(); m._keep_compiled(); "
-         "from estate.diff_cli import plain; m._fast_exit(plain(sys.argv[1:])())")
 
 
 def changed(spec: dict, groups: int) -> dict:
@@ -89,29 +78,21 @@ def main() -> int:
         new1.write_text(yaml.safe_dump(changed(spec, 1), sort_keys=False))
         new10.write_text(yaml.safe_dump(changed(spec, 10), sort_keys=False))
         render = [str(ESTATE), "render", str(old), "-o", str(w / "out")]
-        plain = [sys.executable, "-c", PLAIN]
+        estate = [str(ESTATE), "diff"]
         tail = ["--no-diff", "--output", "json"]
         cases = {
             "render": (render, 0),
-            "diff": ([str(ESTATE), "diff", str(old), str(new1), *tail], 3),
-            "diff_plain": ([*plain, "diff", str(old), str(new1), *tail], 3),
-            "diff_10_groups": ([*plain, "diff", str(old), str(new10), *tail], 3),
-            "diff_against": ([*plain, "diff", str(new1), "--against", str(w / "out"), *tail],
-                             3),
+            "diff": ([*estate, str(old), str(new1), *tail], 3),
+            "diff_10_groups": ([*estate, str(old), str(new10), *tail], 3),
+            "diff_against": ([*estate, str(new1), "--against", str(w / "out"), *tail], 3),
         }
         timed(render)   # the tree --against reads
-        res["first_diff_s"] = round(timed(*cases["diff_plain"]), 3)   # renders both sides
         for argv, code in cases.values():   # warm-up
             timed(argv, code)
-        times = {k: [] for k in [*cases, "diff_cold"]}
-        text = old.read_text()
-        for i in range(args.runs):
+        times = {k: [] for k in cases}
+        for _ in range(args.runs):
             for k, (argv, code) in cases.items():
                 times[k].append(timed(argv, code))
-            # an old spec never seen before (one more comment): both sides rendered
-            cold = w / "cold.yaml"
-            cold.write_text(f"{text}\n# round {i}\n")
-            times["diff_cold"].append(timed([*plain, "diff", str(cold), str(new1), *tail], 3))
         diff1 = cases["diff"][0]
         report = json.loads(subprocess.run(diff1, capture_output=True, text=True).stdout)
     for k, ts in times.items():
@@ -129,17 +110,15 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps(res, indent=2))
     print(json.dumps(res, indent=2))
-    print("| nodes | estate render | estate diff (CLI) | diff, plain path | ten groups | "
-          "--against | old side cold | first diff |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| nodes | estate render | estate diff | ten groups | --against |")
+    print("|---:|---:|---:|---:|---:|")
     print(f"| {res['nodes']:,} | {res['render_s']} s | {res['diff_s']} s "
-          f"({res['ratio_diff']}) | {res['diff_plain_s']} s ({res['ratio_diff_plain']}) | "
-          f"{res['diff_10_groups_s']} s ({res['ratio_diff_10_groups']}) | "
-          f"{res['diff_against_s']} s ({res['ratio_diff_against']}) | "
-          f"{res['diff_cold_s']} s ({res['ratio_diff_cold']}) | {res['first_diff_s']} s |")
-    print(f"largest ratio of one round: diff {res['paired_diff_max']}, plain "
-          f"{res['paired_diff_plain_max']}, ten groups {res['paired_diff_10_groups_max']}, "
-          f"--against {res['paired_diff_against_max']} ({args.runs} rounds)")
+          f"({res['ratio_diff']}) | {res['diff_10_groups_s']} s "
+          f"({res['ratio_diff_10_groups']}) | {res['diff_against_s']} s "
+          f"({res['ratio_diff_against']}) |")
+    print(f"largest ratio of one round: diff {res['paired_diff_max']}, ten groups "
+          f"{res['paired_diff_10_groups_max']}, --against {res['paired_diff_against_max']} "
+          f"({args.runs} rounds)")
     return 0
 
 

@@ -26,8 +26,10 @@ why (everything else is the rendered file, byte for byte):
 At each Slurm scale the measured runs are rounds of check, render and slurmctld, one of
 each in turn, so that a slower spell of a shared machine weighs on both sides of the ratio
 (one series after the other gave ratios from 1.2 to 2.3 within an hour); a warm-up check
-and render come first (bytecode, and estate.cache's entries, as on a user's second run;
-the first run's times are kept as first_check_s and first_render_s). The rounds run last,
+and render come first (Python's bytecode of the installed code, as after any install; the
+first run's times are kept as first_check_s and first_render_s). Estate keeps nothing
+between runs, so every measured run is cold: no cache directory, nothing memoised. The
+rounds run last,
 all under one hold of ``flock /tmp/estate-lab.lock`` (shared with the labs).
 Medians of 5 rounds (3 at 50,000 nodes). Needs root, unshare and munged for slurmctld;
 without them its column is left empty and check and render run as series.
@@ -78,17 +80,14 @@ def _env() -> dict:
 
 # What a plain `estate check` or `estate render` imports before it reads a spec: the
 # libraries the spec and the templates are built on (pydantic v2, with one model built,
-# which loads the rest of pydantic; jinja2; PyYAML). typer, rich and the strict schema
-# validator are not imported on that path (estate/commands.py; estate.cache keeps the
-# schema validation of the same bytes). This is what any Python program importing them
-# pays; Estate's entry keeps the dataclass methods and regular expressions they compile
-# (estate/compiled.py), so its own import of them costs less.
+# which loads the rest of pydantic; jinja2; PyYAML). This is what any Python program
+# importing them pays.
 LIBRARY_FLOOR = "import jinja2, yaml, pydantic\nclass M(pydantic.BaseModel): x: int"
 
 
-# A plain check's imports as its entry makes them (estate/__main__.py: the kept compiled
-# code installed first)
-ENTRY_IMPORTS = "from estate import compiled\ncompiled.install()\nimport estate.commands"
+# A plain check's imports: the command line (typer, estate.cli) and the check's own
+# modules (estate.commands: the pipeline), not the other commands' (estate.cli.LazyGroup)
+ENTRY_IMPORTS = "import estate.cli, estate.commands"
 
 
 def whole(argv: list[str], runs: int, ok=(0,)) -> list[float]:
@@ -325,8 +324,8 @@ def main() -> int:
         res["slurm"], res["kubernetes"] = {}, {}
         ctld = can_run_slurmctld()
         for n, per in slurm:
-            # with slurmctld, one warm-up here (the tree slurmctld reads, the caches a
-            # user's second run finds); the measured runs are the interleaved rounds below
+            # with slurmctld, one warm-up here (the tree slurmctld reads, Python's bytecode
+            # written); the measured runs are the interleaved rounds below
             runs = 1 if ctld else 3 if n >= 50_000 else args.runs
             res["slurm"][_label(n, per)] = case(
                 Path(work), f"slurm{n}-{per}", big_spec(racks=n // per, per_rack=per), runs)

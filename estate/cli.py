@@ -1,21 +1,64 @@
-"""The estate command line: schema, check, render, validators (and more from the roles).
+"""The estate command line: schema, check, render, plan, validators here, and the
+operations' commands from their own modules (LAZY), each imported only when it runs.
 
 Exit codes: 0 success (warnings allowed), 1 the spec has errors or a step
 failed, 2 usage errors (typer's own).
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
 from pathlib import Path
 
 import typer
+from typer.core import TyperGroup
 
-from estate import commands
-from estate.commands import console, err_console, print_findings
 from estate.output import Output, help_markup, output_option, print_rows
-from estate.pipeline import build
+
+# command -> the module that defines it: a module with register(app) (the command is one
+# of those it registers), or "module:attr" for a typer app of subcommands. `estate check`
+# imports none of them; `estate --help` imports them all (click asks each for its help).
+LAZY = {
+    "apply": "estate.provision.cli",
+    "inventory": "estate.provision.cli",
+    "verify": "estate.verify.cli",
+    "lab": "estate.lab.cli:app",
+    "pulumi": "estate.pulumi.cli:app",
+    "doctor": "estate.doctor",
+    "import": "estate.importer.cli",
+    "report": "estate.report_cli",
+    "handoff": "estate.handoff_cli",
+    "drift": "estate.drift_cli",
+    "diff": "estate.diff_cli",
+    "rotate": "estate.rotate",
+}
+
+
+class LazyGroup(TyperGroup):
+    """The top-level group: the commands defined here, and LAZY's, each built from its
+    module the first time click asks for it."""
+
+    def list_commands(self, ctx) -> list[str]:
+        return [*super().list_commands(ctx), *(n for n in LAZY if n not in self.commands)]
+
+    def get_command(self, ctx, name: str):
+        if name not in self.commands and name in LAZY:
+            self.add_command(lazy_command(name, self.rich_markup_mode), name)
+        return super().get_command(ctx, name)
+
+
+def lazy_command(name: str, markup=None):
+    module, _, attr = LAZY[name].partition(":")
+    loaded = importlib.import_module(module)
+    if attr:
+        command = typer.main.get_group(getattr(loaded, attr))
+        command.name = name
+        return command
+    app = typer.Typer(rich_markup_mode=markup)
+    loaded.register(app)
+    return typer.main.get_group(app).commands[name]
 
 
 class _SafeTyper(typer.Typer):
@@ -26,11 +69,14 @@ class _SafeTyper(typer.Typer):
         try:
             return super().__call__(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001
-            sys.exit(commands.crashed(exc))
+            from estate.commands import crashed
+            sys.exit(crashed(exc))
 
 
-app = _SafeTyper(add_completion=False, no_args_is_help=True, rich_markup_mode=help_markup(),
-                  help="Estate: one spec, two planes (Slurm and Kubernetes).")
+app = _SafeTyper(cls=LazyGroup, add_completion=False, no_args_is_help=True,
+                 rich_markup_mode=help_markup(),
+                 help="Estate: one spec, two planes (Slurm and Kubernetes).")
+
 
 @app.callback()
 def _options(debug: bool = typer.Option(False, "--debug", help="Show the traceback of an "
@@ -40,6 +86,7 @@ def _options(debug: bool = typer.Option(False, "--debug", help="Show the traceba
         os.environ["ESTATE_DEBUG"] = "1"
 
 
+OUT_FLAGS = ("-o", "--out")   # render's output directory
 SpecArg = typer.Argument(..., help="Path to the estate spec, e.g. stacks/lab.yaml.")
 OutputOpt = output_option()
 
@@ -54,14 +101,16 @@ def schema() -> None:
 @app.command()
 def check(spec: Path = SpecArg, output: Output = OutputOpt) -> None:
     """Report every problem in a spec at once; exit 1 if any is an error."""
+    from estate import commands
     raise typer.Exit(commands.check(spec, output))
 
 
 @app.command()
 def render(spec: Path = SpecArg,
-           out: Path = typer.Option(..., *commands.OUT_FLAGS, help="Directory to (re)write."),
+           out: Path = typer.Option(..., *OUT_FLAGS, help="Directory to (re)write."),
            output: Output = OutputOpt) -> None:
     """Check and render a spec into DIR, atomically: on any error DIR is left as it was."""
+    from estate import commands
     raise typer.Exit(commands.render(spec, out, output))
 
 
@@ -73,6 +122,8 @@ def plan(spec: Path = SpecArg, output: Output = OutputOpt,
     """Show the GPU budget of both planes (per plane, pool, partition, tenant) and
     what each node would install, before anything is applied."""
     from estate.capacity import gpu_budget
+    from estate.commands import err_console, print_findings
+    from estate.pipeline import build
     result = build(spec, parallel=True)
     if not result.ok:
         print_findings(result.findings, output, spec)
@@ -92,6 +143,7 @@ def plan(spec: Path = SpecArg, output: Output = OutputOpt,
 def draw(estate, svg: Path) -> None:
     """Write the picture atomically; on failure the old file stays and the command fails."""
     from estate.render.artifacts import write_file
+    from estate.commands import err_console
     from estate.render.picture import render_svg
     try:
         write_file(render_svg(estate).encode(), svg)
@@ -139,52 +191,6 @@ def validators(output: Output = OutputOpt) -> None:
     print_rows(None, ["id", "severity", "domain", "stage", "summary"],
                [[v.id, v.severity.value, v.domain, v.stage, v.summary] for v in found], output)
 
-
-# apply and inventory (estate/provision/cli.py), verify (estate/verify/cli.py), the labs
-# (estate/lab/cli.py), the Pulumi steps (estate/pulumi/cli.py)
-from estate.provision.cli import register as _register_provision  # noqa: E402
-
-_register_provision(app)
-
-from estate.verify.cli import register as _register_verify  # noqa: E402
-
-_register_verify(app)
-
-from estate.lab.cli import app as _lab_app  # noqa: E402
-
-app.add_typer(_lab_app, name="lab")
-
-from estate.pulumi.cli import app as _pulumi_app  # noqa: E402
-
-app.add_typer(_pulumi_app, name="pulumi")
-
-from estate.rotate import register as _register_rotate  # noqa: E402
-
-_register_rotate(app)
-
-from estate.doctor import register as _register_doctor  # noqa: E402
-
-_register_doctor(app)
-
-from estate.importer.cli import register as _register_import  # noqa: E402
-
-_register_import(app)
-
-from estate.report_cli import register as _register_report  # noqa: E402
-
-_register_report(app)
-
-from estate.handoff_cli import register as _register_handoff  # noqa: E402
-
-_register_handoff(app)
-
-from estate.drift_cli import register as _register_drift  # noqa: E402
-
-_register_drift(app)
-
-from estate.diff_cli import register as _register_diff  # noqa: E402
-
-_register_diff(app)
 
 if __name__ == "__main__":
     app()

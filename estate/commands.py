@@ -1,25 +1,14 @@
-"""What `estate check` and `estate render` do, free of the command-line framework.
-
-estate/cli.py makes them typer commands. estate/__main__.py runs them directly, without
-importing typer (0.02-0.03 s of a whole 10,000-node check, bench/bench_scale.py), when the
-command line is one of the plain forms `plain()` recognises; everything else (help, usage
-errors, `=` forms, repeated or other options, other commands) goes to typer, which gives
-the same result for the plain forms (tests/unit/test_commands.py runs both).
-"""
+"""What `estate check` and `estate render` do, free of the command-line framework
+(estate/cli.py makes them typer commands, and imports this module when one runs)."""
 from __future__ import annotations
 
 import json
 import sys
-from functools import partial
 from pathlib import Path
-from typing import Callable
 
 from estate.check.findings import Finding, has_errors
-from estate.output import OUTPUT_FLAG, LazyConsole, Output, echo, echo_findings
+from estate.output import LazyConsole, Output, echo, echo_findings
 from estate.pipeline import build, debugging, internal_error
-
-OUT_FLAGS = ("-o", "--out")   # render's output directory
-_FORMATS = frozenset(o.value for o in Output)
 
 console = LazyConsole()
 err_console = LazyConsole(stderr=True)
@@ -85,44 +74,3 @@ def crashed(exc: Exception) -> int:
     f = internal_error(exc, "estate")
     print(f"error {f.id}: {f.message} ({f.hint})", file=sys.stderr)
     return 1
-
-
-def plain(argv: list[str]) -> Callable[[], int] | None:
-    """The call for `check SPEC` or `render SPEC -o DIR`, each with at most one
-    `--output FORMAT`, in any order; None for any other command line (a plain `diff` is
-    estate.diff_cli.plain's)."""
-    if argv[:1] not in (["check"], ["render"]):
-        return None
-    words, options, positional = argv[1:], {}, []
-    while words:
-        word, *words = words
-        if not word or word == "-" or word.startswith("-") and word not in (OUTPUT_FLAG,
-                                                                            *OUT_FLAGS):
-            return None
-        if not word.startswith("-"):
-            positional.append(word)
-            continue
-        key = OUTPUT_FLAG if word == OUTPUT_FLAG else OUT_FLAGS
-        if key in options or not words or not words[0] or words[0].startswith("-"):
-            return None
-        options[key], *words = words
-    if len(positional) != 1 or options.get(OUTPUT_FLAG, "auto") not in _FORMATS:
-        return None
-    spec, output = Path(positional[0]), Output(options.pop(OUTPUT_FLAG, "auto"))
-    if argv[0] == "check":
-        return None if options else partial(_safely, check, spec, output)
-    if OUT_FLAGS not in options:
-        return None
-    return partial(_safely, render, spec, Path(options[OUT_FLAGS]), output)
-
-
-def _safely(fn: Callable[..., int], *args) -> int:
-    try:
-        return fn(*args)
-    except BrokenPipeError:   # the reader left (`| head`): click's status, and no message
-        return 1
-    except KeyboardInterrupt:   # Ctrl-C: what click prints and returns, not a traceback
-        print("Aborted!", file=sys.stderr)
-        return 1
-    except Exception as exc:  # noqa: BLE001 - see crashed
-        return crashed(exc)

@@ -20,16 +20,13 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import os
 import re
 import subprocess
-import sys
 from dataclasses import dataclass, field
-from functools import lru_cache
 from itertools import repeat
 from pathlib import Path
 
-from estate import fork, paths
+from estate import fork
 from estate.check.findings import Finding, Severity
 from estate.model import update_policy as up
 from estate.model.slurm_files import CONFS, Conf, fields as _fields, lines as _lines, \
@@ -205,28 +202,12 @@ def read_tree(directory: Path) -> Side:
 
 
 def both_sides(old: Path, new: Path) -> tuple[Side, Side]:
-    """Both specs rendered. The old one is usually the same from run to run (the spec as
-    applied, while the new one is edited): its tree and what the diff reads of its spec
-    (release, roles, partitions) are kept in estate.cache, and when they are there the old
-    spec is not even loaded, and only the new one is rendered, on two cores as `estate
-    render` renders. Otherwise the old one renders in a forked child while the new one
-    renders here, and both are kept."""
-    old_side = kept_side(old, str(new))
-    if old_side is not None:
-        new_side, new_estate = prepare(new)
-        if new_estate is None:
-            return old_side, new_side
-        return old_side, split_render(new_side, new_estate, new)
+    """Both specs rendered, each time from the specs as they are now: the old one in a
+    forked child while the new one renders here."""
     old_side, old_estate = prepare(old)
     new_side, new_estate = prepare(new)
     if old_estate is None or new_estate is None:
         return old_side, new_side
-    parts = tree_parts(old_estate, old, str(new))
-    kept = kept_tree(parts)
-    if kept is not None:
-        old_side.files = kept
-        keep_side(old, str(new), old_estate, old_side)
-        return old_side, split_render(new_side, new_estate, new)
     _warm()
 
     def old_files():
@@ -240,9 +221,6 @@ def both_sides(old: Path, new: Path) -> tuple[Side, Side]:
         raise
     files, old_side.findings = _joined(child, old_files) if child else old_files()
     old_side.files = files or {}
-    if files:
-        keep_tree(parts, files)
-        keep_side(old, str(new), old_estate, old_side)
     return old_side, new_side
 
 
@@ -276,118 +254,6 @@ def split_render(side: Side, estate, spec: Path) -> Side:
         return side
     side.files = {**mine, **files}
     return side
-
-
-# --- the old side's tree, kept between runs -------------------------------------------
-
-TREE = "diff-tree"
-
-
-@lru_cache(maxsize=1)
-def code_fingerprint() -> tuple[str, ...]:
-    """What a rendered tree depends on besides the spec: Estate's code and templates
-    (all of them: no list of what a builder reads can go stale), by each file's path,
-    size and modification time as Python's own bytecode cache judges a source (211 files
-    in 7 ms; their bytes hashed: 10 ms), and the libraries that render."""
-    import jinja2
-    import yaml
-    h = hashlib.sha256()
-    for top, suffix in ((paths.PACKAGE, ".py"), (paths.SLURM_CONF, ""), (paths.K8S, "")):
-        for where, dirs, names in sorted(os.walk(top)):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for name in sorted(n for n in names if n.endswith(suffix)):
-                st = os.stat(os.path.join(where, name))
-                h.update(f"{os.path.join(where, name)}\0{st.st_size}\0{st.st_mtime_ns}\n"
-                         .encode())
-    return (h.hexdigest(), jinja2.__version__, yaml.__version__, sys.version)
-
-
-def spec_parts(spec: Path, source: str) -> tuple | None:
-    """What a spec's load depends on besides the files it names: its bytes, its handoff
-    overlay's (merged on every load), the name the headers carry, and code_fingerprint()."""
-    from estate.spec.handoff_overlay import path_for
-    try:
-        data = Path(spec).read_bytes()
-        overlay = path_for(spec)
-        lent = overlay.read_bytes() if overlay.exists() else b"\0no overlay"
-    except OSError:
-        return None
-    return (data, lent, source, *code_fingerprint())
-
-
-def tree_parts(estate, spec: Path, source: str, brought: dict | None = None) -> tuple | None:
-    """The cache key's parts: spec_parts() and the files the spec brings (estate.files, or
-    `brought` read again from the spec's directory)."""
-    head = spec_parts(spec, source)
-    if head is None:
-        return None
-    brought = sorted((estate.files if brought is None else brought).items())
-    return (*head, *(f"{k}\0" for k, _ in brought), *(v for _, v in brought))
-
-
-def kept_tree(parts: tuple | None) -> dict[str, File] | None:
-    """The tree kept for these parts, if any (a damaged entry is a miss, never an error;
-    ESTATE_NO_CACHE=1 turns it off with the rest of estate.cache)."""
-    from estate import cache
-    where = cache.directory()
-    if parts is None or where is None:
-        return None
-    if not (where / f"{TREE}-{cache.key(TREE, *parts)}.marshal").exists():
-        return None
-    value = cache.remembered(TREE, parts, dict)
-    try:
-        return {p: File(c, Hostlist.parse(h), m, o) for p, (c, h, m, o) in value.items()} \
-            if value else None
-    except (ValueError, TypeError, HostlistError):
-        return None
-
-
-def keep_tree(parts: tuple | None, files: dict[str, File]) -> None:
-    from estate import cache
-    if parts is not None:
-        cache.remembered(TREE, parts, lambda: {p: (f.content, str(f.consumers), f.mode,
-                                                   f.owner) for p, f in files.items()})
-
-
-SIDE = "diff-side"
-
-
-def keep_side(spec: Path, source: str, estate, side: Side) -> None:
-    """What the diff reads of a spec that loaded without a finding (a spec with findings
-    is loaded again each time, so that they are reported): the files it brings, and
-    its release, roles and partitions as hostlist strings."""
-    from estate import cache
-    parts = spec_parts(spec, source)
-    if parts is None or side.findings:
-        return
-    r = side.roles
-    cache.remembered(SIDE, parts, lambda: {
-        "brought": sorted(estate.files), "version": side.version,
-        "roles": [str(r.controllers), str(r.slurmd), str(r.login)],
-        "partitions": {k: str(v) for k, v in side.partitions.items()}})
-
-
-def kept_side(spec: Path, source: str) -> Side | None:
-    """The old side from estate.cache with its tree, without loading its spec; None where
-    either is not kept (or a file it brings changed: the tree's key holds their bytes)."""
-    from estate import cache
-    parts = spec_parts(spec, source)
-    where = cache.directory()
-    if parts is None or where is None or \
-            not (where / f"{SIDE}-{cache.key(SIDE, *parts)}.marshal").exists():
-        return None
-    try:
-        meta = cache.remembered(SIDE, parts, dict)
-        base = Path(spec).parent
-        brought = {name: (base / name).read_bytes() for name in meta["brought"]}
-        files = kept_tree(tree_parts(None, spec, source, brought))
-        if files is None:
-            return None
-        return Side(str(spec), files, meta["version"],
-                    Roles(*(Hostlist.parse(h) for h in meta["roles"])),
-                    {k: Hostlist.parse(v) for k, v in meta["partitions"].items()})
-    except (OSError, KeyError, TypeError, ValueError, HostlistError):
-        return None
 
 
 # --- what changed ----------------------------------------------------------------------
@@ -873,20 +739,10 @@ class Report:
 
 def diff(old: Path, new: Path | None = None, against: Path | None = None,
          scontrol: str | None = None, keep_up: float = KEEP_UP) -> Report:
-    """OLD NEW (two specs), or NEW --against DIR (the last applied tree). The collector
-    is off meanwhile: what the renders allocate lives until the report is made, and at
-    10,000 nodes the collector only walks it again and again (as for `estate render`,
-    estate/__main__.py)."""
-    import gc
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        report = _diff(old, new, against, scontrol)
-        report.keep_up = keep_up
-        return report
-    finally:
-        if was:
-            gc.enable()
+    """OLD NEW (two specs), or NEW --against DIR (the last applied tree)."""
+    report = _diff(old, new, against, scontrol)
+    report.keep_up = keep_up
+    return report
 
 
 def _diff(old: Path, new: Path | None, against: Path | None, scontrol: str | None) -> Report:

@@ -51,7 +51,7 @@ def register(app: typer.Typer) -> None:
 
 def run(old: Path, new: Path | None, against: Path | None, live: str | None,
         show_diff: bool, output: Output, keep_up: float = KEEP_UP) -> int:
-    """The command's work and its exit status (typer's command and plain() call it)."""
+    """The command's work and its exit status."""
     from estate.diff import diff
     report = diff(old, new, against, live, keep_up)
     if not (report.old.ok and report.new.ok):
@@ -65,53 +65,6 @@ def run(old: Path, new: Path | None, against: Path | None, live: str | None,
     if report.jobs is not None and report.jobs.error:
         return 1
     return CHANGED if report.changed else 0
-
-
-FLAGS = {"--no-diff": ("show_diff", False), "--diff": ("show_diff", True)}
-VALUED = {"--output": "output", "--against": "against", "--live": "live",
-          "--keep-up": "keep_up"}
-
-
-def plain(argv: list[str]):
-    """The call for a plain `diff` command line (OLD NEW or SPEC --against DIR, with
-    --output, --live, --diff/--no-diff, each at most once), without typer: what
-    estate.commands.plain does for check and render (typer and every command's module
-    are 0.06-0.08 s of a start). None for anything else: typer then parses it, and says
-    what is wrong."""
-    if argv[:1] != ["diff"]:
-        return None
-    words, opts, positional = argv[1:], {}, []
-    while words:
-        word, *words = words
-        if word in FLAGS:
-            key, value = FLAGS[word]
-        elif word in VALUED and words and words[0] and not words[0].startswith("-"):
-            key, (value, *words) = VALUED[word], words
-        elif word and not word.startswith("-"):
-            positional.append(word)
-            continue
-        else:
-            return None
-        if key in opts:
-            return None
-        opts[key] = value
-    if len(positional) != (1 if "against" in opts else 2):
-        return None
-    if opts.get("output", "auto") not in {o.value for o in Output}:
-        return None
-    try:
-        keep_up = float(opts.get("keep_up", KEEP_UP))
-    except ValueError:
-        return None
-    if not 0.0 <= keep_up <= 0.99:
-        return None
-    from functools import partial
-
-    from estate.commands import _safely   # a crash is one internal-error line, as for check
-    return partial(_safely, run, Path(positional[0]),
-                   Path(positional[1]) if len(positional) > 1 else None,
-                   Path(opts["against"]) if "against" in opts else None, opts.get("live"),
-                   opts.get("show_diff", True), Output(opts.get("output", "auto")), keep_up)
 
 
 def print_report(report, output: Output, show_diff: bool) -> None:

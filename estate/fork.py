@@ -14,7 +14,6 @@ Only for a process with one thread: a child forked from a process with other thr
 from __future__ import annotations
 
 import fcntl
-import gc
 import os
 import pickle
 import signal
@@ -22,12 +21,6 @@ import threading
 from typing import Callable, Generic, TypeVar
 
 T = TypeVar("T")
-
-
-# What a child does after its result is sent, before os._exit (which runs no atexit):
-# keeping work that later processes reuse (estate/__main__.py). Each must not raise; the
-# parent's join waits for it.
-AT_CHILD_EXIT: list[Callable[[], None]] = []
 
 
 def usable() -> bool:
@@ -95,8 +88,6 @@ def _widen(fd: int) -> None:
 
 
 def _child(fn: Callable, write: int) -> None:
-    # the collector would otherwise walk (and so copy) every page the parent allocated
-    gc.freeze()
     code = 0
     try:
         data = pickle.dumps(fn(), protocol=pickle.HIGHEST_PROTOCOL)
@@ -104,8 +95,6 @@ def _child(fn: Callable, write: int) -> None:
         while view:
             view = view[os.write(write, view):]
         os.close(write)   # the parent's read ends here, not after this process is torn down
-        for hook in AT_CHILD_EXIT:
-            hook()
     except BaseException:   # noqa: BLE001 - the parent reports ChildLost
         code = 1
     finally:

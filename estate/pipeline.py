@@ -194,4 +194,4 @@ def _child_half(estate: Estate, locate, source: str,
 class _ArtifactContext:
     estate: Estate
     artifacts: Artifacts
-    source: str = ""   # the spec's path: what the checks keep between processes is its own
+    source: str = ""   # the spec's path, as the rendered headers name it

@@ -25,6 +25,7 @@ E = Severity.ERROR
 INSTALLATION = MANIFESTS + cni.INSTALLATION_PATH
 OPERATOR = MANIFESTS + cni.OPERATOR_PATH
 INIT = "kubernetes/kubeadm/init.yaml"
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)   # libyaml when present
 RERENDER = "re-render (estate render) and fix the renderer or template that wrote it"
 
 
@@ -100,7 +101,7 @@ def _unharden(docs: list[dict]):
 def _upstream_operator() -> tuple[dict, ...]:
     """The vendored file's documents (the renderer refuses it unless it is the pinned one)."""
     data = (paths.TREE / cni.OPERATOR_MANIFEST).read_bytes()
-    return tuple(d for d in yaml.safe_load_all(data) if isinstance(d, dict))
+    return tuple(d for d in yaml.load_all(data, Loader=_LOADER) if isinstance(d, dict))
 
 
 def _pod_subnet(ctx) -> str | None:

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from estate.check.findings import Severity
 from estate.check.kubernetes_schema import (_config_validator, _dicts, _errors, _first,
-                                            plane_artifacts, remembered_problems,
-                                            rendered_nodes)
+                                            plane_artifacts, rendered_nodes)
 from estate.check.kubernetes_quota import RESOURCES, amount, rendered_reservations
 from estate.check.kubernetes_quota import _capacity as capacity
 from estate.check.ownership import HARD_EFFECTS, _name, _tenant_path, rendered, tolerates
@@ -78,8 +77,8 @@ def kueue_config_invalid(ctx):
                       "re-render: Estate installs Kueue with its configuration")
         return
     files = [a for a in plane_artifacts(ctx.artifacts, MANIFESTS) if a.path == path]
-    yield from (Problem(*p) for p in remembered_problems(
-        "kueue_config_invalid", "", files, lambda _: _kueue_config_problems(path, config)))
+    if files:
+        yield from _kueue_config_problems(path, config)
 
 
 def _kueue_config_problems(path: str, config: dict):

@@ -5,14 +5,11 @@ nodes are GPU ownership: estate.check.ownership.
 """
 from __future__ import annotations
 
-from functools import lru_cache, partial
-
-from estate import cache
 from estate.check.findings import Severity
 from estate.check.kubernetes_schema import (BOOTSTRAP_TOKEN, _dicts, containerd_problems,
-                                            content_digest, device_plugin_configs, documents,
-                                            parse_error, plane_artifacts, remembered_problems,
-                                            rendered_nodes, validate_config,
+                                            device_plugin_configs, documents, parse_error,
+                                            own_texts, plane_artifacts, rendered_nodes,
+                                            unvalidated_documents, validate_config,
                                             validate_device_plugin_config, validate_object)
 from estate.check.registry import Problem, validator
 from estate.model import kubernetes as k8s
@@ -29,9 +26,9 @@ def _version(ctx) -> str:
 def manifest_invalid(ctx):
     if not ctx.estate.spec.kubernetes:
         return
-    files, version = plane_artifacts(ctx.artifacts, MANIFESTS), _version(ctx)
-    yield from (Problem(*p) for p in remembered_problems(
-        "manifest_invalid", version, files, partial(_manifest_problems, version=version)))
+    version = _version(ctx)
+    for a in plane_artifacts(ctx.artifacts, MANIFESTS):
+        yield from _manifest_problems(a, version)
 
 
 def _manifest_problems(a, version: str):
@@ -39,7 +36,7 @@ def _manifest_problems(a, version: str):
         yield Problem(a.path, f"the rendered file is not valid YAML: {err}",
                       "a spec value broke out of its place in the template: quote it, or "
                       "remove newlines and quotes from it")
-    for i, doc in enumerate(documents(a)):
+    for i, doc in enumerate(unvalidated_documents(a, version)):
         for err in validate_object(doc, version):
             yield Problem(a.path, f"document {i} ({_kind(doc)}): {err}",
                           "fix the renderer or template that wrote it")
@@ -55,9 +52,8 @@ def _kind(doc) -> str:
            "a rendered kubeadm, kubelet, kind, device-plugin or containerd config is invalid",
            stage="artifacts")
 def config_invalid(ctx):
-    files = plane_artifacts(ctx.artifacts)
-    yield from (Problem(*p) for p in remembered_problems(
-        "config_invalid", "", files, _config_problems))
+    for a in plane_artifacts(ctx.artifacts):
+        yield from _config_problems(a)
 
 
 def _config_problems(a):
@@ -80,7 +76,7 @@ def _config_problems(a):
            "a join secret written into a rendered file", stage="artifacts")
 def secret_rendered(ctx):
     for a in plane_artifacts(ctx.artifacts):
-        if _has_token(a.content):
+        if any(map(_has_token, own_texts(a))):
             yield Problem(a.path, "contains a kubeadm bootstrap token",
                           "leave the token placeholder; roles fill it at join time")
         for doc in _dicts(a) if a.path.startswith("kubernetes/kubeadm/") else ():
@@ -90,15 +86,8 @@ def secret_rendered(ctx):
                                   f"write one of {', '.join(k8s.PLACEHOLDERS)}")
 
 
-@lru_cache(maxsize=256)
 def _has_token(content: bytes) -> bool:
-    """Cached by the file's bytes, a large file once per machine (estate.cache): the Kueue
-    release is 1.7 MB, the same for every spec, and the search costs 60 ms."""
-    def now() -> bool:
-        return bool(BOOTSTRAP_TOKEN.search(content.decode(errors="replace")))
-    if len(content) < cache.MIN_BYTES:
-        return now()
-    return cache.remembered("token", (content_digest(content), BOOTSTRAP_TOKEN.pattern), now)
+    return bool(BOOTSTRAP_TOKEN.search(content.decode(errors="replace")))
 
 
 def _secret_fields(doc):

@@ -7,23 +7,29 @@ version, Kueue objects against their CRDs (k8s/crds/), kubeadm/kubelet/kind/devi
 configs against closed schemas transcribed from upstream types (k8s/schemas/), and
 containerd's config as TOML.
 
-jsonschema, referencing and kubernetes_validate are imported where they are used: when
-estate.cache holds a validator's result for the same files, a run never needs them (0.1 s
-of imports).
+Vendored upstream documents (Kueue's release, k8s/kueue/; Calico's operator, k8s/cni/) are
+validated once, when they are vendored: their index (VENDORED_INDEXES, written by
+`python -m estate.check.kubernetes_schema`; tests/unit/test_kubernetes_check.py validates
+the vendored files again and holds the indexes to them) lists each document's sha256, the schema
+sets it passed, and its fields without a CRD's schema. A rendered file that carries such a
+document verbatim is read from the index for it, not parsed and validated again.
+
+jsonschema, referencing and kubernetes_validate are imported where they are used (0.1 s
+of imports, only for a Kubernetes plane).
 """
 from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
+import json
 import re
-from contextlib import contextmanager
-from functools import lru_cache, partial
+from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 
 import yaml
 
-from estate import cache, paths
+from estate import paths
 from estate.kubernetes_releases import CONTAINERD_CONFIG_VERSION, CONTAINERD_MAJOR
 from estate.model import kubernetes as k8s
 from estate.model.services import MANIFESTS
@@ -31,6 +37,8 @@ from estate.spec.types import DNS_LABEL, DNS_SUBDOMAIN, label_key_problems, labe
 
 CRD_DIR = paths.K8S / "crds"
 SCHEMA_DIR = paths.K8S / "schemas"
+VENDORED_INDEXES = (paths.K8S / "kueue" / "manifests.index.json",
+                    paths.K8S / "cni" / "tigera-operator.index.json")
 
 # Kubernetes' own name and label syntax (apimachinery validation) is the spec types'.
 # Labels a kubelet may set on its own Node (NodeRestriction); other kubernetes.io and
@@ -235,105 +243,98 @@ def containerd_problems(text: str, gpu: bool) -> list[str]:
 
 # --- reading rendered artifacts ----------------------------------------------------------
 
-@lru_cache(maxsize=32768)
-def _parse(content: bytes) -> tuple[tuple, str]:
-    """The documents of a rendered YAML file and the parse error ('' when none): parsed
-    once, however many validators read the file (8,000 kubeadm join files, five readers),
-    and a large file once per machine (estate.cache: the Kueue release is the same bytes
-    in every tree)."""
-    if len(content) < cache.MIN_BYTES:
-        return _parse_now(content) if _SMALL is None else _SMALL.get(
-            content_digest(content), lambda: _parse_now(content))
-    return cache.remembered("yaml", (content_digest(content), yaml.__version__,
-                                     _LOADER.__name__), lambda: _parse_now(content))
-
-
-# Files under cache.MIN_BYTES, one lookup each, cost more than they save; all of a tree's
-# in one entry (estate.cache.Memo) cost one read: a 10,000-node check parsed 17 small
-# manifests in 0.015 s of its Kubernetes half, 8,000 workers parse 8,000 join files. One
-# entry per spec file: a small spec does not read a large one's 8,000 parses, and
-# checking two in turn does not make each drop the other's.
-_SMALL: cache.Memo | None = None
-
-
-@contextmanager
-def small_parses_kept(source: str = ""):
-    """While the artifact checks of the spec at source run: the small files' parses kept
-    between processes."""
-    global _SMALL
-    _SMALL = cache.Memo("yaml-small", (yaml.__version__, _LOADER.__name__,
-                                       os.path.abspath(source) if source else ""))
-    try:
-        yield
-        _SMALL.save()
-    finally:
-        _SMALL = None
-
-
-@lru_cache(maxsize=65536)
-def content_digest(content: bytes) -> str:
-    return hashlib.sha256(content).hexdigest()
+def document_key(text: bytes) -> str:
+    """A document's key in a vendored index: the sha256 of its text without the comment
+    lines before it and the newlines around it."""
+    text = text.strip(b"\n")
+    while text.startswith(b"#"):
+        text = text.partition(b"\n")[2].lstrip(b"\n")
+    return hashlib.sha256(text.rstrip(b"\n")).hexdigest()
 
 
 @lru_cache(maxsize=1)
-def validation_fingerprint() -> tuple[str, ...]:
-    """What a validator's result depends on besides the files' bytes and the Kubernetes
-    version: the libraries, Estate's closed schemas and CRDs, and Estate's code (all of
-    it: 130 files, 1 MB, hash in 3 ms, and no list of the modules a rule reads can go
-    stale). Listed with os.walk, not pathlib's glob (2.4 ms of the 8 it took)."""
-    files = (_files(SCHEMA_DIR, "") + _files(CRD_DIR, "")
-             + _files(paths.PACKAGE, ".py"))
-    return (*_installed("kubernetes_validate", "jsonschema", "referencing", "yaml"),
-            *(hashlib.sha256(Path(f).read_bytes()).hexdigest() for f in files))
-
-
-def _files(top: Path, suffix: str) -> list[str]:
-    """Regular files under top whose names end in suffix, sorted (no __pycache__)."""
-    out = []
-    for root, dirs, names in os.walk(top):
-        dirs[:] = [d for d in dirs if d != "__pycache__"]
-        out += [os.path.join(root, n) for n in names if n.endswith(suffix)]
-    return sorted(out)
-
-
-def _installed(*modules: str) -> list[str]:
-    """The libraries' dist-info directory names (name and version), found without importing
-    them; importlib.metadata would scan every installed distribution (20 ms)."""
-    out = []
-    for m in modules:
-        site = Path(importlib.util.find_spec(m).origin).resolve().parents[1]
-        out += sorted(n for n in _dist_infos(site)
-                      if m.lower() in n.lower().replace("-", "_"))
+def vendored_index() -> dict[str, dict]:
+    """document_key -> {"validated": the schema sets it passed, "light": its fields without
+    a CRD's schema}, for every vendored document."""
+    out = {}
+    for path in VENDORED_INDEXES:
+        index = json.loads(path.read_text())
+        for doc in index["documents"]:
+            out[doc["key"]] = {"validated": index["validated"], "light": doc["light"]}
     return out
 
 
-@lru_cache(maxsize=4)
-def _dist_infos(site: Path) -> tuple[str, ...]:
-    return tuple(n for n in os.listdir(site) if n.endswith(".dist-info"))
+class Piece(NamedTuple):
+    line: int            # the first line of its text in the file (0-based)
+    text: bytes
+    vendored: dict | None   # its vendored_index() entry; None: Estate's own
 
 
-def remembered_problems(name: str, version: str, artifacts, problems) -> list:
-    """A schema validator's problems with these rendered files at this Kubernetes version,
-    file by file: problems(artifact) (those of one file, from its bytes alone), or what the
-    same validation of the same bytes found in an earlier process (estate.cache; the key
-    names the version and validation_fingerprint, and each file's path and sha256).
-    Problems are (path, message, hint) tuples."""
-    items = {f"{a.path}\0{content_digest(a.content)}": partial(_kept, problems, a)
-             for a in artifacts}
-    found = cache.remembered_each(name, (version, *validation_fingerprint()), items)
-    return [p for one in found.values() for p in one]
+@lru_cache(maxsize=32768)
+def _pieces(content: bytes) -> tuple[Piece, ...] | None:
+    """The file's documents, split at the `---` lines, where some of them are vendored
+    documents verbatim; None where none is (the file is parsed whole)."""
+    if b"\n---\n" not in content:
+        return None
+    index, out, line = vendored_index(), [], 0
+    for text in content.split(b"\n---\n"):
+        out.append(Piece(line, text, index.get(document_key(text))))
+        line += text.count(b"\n") + 2
+    return tuple(out) if any(p.vendored for p in out) else None
 
 
-def _kept(problems, artifact) -> tuple:
-    return tuple(tuple(p[:3]) for p in problems(artifact))
+@lru_cache(maxsize=32768)
+def _parse(content: bytes) -> tuple[tuple, str]:
+    """The documents of a rendered YAML file and the parse error ('' when none): parsed
+    once, however many validators read the file (8,000 kubeadm join files, five readers)."""
+    pieces = _pieces(content)
+    if pieces is None:
+        return _parse_now(content)
+    docs = []
+    for p in pieces:
+        found, err = _parse_piece(p)
+        if err:
+            return tuple(docs), err
+        docs += found
+    return tuple(docs), ""
 
 
-def _parse_now(content: bytes) -> tuple[tuple, str]:
+def own_texts(artifact) -> list[bytes]:
+    """The file's text but its vendored documents (which carry no bootstrap token either:
+    tests/unit/test_kueue_install.py)."""
+    pieces = _pieces(artifact.content)
+    return [artifact.content] if pieces is None else [p.text for p in pieces if not p.vendored]
+
+
+def unvalidated_documents(artifact, version: str) -> list:
+    """The parsed documents of a rendered file but those vendored verbatim and validated
+    when vendored against this version's schema set."""
+    pieces = _pieces(artifact.content)
+    if pieces is None:
+        return documents(artifact)
+    schemas = schema_version(version)
+    out = []
+    for p in pieces:
+        if not (p.vendored and schemas in p.vendored["validated"]):
+            out += _parse_piece(p)[0]
+    return out
+
+
+def _parse_piece(piece: Piece) -> tuple[tuple, str]:
+    return _parse_text(piece.text, piece.line)
+
+
+@lru_cache(maxsize=1024)
+def _parse_text(text: bytes, first_line: int) -> tuple[tuple, str]:
+    return _parse_now(text, first_line)
+
+
+def _parse_now(content: bytes, first_line: int = 0) -> tuple[tuple, str]:
     try:
         return tuple(d for d in yaml.load_all(content, Loader=_LOADER) if d is not None), ""
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        at = f" at line {first_line + mark.line + 1}, column {mark.column + 1}" if mark else ""
         return (), f"{getattr(exc, 'problem', None) or type(exc).__name__}{at}"
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         return (), f"{type(exc).__name__}: {exc}"
@@ -345,7 +346,13 @@ def documents(artifact) -> list:
 
 
 def parse_error(artifact) -> str:
-    return _parse(artifact.content)[1]
+    """Why the file does not parse ('' when it does); its vendored documents are YAML that
+    parsed when they were vendored."""
+    pieces = _pieces(artifact.content)
+    if pieces is None:
+        return _parse(artifact.content)[1]
+    return next((err for p in pieces if not p.vendored for err in [_parse_piece(p)[1]] if err),
+                "")
 
 
 def _first(text: str):
@@ -356,18 +363,20 @@ def _first(text: str):
 def _dicts(artifact) -> list[dict]:
     """The file's mapping documents, each CustomResourceDefinition without its spec: the
     readers of this list look for other kinds, and a CRD's spec is its OpenAPI schema
-    (805 of the 862 KB Kueue's release parses to, 8 ms of every check's Kubernetes half
-    to read back from estate.cache). documents() gives them whole."""
+    (805 of the 862 KB Kueue's release parses to). A vendored document comes from its
+    index, unparsed. documents() gives them whole."""
     return list(_light(artifact.content))
 
 
 @lru_cache(maxsize=32768)
 def _light(content: bytes) -> tuple[dict, ...]:
-    if len(content) < cache.MIN_BYTES:
+    pieces = _pieces(content)
+    if pieces is None:
         return _without_crd_specs(_parse(content)[0])
-    return cache.remembered("yaml-light", (content_digest(content), yaml.__version__,
-                                           _LOADER.__name__),
-                            lambda: _without_crd_specs(_parse(content)[0]))
+    out = []
+    for p in pieces:
+        out += [p.vendored["light"]] if p.vendored else _without_crd_specs(_parse_piece(p)[0])
+    return tuple(out)
 
 
 def _without_crd_specs(docs: tuple) -> tuple[dict, ...]:
@@ -439,3 +448,53 @@ def nominal_gpus(queues: list) -> dict[str, int]:
                     if r["name"] == k8s.GPU_RESOURCE:
                         out[f["name"]] = out.get(f["name"], 0) + int(r["nominalQuota"])
     return out
+
+
+# --- the index of a vendored file, written when it is vendored ---------------------------
+
+def validated_sets() -> list[str]:
+    """The schema sets a vendored document is validated against: every one
+    kubernetes-validate ships from 1.MIN_MINOR on."""
+    return [v for v in shipped_versions() if int(v.split(".")[1]) >= MIN_MINOR]
+
+
+def index_of(path: Path) -> dict:
+    """The index of a vendored manifest file (VENDORED_INDEXES): each document's kind,
+    name, document_key and fields without a CRD's schema, after validating every document
+    against validated_sets(); ValueError listing what fails (nothing is indexed then)."""
+    data = path.read_bytes()
+    sets, docs, problems = validated_sets(), [], []
+    for text in data.split(b"\n---\n"):
+        parsed, err = _parse_now(text)
+        if err or len(parsed) != 1 or not isinstance(parsed[0], dict):
+            problems.append(f"a document that is not one mapping: {err or len(parsed)}")
+            continue
+        doc = parsed[0]
+        problems += [f"{_kind_name(doc)}: {e}" for v in sets for e in validate_object(doc, v)]
+        if BOOTSTRAP_TOKEN.search(text.decode(errors="replace")):
+            problems.append(f"{_kind_name(doc)}: holds a kubeadm bootstrap token")
+        docs.append({"kind": doc["kind"], "name": doc["metadata"]["name"],
+                     "key": document_key(text), "light": _without_crd_specs((doc,))[0]})
+    if problems:
+        raise ValueError(f"{path}: " + "; ".join(problems[:20]))
+    return {"source": path.relative_to(paths.TREE).as_posix(),
+            "sha256": hashlib.sha256(data).hexdigest(), "validated": sets, "documents": docs}
+
+
+def _kind_name(doc: dict) -> str:
+    return f"{doc.get('kind')}/{(doc.get('metadata') or {}).get('name', '?')}"
+
+
+def index_path(manifest: Path) -> Path:
+    return manifest.with_name(manifest.name.removesuffix(".yaml") + ".index.json")
+
+
+def write_indexes() -> None:
+    """Validate and index every vendored file (scripts/kueue-vendor.sh runs it)."""
+    for index in VENDORED_INDEXES:
+        manifest = index.with_name(index.name.removesuffix(".index.json") + ".yaml")
+        index.write_text(json.dumps(index_of(manifest), indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    write_indexes()

@@ -15,7 +15,6 @@ from functools import lru_cache
 
 import yaml
 
-from estate import cache
 from estate.model import kubernetes as k8s
 from estate.render import hardening
 from estate.render.templates import ROOT, RenderError
@@ -32,11 +31,7 @@ def vendored(path: str, sha256: str) -> tuple[dict, ...]:
     if have != sha256:
         raise RenderError(f"{path}: sha256 {have}, pinned {sha256}; restore the upstream "
                           "file (its README names the source)")
-    # the same pinned bytes in every process: parsed once per machine (estate.cache)
-    docs = cache.remembered("vendored", (sha256, yaml.__version__, _Loader.__name__),
-                            lambda: [d for d in yaml.load_all(data, Loader=_Loader)
-                                     if isinstance(d, dict)])
-    return tuple(docs)
+    return tuple(d for d in yaml.load_all(data, Loader=_Loader) if isinstance(d, dict))
 
 
 def _on_gpu_workers(estate: Estate, pod: dict) -> None:

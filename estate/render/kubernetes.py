@@ -12,18 +12,12 @@ the plane.
 """
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import shlex
-import sys
-from contextlib import contextmanager
 from functools import lru_cache
-from pathlib import Path
 
 import yaml
 
-from estate import cache
 from estate.model.kubernetes import (  # the facts this renderer lays out
     API_PORT, CA_HASH_PLACEHOLDER, CERT_KEY_PLACEHOLDER, CONTAINERD_APT_LIST,
     CONTAINERD_APT_PREF, CRI_SOCKET, DEFAULT_LOCAL_QUEUE,
@@ -65,8 +59,7 @@ TEMPLATES = "k8s/templates"
 
 class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):   # libyaml emits 10x faster
     """Multi-line strings (embedded YAML, configs) as literal blocks, for readable diffs.
-    No anchors: an object the data holds twice is written out twice, so the YAML is a
-    function of the data's value alone (what _dumps keeps it by)."""
+    No anchors: an object the data holds twice is written out twice."""
 
     def ignore_aliases(self, data) -> bool:
         return True
@@ -78,8 +71,7 @@ _Dumper.add_representer(str, lambda d, s: d.represent_scalar(
 
 def to_yaml(data, indent: int = 0) -> str:
     """Block YAML for nested data, indented to sit under a template key."""
-    text = _dump(data) if _DUMPS is None else _DUMPS.get(
-        hashlib.sha256(repr(data).encode()).hexdigest(), lambda: _dump(data))
+    text = _dump(data)
     pad = " " * indent
     return "\n".join(pad + line if line else line for line in text.rstrip("\n").split("\n"))
 
@@ -87,33 +79,6 @@ def to_yaml(data, indent: int = 0) -> str:
 def _dump(data) -> str:
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
                      width=1000)
-
-
-# PyYAML's representer runs in Python and is most of a large plane's render (8,000
-# workers' join and kind documents: 16 of 20 profiled seconds; the GPU add-ons' upstream
-# documents: 0.014 s of every 10,000-node check). A document's YAML is a function of its
-# data's repr (keys in order, every value with its type; no anchors, see _Dumper), of
-# this module (the representers) and of PyYAML, libyaml and Python: it is kept by
-# estate.cache for the next process while render_kubernetes runs, one entry per spec file
-# (a small spec does not read the YAML of a large one's 8,000 workers).
-_DUMPS: cache.Memo | None = None
-
-
-@contextmanager
-def _dumps_kept(source: str = ""):
-    global _DUMPS
-    _DUMPS = cache.Memo("yaml-dump", (yaml.__version__, _libyaml(), sys.version,
-                                      Path(__file__).read_bytes(),
-                                      os.path.abspath(source) if source else ""))
-    try:
-        yield
-        _DUMPS.save()
-    finally:
-        _DUMPS = None
-
-
-def _libyaml() -> str:
-    return yaml._yaml.get_version_string() if hasattr(yaml, "CSafeDumper") else ""
 
 
 def _render(template: str, estate: Estate, source: str, **ctx) -> bytes:
@@ -804,5 +769,4 @@ def render_kubernetes(estate: Estate, source: str = "") -> list[Artifact]:
     """Every Kubernetes-plane artifact; nothing when the spec has no Kubernetes plane."""
     if estate.spec.kubernetes is None or not control_planes(estate):
         return []
-    with _dumps_kept(source):
-        return [a for build in BUILDERS for a in build(estate, source)]
+    return [a for build in BUILDERS for a in build(estate, source)]

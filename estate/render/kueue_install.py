@@ -1,5 +1,6 @@
 """Kueue itself: the vendored release manifests (k8s/kueue/manifests.yaml, checksummed in
-k8s/kueue/SHA256SUMS), rendered with Estate's configuration and placement: the release as
+k8s/kueue/SHA256SUMS, validated and indexed in k8s/kueue/manifests.index.json when
+vendored: estate.check.kubernetes_schema.index_of), rendered with Estate's configuration and placement: the release as
 40-kueue-install.yaml, the controller's ConfigMap and Deployment as 41-kueue-controller.yaml.
 
 Three documents of the release are Estate's: the kueue-system Namespace (fenced off the GPU
@@ -17,7 +18,7 @@ from functools import lru_cache
 
 import yaml
 
-from estate import cache, paths
+from estate import paths
 from estate.model import kubernetes as k8s
 from estate.model.services import MANIFESTS
 from estate.render.artifacts import Artifact
@@ -27,6 +28,7 @@ from estate.spec.resolved import Estate
 KUEUE_DIR = paths.K8S / "kueue"
 MANIFESTS_FILE = KUEUE_DIR / "manifests.yaml"
 SUMS_FILE = KUEUE_DIR / "SHA256SUMS"
+INDEX_FILE = KUEUE_DIR / "manifests.index.json"
 CONFIG_MAP = ("ConfigMap", k8s.KUEUE_CONFIG_MAP)
 CONFIG_KEY = k8s.KUEUE_CONFIG_KEY
 DEPLOYMENT = ("Deployment", k8s.KUEUE_DEPLOYMENT)
@@ -47,31 +49,12 @@ def vendored() -> tuple[tuple[str, str, str], ...]:
         raise RenderError(f"{MANIFESTS_FILE}: sha256 {have}, SHA256SUMS says {want}; "
                           "re-vendor it with scripts/kueue-vendor.sh")
     texts = data.decode().split("\n---\n")
-    # the index is a function of the checked bytes: once per machine (12 ms a process)
-    index = cache.remembered("kueue-index", (have,), lambda: [_kind_and_name(t) for t in texts])
-    return tuple((kind, name, text.rstrip("\n") + "\n")
-                 for (kind, name), text in zip(index, texts, strict=True))
-
-
-def _kind_and_name(text: str) -> tuple[str, str]:
-    """A release document's kind and metadata.name, read from its top-level lines: kustomize
-    writes kind: and metadata: at column 0 and metadata's keys two spaces in. A YAML load
-    of all 79 documents for these two fields cost every estate command 0.4 s;
-    tests/unit/test_kueue_install.py holds this reading to a full parse."""
-    kind = name = None
-    in_metadata = False
-    for line in text.splitlines():
-        if line and not line[0].isspace():
-            in_metadata = line.rstrip() == "metadata:"
-            if line.startswith("kind: "):
-                kind = line[6:].strip()
-        elif in_metadata and line.startswith("  name: "):
-            name = line[8:].strip()
-            in_metadata = False
-    if kind is None or name is None:
-        raise RenderError(f"{MANIFESTS_FILE}: a document without kind or metadata.name; "
-                          "re-vendor it with scripts/kueue-vendor.sh")
-    return kind, name
+    index = json.loads(INDEX_FILE.read_text())
+    if index["sha256"] != have:
+        raise RenderError(f"{INDEX_FILE} indexes another file than {MANIFESTS_FILE} (sha256 "
+                          f"{index['sha256']}); re-vendor it with scripts/kueue-vendor.sh")
+    return tuple((d["kind"], d["name"], text.rstrip("\n") + "\n")
+                 for d, text in zip(index["documents"], texts, strict=True))
 
 
 def vendored_doc(kind: str, name: str) -> dict:

@@ -484,6 +484,44 @@ def test_a_toolkit_that_takes_the_devices_variable_is_caught(lab):
     assert any("pods get no GPU" in m for m in msgs), msgs
 
 
+def test_shipped_versions_read_without_import_match_kubernetes_validate():
+    """Its all_versions() names each minor twice (the -local and -local-strict sets)."""
+    import kubernetes_validate
+    assert list(kcheck.shipped_versions()) == \
+        list(dict.fromkeys(kubernetes_validate.utils.all_versions()))
+
+
+@pytest.mark.parametrize("index", kcheck.VENDORED_INDEXES, ids=lambda p: p.parent.name)
+def test_each_vendored_file_validates_and_its_index_is_its_own(index):
+    """Validated once, when vendored: every document strictly against each schema set from
+    1.31 on, no bootstrap token; and the index `estate check` reads is the one the file
+    gives now (python -m estate.check.kubernetes_schema writes them)."""
+    import json
+    manifest = index.with_name(index.name.removesuffix(".index.json") + ".yaml")
+    assert kcheck.index_path(manifest) == index
+    assert kcheck.index_of(manifest) == json.loads(index.read_text())
+
+
+def test_a_vendored_document_changed_in_a_rendered_file_is_parsed_and_validated():
+    """A piece of a rendered file that is not a vendored document byte for byte is Estate's
+    own: parsed and validated, with its parse error's line counted in the whole file."""
+    from estate.render.artifacts import Artifact
+    text = (ROOT / "k8s" / "cni" / "tigera-operator.yaml").read_bytes()
+    pieces = text.split(b"\n---\n")
+    changed = pieces[1].replace(b"kind: ServiceAccount", b"kind: ServiceAccount\nbogus: 1")
+    art = Artifact("kubernetes/manifests/x.yaml",
+                   b"\n---\n".join([pieces[0], changed, *pieces[2:]]), Hostlist.parse("a"),
+                   k8s.PLANE)
+    docs = kcheck.unvalidated_documents(art, "1.36.0")
+    assert [d["kind"] for d in docs] == ["ServiceAccount"] and docs[0]["bogus"] == 1
+    assert any("bogus" in e for e in kcheck.validate_object(docs[0], "1.36.0"))
+    broken = Artifact(art.path, b"\n---\n".join([pieces[0], b"a: [\n", *pieces[1:]]),
+                      art.consumers, art.plane)
+    line = pieces[0].count(b"\n") + 3
+    assert f"line {line}," in kcheck.parse_error(broken) or \
+        f"line {line + 1}," in kcheck.parse_error(broken), kcheck.parse_error(broken)
+
+
 def test_the_model_reserves_what_the_rendered_daemonsets_request_on_a_gpu_worker(lab):
     """k8s.DAEMONSET_REQUESTS is what the quotas leave out: it must be the rendered pods'
     requests (init containers counted as the scheduler does), one pod of each per node."""

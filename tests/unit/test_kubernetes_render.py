@@ -850,34 +850,6 @@ def test_cert_renewal_stopped_midway_puts_every_manifest_back(tmp_path):
     assert sorted(p.name for p in manifests.iterdir()) == sorted(f"{p}.yaml" for p in pods)
 
 
-def test_yaml_kept_between_processes_is_the_yaml_dumped_afresh(tmp_path, monkeypatch):
-    """The renderer keeps each document's YAML by its data's repr (estate.cache): a second
-    render reads what the first dumped, byte for byte, and data equal in value but not in
-    type (1 and "1", True and 1, a tuple and a list) is dumped on its own."""
-    from estate import cache
-    from estate.render import kubernetes as kr
-    monkeypatch.delenv("ESTATE_NO_CACHE", raising=False)
-    monkeypatch.setattr(cache.tempfile, "tempdir", str(tmp_path))
-    cache.directory.cache_clear()
-    try:
-        est = Estate(load_text((ROOT / "stacks" / "example-prod.yaml").read_text()).spec)
-        first = {a.path: a.content for a in render_kubernetes(est)}
-        dumped = []
-        monkeypatch.setattr(kr, "_dump", lambda data: dumped.append(data) or "not kept")
-        assert {a.path: a.content for a in render_kubernetes(est)} == first
-        assert not dumped, "every document's YAML came from the first render"
-        monkeypatch.undo()
-        monkeypatch.setattr(cache.tempfile, "tempdir", str(tmp_path))
-        with kr._dumps_kept():
-            pairs = [kr.to_yaml(d) for d in ({"a": 1}, {"a": "1"}, {"a": True}, {"a": 1},
-                                             {"a": (1, 2)}, {"a": [1, 2]})]
-        assert pairs == [kr._dump(d).rstrip("\n") for d in (
-            {"a": 1}, {"a": "1"}, {"a": True}, {"a": 1}, {"a": (1, 2)}, {"a": [1, 2]})]
-        assert len(set(pairs)) == 4   # {"a": 1} twice; a tuple is dumped as a list
-    finally:
-        cache.directory.cache_clear()
-
-
 def test_an_object_held_twice_is_written_out_twice_not_as_an_alias():
     from estate.render.kubernetes import to_yaml
     shared = {"key": "value"}

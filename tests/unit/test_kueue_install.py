@@ -4,6 +4,7 @@ has no node to run on."""
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import replace
 
 import pytest
@@ -232,8 +233,50 @@ def test_tampered_install_is_caught(prod, tamper, vid, text):
     assert any(text in f.message for f in found[vid]), [f.message for f in found[vid]]
 
 
-def test_the_release_index_reads_kind_and_name_as_a_yaml_parse_does():
-    import yaml as pyyaml
-    docs = [d for d in pyyaml.safe_load_all(kueue.MANIFESTS_FILE.read_text()) if d]
+def test_the_vendored_release_is_indexed():
+    """Validated and indexed once, when vendored (scripts/kueue-vendor.sh)."""
+    assert kueue.INDEX_FILE in kcheck.VENDORED_INDEXES   # test_kubernetes_check validates it
+    assert json.loads(kueue.INDEX_FILE.read_text())["sha256"] == \
+        hashlib.sha256(kueue.MANIFESTS_FILE.read_bytes()).hexdigest()
+
+
+def test_the_index_reads_kind_and_name_as_a_yaml_parse_does():
+    docs = [d for d in yaml.load_all(kueue.MANIFESTS_FILE.read_text(), Loader=LOADER) if d]
     assert [(k, n) for k, n, _ in kueue.vendored()] == \
         [(d["kind"], d["metadata"]["name"]) for d in docs]
+
+
+def test_an_index_of_another_file_is_refused(tmp_path, monkeypatch):
+    index = json.loads(kueue.INDEX_FILE.read_text())
+    index["sha256"] = "0" * 64
+    bad = tmp_path / "manifests.index.json"
+    bad.write_text(json.dumps(index))
+    monkeypatch.setattr(kueue, "INDEX_FILE", bad)
+    kueue.vendored.cache_clear()
+    try:
+        with pytest.raises(RenderError, match="indexes another file"):
+            kueue.vendored()
+    finally:
+        kueue.vendored.cache_clear()
+
+
+def test_check_parses_and_validates_only_estates_own_documents_of_the_install(prod, monkeypatch):
+    """The release's documents, verbatim in the rendered install, are read from the index:
+    only the Namespace Estate fences is parsed and validated."""
+    estate, arts = prod
+    from estate.check import kubernetes_artifacts as ka
+    parsed, validated = [], []
+    real_parse, real_validate = kcheck._parse_now, kcheck.validate_object
+    monkeypatch.setattr(kcheck, "_parse_now", lambda text, line=0: parsed.append(text) or
+                        real_parse(text, line))
+    monkeypatch.setattr(ka, "validate_object", lambda doc, v: validated.append(
+        (doc["kind"], doc["metadata"]["name"])) or real_validate(doc, v))
+    for cached in (kcheck._pieces, kcheck._parse, kcheck._light, kcheck._parse_text):
+        cached.cache_clear()
+    install = {INSTALL: arts[INSTALL]}
+    ctx = type("Ctx", (), {"estate": estate, "artifacts": install})
+    assert list(ka.manifest_invalid(ctx)) == []
+    assert validated == [kueue.NAMESPACE]
+    assert len(parsed) == 1 and b"kind: Namespace" in parsed[0]
+    assert len(kcheck._dicts(arts[INSTALL])) == len(kueue.vendored()) - 2   # but the controller
+    assert not list(ka.secret_rendered(ctx))

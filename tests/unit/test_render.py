@@ -199,3 +199,54 @@ def test_a_file_not_exactly_as_rendered_is_written_again(tmp_path, monkeypatch, 
     for p, ino in outside.items():   # what lay outside the tree is as it was
         assert p.stat().st_ino == ino
     assert (out / "keys" / "munge.key").stat().st_mode & 0o7777 == 0o400
+
+
+# --- templates compiled ahead (estate/render/compiled/) ------------------------------------
+
+def test_each_template_ships_compiled_as_a_fresh_compile_gives_it():
+    """`python -m estate.render.templates` after editing a template (or upgrading Jinja)."""
+    from estate.render import templates as T
+    names = T.template_names()
+    shipped = {p.stem for p in T.COMPILED.glob("t_*.py")}
+    assert shipped == {T.compiled_name(n) for n in names}
+    stale = [n for n in names
+             if (T.COMPILED / f"{T.compiled_name(n)}.py").read_text() != T.compiled_source(n)]
+    assert stale == [], "run: python -m estate.render.templates"
+
+
+def _fresh_environment(monkeypatch, stamp=None):
+    from estate.render import templates as T
+    T.environment.cache_clear()
+    if stamp is not None:
+        monkeypatch.setattr(T, "_stamp", stamp)
+    return T.environment()
+
+
+def test_a_template_edited_since_it_was_compiled_is_compiled_from_its_source(monkeypatch):
+    from estate.render import templates as T
+    name = "slurm_conf/cgroup.conf.j2"
+    try:
+        env = _fresh_environment(monkeypatch)
+        assert env.get_template(name).filename == str(T.COMPILED / f"{T.compiled_name(name)}.py")
+        real = T._TemplateLoader.get_source
+        monkeypatch.setattr(T._TemplateLoader, "get_source", lambda self, e, n: (
+            "edited {{ 1 + 1 }}\n", *real(self, e, n)[1:]) if n == name else real(self, e, n))
+        env = _fresh_environment(monkeypatch)
+        assert env.get_template(name).render() == "edited 2\n"
+    finally:
+        T.environment.cache_clear()
+
+
+def test_the_compiled_templates_render_what_the_sources_render(monkeypatch):
+    from estate.render import templates as T
+    spec = ROOT / "stacks" / "example-prod.yaml"
+    try:
+        compiled = build(spec).artifacts
+        env = _fresh_environment(monkeypatch, stamp=lambda source: ("no module matches",))
+        from_source = build(spec).artifacts
+        assert env.get_template("slurm_conf/slurm.conf.j2").filename.endswith(".j2")
+    finally:
+        T.environment.cache_clear()
+    assert compiled.manifest() == from_source.manifest()
+    assert {p: a.content for p, a in compiled.items()} == \
+        {p: a.content for p, a in from_source.items()}

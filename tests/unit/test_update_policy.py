@@ -16,7 +16,6 @@ import yaml
 from estate.catalogue import SLURM_SUITES
 from estate.model.services import SLURMD_RESTART
 from estate.diff import CONFS, _fields, _lines, batches, diff, hostlist_of, unified_diff
-from estate.diff_cli import plain
 from estate.spec.hostlist import Hostlist
 from estate.model import update_policy as up
 from estate.pipeline import build
@@ -361,51 +360,13 @@ def test_hostlist_of_is_from_names():
         assert hostlist_of(names[::-1]) == Hostlist.from_names(names[::-1])
 
 
-def test_the_plain_call_takes_what_typer_would_and_leaves_the_rest_to_it():
-    assert plain(["diff", "a.yaml", "b.yaml", "--no-diff", "--output", "json"]) is not None
-    assert plain(["diff", "b.yaml", "--against", "dir", "--keep-up", "0.5"]) is not None
-    for argv in (["diff", "a.yaml"], ["diff", "a", "b", "c"], ["diff", "a", "b", "--bogus"],
-                 ["diff", "a", "b", "--output", "xml"], ["diff", "a", "b", "--keep-up", "2"],
-                 ["diff", "a", "--against"], ["check", "a"]):
-        assert plain(argv) is None, argv
-
-
-def test_the_old_sides_kept_tree_gives_the_same_report(tmp_path, monkeypatch):
-    import estate.diff as D
+def test_each_diff_renders_both_specs_as_they_are_now(tmp_path):
+    """Nothing of an earlier run is kept: an old spec edited to the new one's content
+    diffs as no change at once."""
     old, new = variant(tmp_path, "old", "22.05"), variant(tmp_path, "new", "22.05", max_time)
-    first = diff(old, new).as_dict()
-    _, estate = D.prepare(old)
-    kept = D.kept_tree(D.tree_parts(estate, old, str(new)))
-    if kept is None:
-        pytest.skip("no estate.cache directory here (ESTATE_NO_CACHE or an unsafe /tmp)")
-    fresh = D.render_side(old, source=str(new))
-    assert {p: (f.content, f.consumers, f.mode, f.owner) for p, f in kept.items()} == \
-        {p: (f.content, f.consumers, f.mode, f.owner) for p, f in fresh.files.items()}
-    assert diff(old, new).as_dict() == first
-    # another Estate (its code or templates changed) is another key: rendered again
-    monkeypatch.setattr(D, "code_fingerprint", lambda: ("another Estate",))
-    assert D.kept_tree(D.tree_parts(estate, old, str(new))) is None
-    assert diff(old, new).as_dict() == first
-
-
-def test_a_kept_old_side_is_not_loaded_again_until_its_overlay_changes(tmp_path, monkeypatch):
-    import estate.diff as D
-    from estate.spec.handoff_overlay import path_for
-    old, new = variant(tmp_path, "old", "22.05"), variant(tmp_path, "new", "22.05", max_time)
-    first = diff(old, new).as_dict()
-    if D.kept_side(old, str(new)) is None:
-        pytest.skip("no estate.cache directory here (ESTATE_NO_CACHE or an unsafe /tmp)")
-    loaded = []
-    real = D.prepare
-    monkeypatch.setattr(D, "prepare", lambda spec: loaded.append(Path(spec)) or real(spec))
-    assert diff(old, new).as_dict() == first
-    assert loaded == [new]                     # the old spec's release, roles, tree: kept
-    # a handoff overlay beside the old spec is merged on load: the kept side is not its
-    path_for(old).write_text("nodes: {gpu1: {plane: nowhere}}\n")
-    assert D.kept_side(old, str(new)) is None
-    report = diff(old, new)
-    assert old in loaded[1:] and not report.old.ok
-    assert [f.location.split(":")[0] for f in report.old.findings] == [str(path_for(old))]
+    assert diff(old, new).changed
+    old.write_bytes(new.read_bytes())
+    assert not diff(old, new).changed
 
 
 def test_the_cli_default_share_is_the_orders():

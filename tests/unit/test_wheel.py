@@ -90,6 +90,9 @@ def test_the_installed_estate_reads_its_data_from_the_wheel(installed, work):
     assert tree == installed["package"] / "_tree"
     assert roles == tree / "roles" and lib == roles / "_lib" / "__init__.py"
     assert os.access(tree / "scripts" / "slurm-root.sh", os.X_OK)
+    # the templates compiled ahead (estate.render.templates), and the vendored indexes
+    assert (package / "render" / "compiled" / "t_slurm_conf_slurm_conf_j2.py").is_file()
+    assert (tree / "k8s" / "kueue" / "manifests.index.json").is_file()
 
 
 def test_check_render_import_and_plan_run_from_the_wheel(installed, work):

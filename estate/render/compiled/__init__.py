@@ -1,0 +1,1 @@
+"""Estate's templates, compiled ahead (estate.render.templates)."""
