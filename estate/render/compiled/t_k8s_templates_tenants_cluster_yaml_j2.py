@@ -1,5 +1,5 @@
 """k8s/templates/tenants-cluster.yaml.j2, compiled by estate.render.templates.write_compiled: do not edit."""
-STAMP = ('bc13c0c16ac8fd6629820470ec40ad280c040ce59500d9a05c0103e2bf539878', '3.1.6', 'undefined=StrictUndefined,keep_trailing_newline=True,trim_blocks=True,lstrip_blocks=True,autoescape=False,finalize=_finalize')
+STAMP = ('4cb6b04e8ef74a8a01e2f061525f00d6c36cc8a17b05cc05326bc93532d3f1e5', '3.1.6', 'undefined=StrictUndefined,keep_trailing_newline=True,trim_blocks=True,lstrip_blocks=True,autoescape=False,finalize=_finalize')
 from jinja2.runtime import LoopContext, Macro, Markup, Namespace, TemplateNotFound, TemplateReference, TemplateRuntimeError, Undefined, escape, identity, internalcode, markup_join, missing, str_join
 name = 'k8s/templates/tenants-cluster.yaml.j2'
 
@@ -12,6 +12,8 @@ def root(context, missing=missing):
     l_0_spec = resolve('spec')
     l_0_source = resolve('source')
     l_0_tenants = resolve('tenants')
+    l_0_minter_users = resolve('minter_users')
+    l_0_minter_renew = resolve('minter_renew')
     l_0_tenant_role = resolve('tenant_role')
     l_0_y = resolve('y')
     l_0_tenant_role_rules = resolve('tenant_role_rules')
@@ -44,6 +46,23 @@ def root(context, missing=missing):
         yield str(environment.finalize(context, t_1(context.eval_ctx, str_join(('Workloads of tenant ', environment.getattr(l_1_t, 'name'), )))))
         yield '\n---\n'
     l_1_t = missing
+    if (undefined(name='minter_users') if l_0_minter_users is missing else l_0_minter_users):
+        pass
+        yield "# The bridge minters renew their own client certificates (estate-bridge-renew on the Slurm\n# controllers): each may ask for a certificate and read its request, nothing else. Only the\n# control planes' estate-bridge-approve approves, and only a minter's request for itself.\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: "
+        yield str(environment.finalize(context, t_1(context.eval_ctx, (undefined(name='minter_renew') if l_0_minter_renew is missing else l_0_minter_renew))))
+        yield '\nrules:\n- apiGroups: ["certificates.k8s.io"]\n  resources: ["certificatesigningrequests"]\n  verbs: ["create", "get"]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: '
+        yield str(environment.finalize(context, t_1(context.eval_ctx, (undefined(name='minter_renew') if l_0_minter_renew is missing else l_0_minter_renew))))
+        yield '\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: '
+        yield str(environment.finalize(context, t_1(context.eval_ctx, (undefined(name='minter_renew') if l_0_minter_renew is missing else l_0_minter_renew))))
+        yield '\nsubjects:\n'
+        for l_1_user in (undefined(name='minter_users') if l_0_minter_users is missing else l_0_minter_users):
+            _loop_vars = {}
+            pass
+            yield '- apiGroup: rbac.authorization.k8s.io\n  kind: User\n  name: '
+            yield str(environment.finalize(context, t_1(context.eval_ctx, l_1_user)))
+            yield '\n'
+        l_1_user = missing
+        yield '---\n'
     yield "# What a tenant's groups may do in their namespace (estate.model.kubernetes.TENANT_ROLE):\n# run their work, read the boundaries the estate owns, never change them.\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: "
     yield str(environment.finalize(context, t_1(context.eval_ctx, (undefined(name='tenant_role') if l_0_tenant_role is missing else l_0_tenant_role))))
     yield '\nrules:\n'
@@ -51,4 +70,4 @@ def root(context, missing=missing):
     yield '\n\n'
 
 blocks = {}
-debug_info = '1=24&3=28&7=32&10=34&13=36&18=38&19=40&22=42&30=46&32=48'
+debug_info = '1=26&3=30&7=34&10=36&13=38&18=40&19=42&22=44&25=47&32=50&41=52&45=54&47=56&50=60&59=65&61=67'
