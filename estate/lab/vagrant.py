@@ -23,7 +23,7 @@ from estate.lab import driver
 from estate.lab.driver import LabError
 from estate.render.lab import PATH as NODES_PATH
 from estate.provision.secrets import LAB_DIR, LAB_SECRETS, LAB_SSH_KEY
-from estate.render.lab import MOLECULE_PREFIX, PREFIX
+from estate.render.lab import MOLECULE_PREFIX, PREFIX, container_name
 
 VAGRANT_STATE = LAB_DIR / "vagrant"
 LABEL = f"{PREFIX}=1"
@@ -170,9 +170,23 @@ def not_started(render_dir: Path) -> dict[str, str]:
             for n in nodes if n["container"] not in up}
 
 
-def vagrant_up(render_dir: Path, image: str, names: list[str]) -> None:
-    run(["vagrant", "up", "--provider=docker", "--parallel", *names],
-        env=vagrant_env(render_dir, image), timeout=900)
+def vagrant_up(render_dir: Path, image: str, names: list[str], log=print) -> None:
+    env = vagrant_env(render_dir, image)
+    up = ["vagrant", "up", "--provider=docker"]
+    if run([*up, "--parallel", *names], env=env, timeout=900, check=False,
+           quiet=True).returncode == 0:
+        return
+    # Vagrant 2.3's docker provider, creating machines in parallel, has recorded one
+    # machine's container as another's (nfs1's id was ctl1's container, and nfs1 had none:
+    # "docker inspect ... No such object"). Start again from nothing, one machine at a time.
+    log("lab: vagrant up --parallel failed; removing its containers and bringing the "
+        "machines up one at a time")
+    run(["vagrant", "destroy", "-f", *names], env=env, check=False, quiet=True)
+    run(["docker", "rm", "-f", *(container_name(n) for n in names)], check=False, quiet=True)
+    import shutil
+    for name in names:
+        shutil.rmtree(VAGRANT_STATE / "machines" / name, ignore_errors=True)
+    run([*up, "--no-parallel", *names], env=env, timeout=900)
 
 
 def wait_for_ssh(nodes: list[dict], timeout: float = 60) -> None:
@@ -245,6 +259,6 @@ def up(spec: Path, render_dir: Path, only: list[str] | None = None, log=print):
         # `vagrant up` on running machines only re-checks them (about 2 s a machine);
         # when Docker already shows each one running the current image, skip it.
         if not running(nodes, image):
-            vagrant_up(render_dir, image, [n["name"] for n in nodes])
+            vagrant_up(render_dir, image, [n["name"] for n in nodes], log)
         wait_for_ssh(nodes)
     return result, nodes, t
