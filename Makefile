@@ -17,7 +17,7 @@ test-deps:
 	@scripts/install-deps.sh test
 
 venv:
-	@scripts/venv.sh
+	@scripts/venv.sh $(VENV_EXTRA)
 
 check: venv
 	$(ESTATE) check $(SPEC)
@@ -30,7 +30,9 @@ render: venv
 doctor: deps venv
 	$(ESTATE) doctor $(SPEC)
 
-## The main job on the embedded lab spec.
+## The main job on the embedded lab spec, on a venv with what it runs (the `lab` extra; the
+## test tiers add theirs to it).
+lab: VENV_EXTRA = lab
 lab: deps lab-image-ahead venv doctor check render lab-ns lab-vagrant
 
 ## The lab's node image, built in the background while .venv, doctor and the namespace lab

@@ -12,13 +12,29 @@ py=python3
 if /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null; then
   py=/usr/bin/python3
 fi
+# The extra to install: `lab` (what `make lab` runs) or `test` (every tier; it holds lab's).
+extra=${1:-test}
 stamp=.venv/.pyproject.sha256
-want=$( (cat pyproject.toml "$0"; "$py" -c 'import sys; print(sys.executable, sys.version)') |
+base=$( (cat pyproject.toml "$0"; "$py" -c 'import sys; print(sys.executable, sys.version)') |
        sha256sum | cut -d' ' -f1)
-if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then exit 0; fi
+if [[ -f $stamp ]]; then
+  read -r have have_extra < "$stamp" || true
+  # a test venv serves the lab too; a lab venv gains the test extra in place
+  if [[ $have == "$base" && ( $have_extra == "$extra" || $have_extra == test ) ]]; then exit 0; fi
+  if [[ $have == "$base" && $have_extra == lab ]]; then
+    .venv/bin/pip install -q -e ".[$extra]" --config-settings editable_mode=compat
+    echo "$base $extra" > "$stamp"
+    exit 0
+  fi
+fi
+# a worktree's .venv may be a link to another checkout's venv: never clear through it
+if [[ -L .venv ]]; then
+  echo "scripts/venv.sh: .venv is a link ($(readlink .venv)); not recreating it here" >&2
+  exit 1
+fi
 "$py" -m venv --clear .venv
 .venv/bin/pip install -q --upgrade pip
 # compat: a plain path entry in a .pth file. The default editable mode imports a finder
 # module in every interpreter the venv starts, 0.013 s of each `estate` command.
-.venv/bin/pip install -q -e '.[test]' --config-settings editable_mode=compat
-echo "$want" > "$stamp"
+.venv/bin/pip install -q -e ".[$extra]" --config-settings editable_mode=compat
+echo "$base $extra" > "$stamp"
