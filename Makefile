@@ -79,8 +79,9 @@ test-molecule: deps venv
 test:
 	@scripts/test-tiers.sh unit+fuzz live-slurm,vm+molecule,lab
 
+## Two workers: the fuzz tier beside it ends first, and a second core then idles otherwise.
 test-unit: venv scan-venv
-	$(PYTEST) -q tests/unit tests/golden tests/live_k8s
+	$(PYTEST) -q -n 2 tests/unit tests/golden tests/live_k8s
 
 ## Checkov's own environment (.venv/checkov), for tests/unit/test_checkov.py only.
 scan-venv: venv

@@ -64,7 +64,9 @@ def test_the_backup_takes_over_with_the_primarys_jobs(lab):
     running = lab.sbatch("-w", "gpu1", "--gres=gpu:2", "--wrap", "sleep 300")
     waiting = lab.sbatch("-w", "gpu1", "--gres=gpu:1", "--wrap", "sleep 1")
     try:
-        before = lab.wait_jobs([running], "RUNNING", timeout=15)
+        # running, and past its prolog (PrologFlags=Alloc: the reason reads Prolog until the
+        # allocation's prolog ends, seconds on a loaded host)
+        before = lab.wait_jobs([running], "RUNNING None", timeout=30)
         assert before[running] == "RUNNING None gpu1", before
         time.sleep(SAVE_MAX_WAIT + 1)
         lab.stop("ctl1", "slurmctld", signal.SIGKILL)

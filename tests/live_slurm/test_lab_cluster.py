@@ -302,7 +302,9 @@ def test_jobs_survive_a_killed_slurmctld(lab):
     running = lab.sbatch("-w", node, f"--gres=gpu:{gpus}", "--wrap", "sleep 120")
     waiting = lab.sbatch("-w", node, "--gres=gpu:1", "--wrap", "sleep 2")
     try:
-        before = lab.wait_jobs([running], "RUNNING", timeout=15)
+        # running, and past its prolog (PrologFlags=Alloc: the reason reads Prolog until the
+        # allocation's prolog ends, seconds on a loaded host)
+        before = lab.wait_jobs([running], "RUNNING None", timeout=30)
         assert before[running] == f"RUNNING None {node}", before
         assert lab.job_states([waiting])[waiting].startswith("PENDING"), before
         # slurmctld writes a change to its state files at most SAVE_MAX_WAIT (5 s) later
