@@ -158,14 +158,17 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
 PHASES: list[tuple[str, list[str]]] = [
     ("base", ["common", "firewall", "munge"]),
     ("control", ["slurmdbd", "slurm_controller", "slurmrestd", "slurm_login"]),
-    ("compute", ["slurm_worker"]),
+    # The workers, and beside them the exporters and Prometheus: what these watch is up by
+    # now (slurmctld) or comes up on their own node before them (slurmd, in deploy order),
+    # and a target that is not up yet is only scraped later. So the controller installs
+    # Prometheus while the workers install slurmd (a lab apply: 119 -> s, two phases in one).
+    ("compute", ["slurm_worker", "node_exporter", "slurm_exporter", "dcgm_exporter",
+                 "monitoring"]),
     # The Kubernetes plane: node prerequisites, then kubeadm init, then joins.
     ("kubernetes", ["k8s_node", "k8s_packages", "gpu_node"]),
     ("k8s_control", ["k8s_control_plane"]),
     # The control plane again (a no-op by then): workers take a join token from it.
     ("k8s_join", ["k8s_control_plane", "k8s_worker"]),
-    # The exporters and Prometheus once the daemons they watch are there.
-    ("telemetry", ["node_exporter", "slurm_exporter", "dcgm_exporter", "monitoring"]),
     # Last: where the kernel has no NFS the storage role fails, and nothing should wait on it.
     # Servers export before any client mounts: the storage deploy runs in both phases, with
     # the part of its work each phase does as its argument (PHASE_ARGS).

@@ -40,11 +40,16 @@ class HostResult:
         return "changed" if self.changed else "unchanged"
 
 
+SLOWEST = 15   # operations kept in Result.slowest: where an apply's time went
+
+
 @dataclass
 class Result:
     hosts: dict[str, HostResult]
     seconds: float
     phases: dict[str, float] = field(default_factory=dict)
+    # (seconds, phase, host, operation), the longest first
+    slowest: list[tuple[float, str, str, str]] = field(default_factory=list)
 
     @property
     def changed(self) -> dict[str, list[str]]:
@@ -64,6 +69,8 @@ class Result:
 
     def as_dict(self) -> dict:
         return {"seconds": round(self.seconds, 2), "phases": self.phases,
+                "slowest": [{"seconds": t, "phase": p, "host": h, "operation": o}
+                            for t, p, h, o in self.slowest],
                 "hosts": {h: {"status": r.status, "ops": r.ops, "changed": r.changed,
                               "failed": r.failed, "unsupported": r.unsupported}
                           for h, r in self.hosts.items()}}
@@ -85,6 +92,29 @@ class _ErrorLog(logging.Handler):
         self.lines.append(record.getMessage())
 
 
+def _timings(phase: str, into: list):
+    """A pyinfra state callback that appends each operation's time on each host to into,
+    as (seconds, phase, host, operation): Result.slowest says where an apply's time went."""
+    from pyinfra.api.state import BaseStateCallback
+    started: dict = {}
+
+    class Timings(BaseStateCallback):
+        @staticmethod
+        def operation_host_start(state, host, op_hash):
+            started[host.name, op_hash] = time.monotonic()
+
+        @staticmethod
+        def operation_host_success(state, host, op_hash, *args, **kwargs):
+            t0 = started.pop((host.name, op_hash), None)
+            if t0 is not None:
+                name = ", ".join(sorted(state.get_op_meta(op_hash).names)) or op_hash
+                into.append((round(time.monotonic() - t0, 2), phase, host.name, name))
+
+        operation_host_error = operation_host_success
+
+    return Timings()
+
+
 def _connect_again(state, attempts: int = CONNECT_RETRIES, pause: float = 3.0) -> None:
     """Ask a node that did not answer again before calling it unreachable: sshd or a
     container may still be starting, and one refused connection is not an outage."""
@@ -101,7 +131,8 @@ def _connect_again(state, attempts: int = CONNECT_RETRIES, pause: float = 3.0) -
 
 
 def _run_phase(phase: str, inv: Inventory, deploys: list[str],
-               results: dict[str, HostResult], errors: _ErrorLog, parallel: int | None) -> None:
+               results: dict[str, HostResult], errors: _ErrorLog, parallel: int | None,
+               timings: list) -> None:
     from pyinfra.api import Config, State
     from pyinfra.api.connect import connect_all, disconnect_all
     from pyinfra.api.deploy import add_deploy
@@ -111,6 +142,7 @@ def _run_phase(phase: str, inv: Inventory, deploys: list[str],
 
     state = State(check_for_changes=False)
     state.init(inv.pyinfra(), Config(PARALLEL=parallel or 0, FAIL_PERCENT=None))
+    state.add_callback_handler(_timings(phase, timings))
     try:
         connect_all(state)
     except PyinfraError:
@@ -216,6 +248,7 @@ def apply(inv: Inventory, only: list[str] | None = None,
     logging.getLogger("pyinfra").addHandler(errors)
     results = {name: HostResult() for name, _ in inv.hosts}
     phases: dict[str, float] = {}
+    timings: list[tuple[float, str, str, str]] = []
     start = time.monotonic()
     storage_first = bool(inv.data.get("estate_runtime", {}).get("slurm_state_mount"))
     try:
@@ -232,8 +265,9 @@ def apply(inv: Inventory, only: list[str] | None = None,
                 of = f", batch {i} of {len(parts)}" if len(parts) > 1 else ""
                 log(f"apply: phase {phase} ({', '.join(deploys)}) on {len(part.hosts)} "
                     f"nodes{of}")
-                _run_phase(phase, part, deploys, results, errors, parallel)
+                _run_phase(phase, part, deploys, results, errors, parallel, timings)
             phases[phase] = round(time.monotonic() - t0, 2)
     finally:
         logging.getLogger("pyinfra").removeHandler(errors)
-    return Result(results, time.monotonic() - start, phases)
+    return Result(results, time.monotonic() - start, phases,
+                  sorted(timings, reverse=True)[:SLOWEST])

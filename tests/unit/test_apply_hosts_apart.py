@@ -33,3 +33,18 @@ def test_the_quiet_setting_is_undone():
     with _host_failures_quiet():
         assert len(gevent.get_hub().NOT_ERROR) == len(before) + 1
     assert gevent.get_hub().NOT_ERROR == before
+
+
+def test_each_operations_time_is_recorded_with_its_phase_and_host():
+    from estate.provision.apply import _timings
+    state = State(Inventory((["@local"], {})), Config())
+    timings: list = []
+    state.add_callback_handler(_timings("base", timings))
+    connect_all(state)
+    add_op(state, server.shell, name="quick", commands=["true"])
+    add_op(state, server.shell, name="slow", commands=["sleep 0.3"])
+    run_ops(state, no_wait=True)
+    by_name = {op: (secs, phase, host) for secs, phase, host, op in timings}
+    assert set(by_name) == {"quick", "slow"}
+    assert by_name["slow"][0] >= 0.3 > by_name["quick"][0]
+    assert by_name["slow"][1:] == ("base", "@local")
