@@ -31,9 +31,15 @@ doctor: deps venv
 	$(ESTATE) doctor $(SPEC)
 
 ## The main job on the embedded lab spec, on a venv with what it runs (the `lab` extra; the
-## test tiers add theirs to it).
+## test tiers add theirs to it). The namespace lab comes up beside the Vagrant lab (neither
+## waits on the other, and each mostly waits on its daemons); its log is printed after.
 lab: VENV_EXTRA = lab
-lab: deps lab-image-ahead venv doctor check render lab-ns lab-vagrant
+lab: deps lab-image-ahead venv doctor check render
+	@mkdir -p build; { $(MAKE) -s lab-ns > build/lab-ns.log 2>&1; echo $$? > build/lab-ns.rc; } & \
+	  $(MAKE) -s lab-vagrant; rc=$$?; wait; \
+	  echo "== the namespace lab (build/lab-ns.log)"; cat build/lab-ns.log; \
+	  ns=$$(cat build/lab-ns.rc); [ "$$ns" = 0 ] || echo "the namespace lab failed (rc $$ns)"; \
+	  exit $$(( rc || ns ))
 
 ## The lab's node image, built in the background while .venv, doctor and the namespace lab
 ## run (on a fresh machine, the image and .venv are each about 45 s); the Vagrant lab's own
