@@ -534,8 +534,8 @@ def per_node(found: list[Change], old: Side, new: Side) -> list[NodeRow]:
                 scope = None   # inside or outside its nodes, a worker reconfigures
             alike.setdefault((e.cls, e.action, scope, c.consumers if e.cls else None),
                              []).append(e.label())
-    for (cls, action, scope, installs), labels in alike.items():
-        labels = tuple(labels)
+    for (cls, action, scope, installs), label_list in alike.items():
+        labels = tuple(label_list)
         if action:
             give(scope.names(), action, labels)
             continue
@@ -548,13 +548,13 @@ def per_node(found: list[Change], old: Side, new: Side) -> list[NodeRow]:
             give([n for n in slurmd_names if n not in inside], "reconfigure", labels)
         give([n for n in installs.names() if n not in daemons], "file", labels)
     groups: dict[tuple, list[str]] = {}
-    for n, items in contrib.items():
-        groups.setdefault(tuple(items), []).append(n)
+    for n, held_items in contrib.items():
+        groups.setdefault(tuple(held_items), []).append(n)
     merged: dict[tuple, list[str]] = {}
-    for items, names in groups.items():
+    for items, alike_names in groups.items():
         best = up.strongest(a for a, _ in items)
         because = tuple(dict.fromkeys(w for a, ws in items if a == best for w in ws))
-        merged.setdefault((best, because), []).extend(names)
+        merged.setdefault((best, because), []).extend(alike_names)
     # names in the order the roles' hostlists give them: ranges again, no sort
     rows = [NodeRow(hostlist_of(n), a, list(w)) for (a, w), n in merged.items()]
     return sorted(rows, key=lambda r: (-up.rank(r.action), str(r.hosts)))

@@ -31,7 +31,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from estate.spec import handoff_overlay as overlay_mod
 from estate.spec.handoff_overlay import Lent, Overlay
@@ -290,7 +290,7 @@ class _Ctx:
     kube: KubeSide
     opts: Options
     overlay: Overlay
-    after: object          # the resulting build
+    after: Any             # the resulting build (estate.pipeline.Result)
     result: Result
     log: Callable | None
 

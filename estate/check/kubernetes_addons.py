@@ -180,7 +180,7 @@ def pod_requests(pod: dict, resources=RESOURCES) -> dict[str, float]:
 def _landing(pod: dict, nodes: dict, classes: dict, kept: dict) -> tuple[bool, list]:
     """(whether some node takes the pod, the nodes it may run on but has no room on);
     stops at the first node that takes it (a plane may have thousands)."""
-    want, crowded = pod_requests(pod), []
+    want, crowded = pod_requests(pod), list[str]()
     for name, node in nodes.items():
         if not lands_on(pod, node):
             continue

@@ -4,11 +4,16 @@ schema, and every control plane has its etcd snapshot and certificate renewal ti
 renewal well within kubeadm's one-year certificates."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from estate.check.findings import Severity
 from estate.check.kubernetes_schema import _dicts, parse_error, validate_object
 from estate.check.registry import Problem, validator
 from estate.model import kubernetes as k8s
 from estate.spec.hostlist import Hostlist
+
+if TYPE_CHECKING:
+    import configparser
 
 E = Severity.ERROR
 INIT = "kubernetes/kubeadm/init.yaml"
@@ -64,7 +69,7 @@ def api_vip_mismatch(ctx):
 def _unit(content: bytes) -> configparser.ConfigParser:
     import configparser   # only for an HA Kubernetes plane: not on every command's start
     parser = configparser.ConfigParser(strict=False, interpolation=None)
-    parser.optionxform = str
+    parser.optionxform = str   # type: ignore[method-assign,assignment]  # keys as written
     parser.read_string(content.decode())
     return parser
 

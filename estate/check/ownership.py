@@ -242,7 +242,8 @@ OPERATORS = (*cni.NAMESPACES, "kube-system")
 
 
 def _namespaced(artifacts) -> tuple[dict, dict]:
-    namespaces, quotas = {}, {}
+    namespaces: dict = {}
+    quotas: dict = {}
     for a in plane_artifacts(artifacts, MANIFESTS):
         for doc in _dicts(a):
             meta = doc.get("metadata") or {}

@@ -68,7 +68,7 @@ def differences(source: str, rendered: str, report: Report, file: str) -> None:
                                    ("partitionname", PART_DEFAULTS, _partition)):
         theirs = _objects(src, keyword, defaults, spelling)
         ours = _objects(out, keyword, defaults, spelling)
-        seen = set()
+        seen: set[str] = set()
         for name, (line, attrs) in theirs.items():
             if name not in ours:
                 _once(seen, report, file, line, f"{line.pairs[0][0]}={name}",

@@ -248,10 +248,11 @@ def classes(nodes: list[NodeDef]) -> tuple[list[dict], dict[tuple, str]]:
 
 def group(n: NodeDef, cls: str, hosts: list[str], roles: list[str], segment: str,
           addr: str | None) -> dict:
-    g = {"hosts": hostlist.compress(hosts), "class": cls, "plane": "slurm", "roles": roles}
+    g: dict[str, object] = {"hosts": hostlist.compress(hosts), "class": cls, "plane": "slurm",
+                            "roles": roles}
     if addr:
         g["addresses"] = {segment: addr}
-    slurm = {"real_memory_mb": n.memory}
+    slurm: dict[str, object] = {"real_memory_mb": n.memory}
     if n.gpu:
         slurm["gres_count"] = sum(c for _, c in n.gpu)
         if not n.gpu_typed:

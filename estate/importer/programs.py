@@ -48,7 +48,7 @@ def programs(lines: list[ConfLine], report: Report, file: str,
     found = {ln.keyword: ln for ln in lines if ln.keyword in KEYS}
     hooks = {field: name for key, field in HOOKS.items() if key in found
              if (name := _copy(found[key], report, file, can_read))}
-    power = {field: name for key, field in POWER.items() if key in found
+    power: dict[str, str | int] = {field: name for key, field in POWER.items() if key in found
              if (name := _copy(found[key], report, file, can_read))}
     if set(power) != set(POWER.values()):
         for key in POWER_NUMBERS:

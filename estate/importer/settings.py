@@ -63,7 +63,8 @@ def _list(value: str, allowed, what: str, report, file, line, gone=None) -> list
 def _scheduler(slurm: dict, value: str, report, file, line, version: str) -> dict:
     """SchedulerParameters: flags and numbers; an option Slurm moved to another key goes
     there (reported as changed); one the release does not document is dropped."""
-    out, gone, known = {}, moved("SchedulerParameters", version), scheduler_options(version)
+    gone, known = moved("SchedulerParameters", version), scheduler_options(version)
+    out: dict[str, bool | int | str] = {}
     for item in filter(None, value.split(",")):
         key, sep, val = item.partition("=")
         if key.lower() in gone:

@@ -340,7 +340,8 @@ class _Member:
     def __init__(self, named: list[tuple[str, Hostlist]], lookups: int):
         tabulate = lookups * sum(len(hl.ranges) for _, hl in named) > \
             sum(len(hl) for _, hl in named)
-        self._named, self._table = named, None
+        self._named = named
+        self._table: dict[str, str] | None = None
         if tabulate:
             self._table = {}
             for key, hl in named:

@@ -55,7 +55,8 @@ def lines(data: bytes) -> list[str]:
 
 
 def fields(line: str) -> list[tuple[str, str]]:
-    return [tuple(t.split("=", 1)) if "=" in t else (t, "") for t in line.split()]
+    pairs = (t.partition("=") for t in line.split())
+    return [(key, value) for key, _, value in pairs]
 
 
 def classified(lines: list[str], conf: Conf, plain: dict[str, list[str]]):
@@ -77,7 +78,7 @@ def records(lines: list[str], conf: Conf, ids: dict):
     is one tuple and a dict built at C speed, not 10,000 dicts); plain `Key=Value` lines
     as key -> values."""
     records: dict[tuple[str, str], dict] = {}
-    nodes: dict[str, dict[str, tuple]] = {}
+    nodes: dict[str, list[tuple]] = {}
     plain: dict[str, list[str]] = {}
     for kind, fs in classified(lines, conf, plain):
         ident, rest = fs[0][1], fs[1:]

@@ -17,6 +17,7 @@ import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from estate import paths
 from estate.catalogue import ROLES, STAGES as CATALOGUE_STAGES
@@ -387,7 +388,7 @@ def inventory(estate: Estate, the_plan: Plan) -> dict:
 def endpoints(estate: Estate) -> dict:
     spec = estate.spec
     seg = spec.slurm.address_segment
-    out = {"slurmctld": [f"{estate.address(c, seg) or c}:{PORTS['slurmctld']}"
+    out: dict[str, Any] = {"slurmctld": [f"{estate.address(c, seg) or c}:{PORTS['slurmctld']}"
                          for c in spec.slurm.controllers]}
     rest = spec.slurm.slurmrestd
     if rest is not None:

@@ -74,8 +74,8 @@ def print_report(report: Report, nodes: list[str], console: Console,
         print_rows("estate verify", ["node", "checks", "result"], rows, output)
     else:
         # One row per role's checks, one column per node: a lab's few nodes fit across.
-        rows = [[role, *(Text.from_markup(report.cell(n, role)) for n in nodes)] for role in roles]
-        print_rows("estate verify: checks x nodes", ["checks", *nodes], rows, output, console)
+        grid = [[role, *(Text.from_markup(report.cell(n, role)) for n in nodes)] for role in roles]
+        print_rows("estate verify: checks x nodes", ["checks", *nodes], grid, output, console)
     _print_problems(report, console, output)
     _print_reachability(report, console, output)
     t = report.totals()

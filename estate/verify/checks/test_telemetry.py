@@ -343,7 +343,7 @@ def _webhook(ctx, receiver: str) -> tuple[str, int] | None:
 @contextlib.contextmanager
 def _listening(where: tuple[str, int]):
     """The pages the lab host's receivers get while the block runs."""
-    handler = type("Pages", (_Pages,), {"got": []})
+    handler: type[_Pages] = type("Pages", (_Pages,), {"got": []})
     try:
         server = ThreadingHTTPServer(where, handler)
     except OSError as exc:
