@@ -1,7 +1,7 @@
 """Estate's own Slurm files read back key by key (slurm.conf, gres.conf, topology.conf,
 cgroup.conf), and what of them a worker's slurmd must restart for.
 
-Two readers share it: `estate diff` (estate.diff: the lines that differ between two trees,
+Two readers share it: `estate diff` (estate.operate.diff.logic: the lines that differ between two trees,
 each key classed by the release's update policy) and the render's slurmd restart facts
 (slurmd_restart_facts: per worker, the settings whose change its slurmd restarts for). A
 configless worker installs none of these files: it fetches them from slurmctld, so without

@@ -248,7 +248,7 @@ def test_doctor_warns_of_a_node_certificate_within_30_days_naming_its_renewal(la
 
 
 def test_drift_reports_a_certificate_within_30_days_with_its_renewal():
-    from estate import drift
+    from estate.operate.drift import logic as drift
     soon, later = _pem(5).decode(), _pem(60 * 24 * 45).decode()
     front, ca = certs.BY_NAME["slurmrestd-front"], certs.BY_NAME["estate-ca"]
     found = drift.certificate_findings(

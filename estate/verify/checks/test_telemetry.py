@@ -173,7 +173,7 @@ def test_a_running_job_shows_under_its_account_and_partition_then_in_the_report(
 
 
 def _charged(ctx, submit, account: str, started) -> None:
-    from estate.report import slurm_gpu_hours
+    from estate.operate.report.logic import slurm_gpu_hours
 
     def run(argv):
         return submit.run(shlex.join(argv)).stdout

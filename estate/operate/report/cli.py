@@ -4,7 +4,7 @@ Slurm accounting is read with sacct on the first controller over ssh, as `estate
 reaches nodes (the management address, estate.provision.inventory.connection: --lab is
 the lab's key as root without host-key checks); Prometheus is asked over HTTP at the
 monitoring host's address and port of the flow matrix's `prometheus` flow. The
-arithmetic is estate.report's.
+arithmetic is estate.operate.report.logic's.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import typer
 from estate.model.entitlement import entitled_gpus
 from estate.output import (
     Output, lab_option, output_option, ssh_key_option, ssh_user_option, strict_host_keys_option)
-from estate.report import (PER, UTC, Report, SourceError, Unreachable, bucket_edges,
+from estate.operate.report.logic import (PER, UTC, Report, SourceError, Unreachable, bucket_edges,
                            default_per, kubernetes_usage, measure, parse_when,
                            render_json, render_svg, render_table, skip, slurm_usage,
                            step_seconds)

@@ -1,7 +1,7 @@
 """`estate drift`: how the live estate differs from the spec, each difference with its fix.
 
 This module holds the comparisons, on inputs already parsed from the nodes (the reading
-itself is estate.drift_live): Slurm's view (scontrol, estate.verify.slurm_view), the
+itself is estate.operate.drift.live): Slurm's view (scontrol, estate.verify.slurm_view), the
 hardware slurmd detects (`slurmd -C`) against the node class, installed files against the
 rendered tree's MANIFEST.json, the services each node's deploys run (estate.catalogue),
 the GPUs nvidia-smi lists, and the Kubernetes nodes' labels and taints. Expected values

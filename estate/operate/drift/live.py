@@ -4,7 +4,7 @@ the first controller, Kubernetes through ESTATE_KUBECONFIG on this machine.
 
 Every command is an argument list, quoted with shlex.join before it reaches the node's
 shell: destinations and unit names derive from the spec and are never code there. The
-comparisons are estate.drift's; this module only gathers their inputs.
+comparisons are estate.operate.drift.logic's; this module only gathers their inputs.
 """
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import shlex
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from estate import drift as d, paths
-from estate.drift import Finding, Fixes, Report
+from estate import paths
+from estate.operate.drift import logic as d
+from estate.operate.drift.logic import Finding, Fixes, Report
 from estate.provision.inventory import Connection, select
 from estate.spec.resolved import Estate
 from estate.verify.context import VerifyContext

@@ -18,7 +18,7 @@ wait until the node is idle.
 
 Before anything changes, the resulting spec must pass `estate check` (capacity, quotas,
 boundaries); otherwise nothing is done and the findings say why. The planes are reached
-through two small interfaces (SlurmSide, KubeSide): estate.handoff_runners has the
+through two small interfaces (SlurmSide, KubeSide): estate.operate.handoff.live has the
 production ones (ssh to the controller, `estate apply`, kubectl through ESTATE_KUBECONFIG)
 and the netns lab's (its controller's namespace). Without a cluster the Kubernetes half is
 reported as skipped, with the commands it would run.

@@ -5,7 +5,7 @@ Kubernetes plane's from Prometheus (the recording rule tenant:gpus_allocated:sum
 estate.render.monitoring renders, integrated over the period). Both are reached through
 callables the caller hands in, so everything here is pure: ``run`` takes an argv and
 returns its stdout (ssh to the controller, a lab's namespace), ``query`` takes PromQL and
-returns Prometheus' JSON answer. estate/report_cli.py wires them to the nodes.
+returns Prometheus' JSON answer. estate/operate/report/cli.py wires them to the nodes.
 """
 from __future__ import annotations
 
