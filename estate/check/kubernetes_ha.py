@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from estate.check.findings import Severity
 from estate.check.kubernetes_schema import _dicts, parse_error, validate_object
-from estate.check.registry import Problem, validator
+from estate.check.registry import ArtifactContext, Problem, Problems, validator
 from estate.model import kubernetes as k8s
 from estate.spec.hostlist import Hostlist
 
@@ -38,7 +38,7 @@ def _vip_of(pod: dict) -> str | None:
 @validator("kubernetes.api_vip_mismatch", E, "kubernetes",
            "kube-vip's VIP is not the spec's and kubeadm's endpoint, or its pod is invalid",
            stage="artifacts")
-def api_vip_mismatch(ctx):
+def api_vip_mismatch(ctx: ArtifactContext) -> Problems:
     plane = ctx.estate.spec.kubernetes
     if not plane or not plane.api_vip:
         return
@@ -77,7 +77,7 @@ def _unit(content: bytes) -> configparser.ConfigParser:
 @validator("kubernetes.control_plane_timers", E, "kubernetes",
            "a control plane without its etcd snapshot or certificate renewal timer, or a "
            "renewal sparser than kubeadm's one-year certificates allow", stage="artifacts")
-def control_plane_timers(ctx):
+def control_plane_timers(ctx: ArtifactContext) -> Problems:
     if not ctx.estate.spec.kubernetes:
         return
     cps = Hostlist.from_names(n.name for n in k8s.control_planes(ctx.estate))
