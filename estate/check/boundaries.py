@@ -7,8 +7,8 @@ from estate.catalogue import ROLES
 from estate.check._common import (
     group_of, group_sets, groups_touching, hosts_where, overlapping, problem, short,
 )
-from estate.check.findings import Severity
 from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.model import model
 from estate.model.kubernetes import flavors
 from estate.spec.hostlist import HostlistError

@@ -3,8 +3,8 @@ Slurm can enforce it (estate.model.bridge)."""
 from __future__ import annotations
 
 from estate.check._common import problem
-from estate.check.findings import Severity
 from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.spec.resolved import Estate
 
 E, W = Severity.ERROR, Severity.WARNING

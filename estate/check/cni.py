@@ -12,10 +12,10 @@ from functools import lru_cache
 import yaml
 
 from estate.check._common import problem
-from estate.check.findings import Severity
 from estate import paths
 from estate.check.kubernetes_schema import _dicts
 from estate.check.registry import ArtifactContext, Problem, Problems, validator
+from estate.findings import Severity
 from estate.model import cni
 from estate.model.flows import designed_port, matrix
 from estate.model.services import MANIFESTS

@@ -3,8 +3,8 @@ replaces cuts one that a role needs (estate.model.flows derives both)."""
 from __future__ import annotations
 
 from estate.check._common import hostlist_error, parse_hosts, problem, short
-from estate.check.findings import Severity
 from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.model.flows import DEFAULT_NAMES, default_flows, matrix
 from estate.spec.hostlist import Hostlist
 from estate.spec.resolved import Estate

@@ -7,8 +7,8 @@ slurmd finds fewer GPUs than slurm.conf declares and drains the node.
 from __future__ import annotations
 
 from estate.check._common import problem
-from estate.check.findings import Severity
 from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.model.nvidia import MIG_PROFILES, mig_family, mig_layout_problems
 from estate.spec.resolved import Estate
 

@@ -4,8 +4,8 @@ tracking sized where job traffic stays tracked (estate.model.jobs derives the fa
 from __future__ import annotations
 
 from estate.check._common import problem, short
-from estate.check.findings import Severity
 from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.model import jobs
 from estate.spec.hostlist import Hostlist
 from estate.spec.resolved import Estate

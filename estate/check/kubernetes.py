@@ -8,10 +8,10 @@ import re
 from itertools import islice
 
 from estate.check._common import HostSet, group_of, hosts_where, parse_hosts, problem
-from estate.check.findings import Severity
 from estate.check.kubernetes_schema import (MIN_MINOR, label_problems, schema_version,
                                             shipped_versions)
 from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.model import cni
 from estate.model import kubernetes as k8s
 from estate.spec.types import DNS_LABEL, DNS_SUBDOMAIN, LABEL_VALUE

@@ -4,13 +4,13 @@ its quota), and every add-on's pods have a node to land on (every node carries a
 control planes, GPU pools)."""
 from __future__ import annotations
 
-from estate.check.findings import Severity
 from estate.check.kubernetes_schema import (_config_validator, _dicts, _errors, _first,
                                             plane_artifacts, rendered_nodes)
 from estate.check.kubernetes_quota import RESOURCES, amount, rendered_reservations
 from estate.check.kubernetes_quota import _capacity as capacity
 from estate.check.ownership import HARD_EFFECTS, _name, _tenant_path, rendered, tolerates
 from estate.check.registry import ArtifactContext, Problem, Problems, validator
+from estate.findings import Severity
 from estate.model import kubernetes as k8s
 from estate.model.services import MANIFESTS
 

@@ -5,13 +5,13 @@ nodes are GPU ownership: estate.check.ownership.
 """
 from __future__ import annotations
 
-from estate.check.findings import Severity
 from estate.check.kubernetes_schema import (BOOTSTRAP_TOKEN, _dicts, containerd_problems,
                                             device_plugin_configs, documents, parse_error,
                                             own_texts, plane_artifacts, rendered_nodes,
                                             unvalidated_documents, validate_config,
                                             validate_device_plugin_config, validate_object)
 from estate.check.registry import ArtifactContext, Problem, Problems, validator
+from estate.findings import Severity
 from estate.model import kubernetes as k8s
 from estate.model.services import MANIFESTS
 

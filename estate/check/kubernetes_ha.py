@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from estate.check.findings import Severity
 from estate.check.kubernetes_schema import _dicts, parse_error, validate_object
 from estate.check.registry import ArtifactContext, Problem, Problems, validator
+from estate.findings import Severity
 from estate.model import kubernetes as k8s
 from estate.spec.hostlist import Hostlist
 

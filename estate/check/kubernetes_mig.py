@@ -8,10 +8,10 @@ hand-edited layout is caught as well as a spec whose layout cannot be applied.
 """
 from __future__ import annotations
 
-from estate.check.findings import Severity
 from estate.check.kubernetes_schema import device_plugin_configs, plane_artifacts, rendered_nodes
 from estate.check.ownership import mig_configs, mig_strategy, plugin_config
 from estate.check.registry import ArtifactContext, Problem, Problems, validator
+from estate.findings import Severity
 from estate.model import kubernetes as k8s
 from estate.model.nvidia import mig_family, mig_layout_problems
 from estate.model.services import MANIFESTS

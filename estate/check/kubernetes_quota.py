@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 
 from estate.check._common import problem
-from estate.check.findings import Severity
 from estate.check.kubernetes_schema import _dicts
 from estate.check.ownership import _groups, _name, _tenant_path, quota_claims, rendered
 from estate.check.registry import ArtifactContext, Problem, Problems, validator
+from estate.findings import Severity
 from estate.model import kubernetes as k8s
 from estate.model import model
 from estate.model.services import MANIFESTS

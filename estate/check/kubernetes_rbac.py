@@ -16,9 +16,9 @@ to neither is refused: nothing can be proven of it.
 """
 from __future__ import annotations
 
-from estate.check.findings import Severity
 from estate.check.kubernetes_schema import _dicts, plane_artifacts
 from estate.check.registry import ArtifactContext, Problem, Problems, validator
+from estate.findings import Severity
 from estate.model import bridge
 from estate.model import kubernetes as k8s
 from estate.model.services import MANIFESTS

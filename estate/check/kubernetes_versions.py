@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from estate import kubernetes_releases as releases
 from estate.check._common import problem
-from estate.check.findings import Severity
 from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.model import kubernetes as k8s
 from estate.spec.resolved import Estate
 

@@ -4,8 +4,8 @@ tenants its alerts carry (estate.model.monitoring)."""
 from __future__ import annotations
 
 from estate.check._common import duplicates, problem, short
-from estate.check.findings import Severity
 from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.model.flows import flow
 from estate.model.monitoring import (ALERT_PLANES, JOBS, NULL_RECEIVER, TENANT_LABELS,
                                      tenants, unmapped_mig_groups)

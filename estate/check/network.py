@@ -4,8 +4,8 @@ from __future__ import annotations
 from ipaddress import IPv4Address
 
 from estate.check._common import duplicates, problem
-from estate.check.findings import Severity
 from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.spec.resolved import Estate
 
 E, W = Severity.ERROR, Severity.WARNING

@@ -5,8 +5,8 @@ import re
 
 from estate.check._common import (duplicates, group_sets, hostlist_error, overlapping,
                                   parse_hosts, problem, short)
-from estate.check.findings import Severity
 from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.model.slurm_refusals import sentence as refusal
 from estate.spec.bounds import (MAX_HOSTLIST_HOSTS, MAX_HOSTLIST_RANGES, MAX_HOSTNAME,
                                 MAX_HOSTS_PER_SPEC)

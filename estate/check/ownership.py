@@ -35,10 +35,10 @@ import json
 from dataclasses import dataclass, field
 
 from estate.check._common import groups_touching, short
-from estate.check.findings import Severity
 from estate.check.kubernetes_schema import (_dicts, device_plugin_configs, plane_artifacts,
                                             rendered_nodes, rendered_queues)
 from estate.check.registry import ArtifactContext, Problem, Problems, validator
+from estate.findings import Severity
 from estate.model import cni
 from estate.model import kubernetes as k8s
 from estate.model.services import MANIFESTS

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, NamedTuple, Protocol
 
-from estate.check.findings import Finding, Severity
+from estate.findings import Finding, Severity
 from estate.spec.resolved import Estate
 
 

@@ -13,8 +13,8 @@ from estate.check._common import (
     problem, short, union,
 )
 from estate.catalogue import UNPACKAGED_PLUGINS
-from estate.check.findings import Severity
 from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.model import model
 from estate.model.nodes import slurm_compute
 from estate.model.slurm import (default_time, def_per_gpu, node_lines, partition_lines,

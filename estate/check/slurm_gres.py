@@ -9,8 +9,8 @@ have gpu/nvml is slurm.plugin_not_in_release's (slurm_conf/keys), like every plu
 from __future__ import annotations
 
 from estate.check._common import problem
-from estate.check.findings import Severity
 from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.model import model
 from estate.model.slurm import gres_kinds, gres_type_id
 from estate.model.slurm_refusals import sentence as refusal

@@ -9,8 +9,8 @@ holds the key files to it), so no release check is needed here.
 from __future__ import annotations
 
 from estate.check._common import all_hosts, problem, short
-from estate.check.findings import Severity
 from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.model import model
 from estate.model.slurm_refusals import sentence as refusal
 from estate.spec.resolved import Estate

@@ -19,8 +19,8 @@ preempt/partition_prio and preempt/qos plugins):
 from __future__ import annotations
 
 from estate.check._common import problem
-from estate.check.findings import Severity
 from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.model.slurm_keys import private_data as release_private_data
 from estate.model.slurm_policy import below, preempted_by, tiers
 from estate.model.slurm_refusals import sentence as refusal

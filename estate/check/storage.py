@@ -4,8 +4,8 @@ from __future__ import annotations
 from estate.check._common import (
     all_hosts, duplicates, group_of, groups_touching, hostset, overlapping, problem, short,
 )
-from estate.check.findings import Severity
 from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.model.storage import (KUBERNETES, client_planes, cross_plane, grants, slurm_home,
                                   squashes_root)
 from estate.spec.resolved import Estate

@@ -15,8 +15,8 @@ from estate.check._common import (
     HostSet, all_hosts, duplicates, group_sets, hosts_where, hostset, parse_hosts, problem,
     overlapping, short, union,
 )
-from estate.check.findings import Severity
 from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.model import model
 from estate.model.nodes import slurm_compute
 from estate.model.slurm import BLOCK_TOPOLOGY

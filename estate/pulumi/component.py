@@ -14,7 +14,7 @@ import pulumi_kubernetes as kubernetes
 import pulumi_random as random
 
 from estate.capacity import gpu_budget
-from estate.check.findings import Severity
+from estate.findings import Severity
 from estate.model.services import KEYS
 from estate.pipeline import Build, build
 from estate.pulumi import plan as planning

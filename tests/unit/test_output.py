@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from estate.check.findings import Finding, Severity
+from estate.findings import Finding, Severity
 from estate.output import (Output, annotation, escape_data, escape_property, finding_annotation,
                            finding_line, split_location)
 

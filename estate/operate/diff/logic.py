@@ -27,7 +27,7 @@ from itertools import repeat
 from pathlib import Path
 
 from estate import fork
-from estate.check.findings import Finding, Severity
+from estate.findings import Finding, Severity
 from estate.model import update_policy as up
 from estate.model.slurm_files import CONFS, Conf, fields as _fields, lines as _lines, \
     records as _records

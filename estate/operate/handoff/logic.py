@@ -184,7 +184,7 @@ def proposed_overlay(spec: Path, hosts: list[str], to: str, opts: Options) -> Ov
 def preflight(spec: Path, hosts: list[str], to: str, opts: Options):
     """(current build, resulting build, new overlay); Refused with the reasons where the
     nodes cannot move or the resulting spec does not pass estate check."""
-    from estate.check.findings import Severity
+    from estate.findings import Severity
     from estate.pipeline import build
     now = build(spec)
     if now.estate is None:
@@ -211,7 +211,7 @@ def preflight(spec: Path, hosts: list[str], to: str, opts: Options):
 
 
 def _errors(result, head: str) -> str:
-    from estate.check.findings import Severity
+    from estate.findings import Severity
     lines = [f"  {f.location or f.path}: {f.id} [{f.path}]: {f.message} ({f.hint})"
              for f in result.findings if f.severity is Severity.ERROR]
     return head + (":\n" + "\n".join(lines[:20]) if lines else "")
