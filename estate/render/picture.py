@@ -22,7 +22,7 @@ from typing import Iterable, NamedTuple
 
 from estate.capacity import Budget, gpu_budget
 from estate.model import Model, model
-from estate.model.nodes import Group
+from estate.model.nodes import GroupFacts
 from estate.model.flows import matrix
 from estate.spec.hostlist import Hostlist, HostlistError
 from estate.spec.model import Switch
@@ -193,7 +193,7 @@ class Facts:
     switches: dict[str, Switch] = field(default_factory=dict)  # first of each name
     budget: Budget | None = None
 
-    def group(self, name: str) -> Group:
+    def group(self, name: str) -> GroupFacts:
         return self.m.groups[self.estate.nodes[name].group]
 
     def gpus(self, name: str) -> int:
