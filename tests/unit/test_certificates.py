@@ -257,6 +257,6 @@ def test_drift_reports_a_certificate_within_30_days_with_its_renewal():
     assert [(f.node, f.aspect, f.what, f.status, f.fix) for f in found] == [
         ("ctl1", "certificate", bridge.TLS_CERT, drift.DRIFT, "estate apply SPEC")]
     assert "expires in" in found[0].actual and "minutes" in found[0].actual
-    report = drift.Report()
+    report = drift.DriftReport()
     report.add("ctl1", "certificate", found, 3)
     assert not report.ok and b"certificate" in drift.junit(report)

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from estate.operate.drift import logic as d
-from estate.operate.drift.logic import Finding, Fixes, Report
+from estate.operate.drift.logic import Finding, Fixes, DriftReport
 from estate.model import kubernetes as k8s
 from estate.spec.load import load
 from estate.spec.resolved import Estate
@@ -365,8 +365,8 @@ def test_what_the_spec_changed_since_the_last_render_is_pending():
     assert [(f.node, f.expected) for f in found] == [("gpu[1-2]", "removed by the spec")]
 
 
-def report() -> Report:
-    r = Report()
+def report() -> DriftReport:
+    r = DriftReport()
     r.add("gpu1", "file", [], 5)
     r.add("gpu2", "service", [Finding("gpu2", "service", "slurmd", "active", "inactive",
                                       FIX.apply("gpu2"))], 4)
@@ -461,7 +461,7 @@ def test_drift_lines_fit_a_200_column_terminal_and_the_json_keeps_the_reason(tmp
     from estate.operate.drift.cli import print_report
     from estate.output import Output
     reason = "unreachable (" + "ssh: connect to host 10.60.0.21 port 22: timed out " * 6 + ")"
-    report = Report()
+    report = DriftReport()
     report.add("k8s1", "reach", [Finding("k8s1", "reach", "ssh", "reachable", reason,
                                          "start k8s1 or fix its network or ssh, then " * 3)], 1)
     json_path = tmp_path / "drift.json"

@@ -700,7 +700,7 @@ def running_jobs(scontrol: str, rows: list[NodeRow], found: list[Change],
 # --- the whole report ---------------------------------------------------------------------
 
 @dataclass
-class Report:
+class DiffReport:
     old: Side
     new: Side
     changes: list[Change]
@@ -738,14 +738,14 @@ class Report:
 
 
 def diff(old: Path, new: Path | None = None, against: Path | None = None,
-         scontrol: str | None = None, keep_up: float = KEEP_UP) -> Report:
+         scontrol: str | None = None, keep_up: float = KEEP_UP) -> DiffReport:
     """OLD NEW (two specs), or NEW --against DIR (the last applied tree)."""
     report = _diff(old, new, against, scontrol)
     report.keep_up = keep_up
     return report
 
 
-def _diff(old: Path, new: Path | None, against: Path | None, scontrol: str | None) -> Report:
+def _diff(old: Path, new: Path | None, against: Path | None, scontrol: str | None) -> DiffReport:
     if against is not None:
         return against_tree(new_side_split(new if new is not None else old), against,
                             scontrol)
@@ -753,7 +753,7 @@ def _diff(old: Path, new: Path | None, against: Path | None, scontrol: str | Non
     return _compared(old_side, new_side, scontrol)
 
 
-def against_tree(new_side: Side, against: Path, scontrol: str | None = None) -> Report:
+def against_tree(new_side: Side, against: Path, scontrol: str | None = None) -> DiffReport:
     """NEW (rendered) against the tree last applied at `against`."""
     old_side = read_tree(against)
     old_side.version = new_side.version
@@ -761,10 +761,10 @@ def against_tree(new_side: Side, against: Path, scontrol: str | None = None) -> 
     return _compared(old_side, new_side, scontrol)
 
 
-def _compared(old_side: Side, new_side: Side, scontrol: str | None) -> Report:
+def _compared(old_side: Side, new_side: Side, scontrol: str | None) -> DiffReport:
     if not (old_side.ok and new_side.ok):
-        return Report(old_side, new_side, [], [])
+        return DiffReport(old_side, new_side, [], [])
     found = classify(old_side, new_side)
     rows = per_node(found, old_side, new_side)
     jobs = running_jobs(scontrol, rows, found) if scontrol and found else None
-    return Report(old_side, new_side, found, rows, jobs)
+    return DiffReport(old_side, new_side, found, rows, jobs)

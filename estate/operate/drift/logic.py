@@ -59,7 +59,7 @@ class Finding:
 
 
 @dataclass
-class Report:
+class DriftReport:
     findings: list[Finding] = field(default_factory=list)
     # (node, aspect) -> how many things were compared there: JUnit's passing test cases
     checked: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -539,7 +539,7 @@ def render_findings(manifest: dict, last: dict, selected: set[str], last_dir: st
 
 # --- JUnit ----------------------------------------------------------------------------
 
-def junit(report: Report) -> bytes:
+def junit(report: DriftReport) -> bytes:
     """One test case per (node, aspect) compared: failed where anything drifted, skipped
     where it was not compared (the reason), passed otherwise; tolerated differences go to
     the case's system-out."""
