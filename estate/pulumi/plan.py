@@ -108,8 +108,8 @@ class StackConfig:
 
     def share(self) -> float:
         """The share of each partition kept up while workers restart: estate:keepUp, else
-        `estate apply --keep-up`'s default (estate.operate.diff.logic.KEEP_UP)."""
-        from estate.operate.diff.logic import KEEP_UP
+        `estate apply --keep-up`'s default (estate.operate.diff.order.KEEP_UP)."""
+        from estate.operate.diff.order import KEEP_UP
         if self.keep_up in (None, ""):
             return KEEP_UP
         try:
@@ -151,8 +151,8 @@ class Plan:
     stages: dict[str, list[str]]
     secrets: tuple[str, ...]     # the secrets any node needs
     revoke: str | None = None    # the command that revokes the join token after the joins
-    # The workers that restart, in the diff's batches (estate.operate.diff.logic.apply_order), each after
-    # the one before; empty where nothing restarts in batches (a first deploy).
+    # The workers that restart, in the diff's batches (estate.operate.diff.order.apply_order),
+    # each after the one before; empty where nothing restarts in batches (a first deploy).
     batches: list[list[str]] = dataclasses.field(default_factory=list)
     record: Record | None = None
 

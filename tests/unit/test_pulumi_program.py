@@ -21,7 +21,8 @@ from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.settings import get_root_resource
 
-from estate.operate.diff.logic import KEEP_UP, worker_batches
+from estate.operate.diff.logic import worker_batches
+from estate.operate.diff.order import KEEP_UP
 from estate.model import cni
 from estate.model import kubernetes as k8s_model
 from estate.pipeline import build

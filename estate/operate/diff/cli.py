@@ -15,7 +15,7 @@ import typer
 from estate.output import Output, echo, output_option, print_rows
 
 CHANGED = 3
-KEEP_UP = 0.75   # estate.operate.diff.logic.KEEP_UP, here without importing it for --help
+KEEP_UP = 0.75   # estate.operate.diff.order.KEEP_UP, here without importing it for --help
 
 
 def register(app: typer.Typer) -> None:
