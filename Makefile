@@ -7,7 +7,7 @@ VENV := .venv
 ESTATE := $(VENV)/bin/estate
 PYTEST := $(VENV)/bin/pytest -p no:cacheprovider
 
-.PHONY: deps test-deps venv scan-venv doctor check render lab lab-image-ahead lab-down lab-ns lab-ns-down test test-unit test-fuzz test-live-slurm slurm-roots test-lab test-molecule test-vm bench bench-scale golden templates lab-vagrant lab-vagrant-down
+.PHONY: deps test-deps venv scan-venv doctor check render lab lab-image-ahead lab-down lab-ns lab-ns-down test test-unit test-fuzz test-live-slurm slurm-roots test-lab test-molecule test-vm bench bench-scale golden templates lab-vagrant lab-vagrant-down typecheck
 
 deps:
 	@scripts/install-deps.sh
@@ -88,6 +88,11 @@ test:
 ## Two workers: the fuzz tier beside it ends first, and a second core then idles otherwise.
 test-unit: venv scan-venv
 	$(PYTEST) -q -n 2 tests/unit tests/golden tests/live_k8s
+
+## The type checker over estate/ ([tool.mypy] in pyproject.toml); the unit tier runs it too
+## (tests/unit/test_typecheck.py).
+typecheck: venv
+	$(VENV)/bin/mypy
 
 ## Checkov's own environment (.venv/checkov), for tests/unit/test_checkov.py only.
 scan-venv: venv

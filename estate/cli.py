@@ -17,22 +17,22 @@ from typer.core import TyperGroup
 
 from estate.output import Output, help_markup, output_option, print_rows
 
-# command -> the module that defines it: a module with register(app) (the command is one
-# of those it registers), or "module:attr" for a typer app of subcommands. `estate check`
-# imports none of them; `estate --help` imports them all (click asks each for its help).
+# command -> the module that defines it, with register(app): it adds the command (one
+# command, or a typer group of subcommands) to app. `estate check` imports none of them;
+# `estate --help` imports them all (click asks each for its help).
 LAZY = {
     "apply": "estate.provision.cli",
     "inventory": "estate.provision.cli",
     "verify": "estate.verify.cli",
-    "lab": "estate.lab.cli:app",
-    "pulumi": "estate.pulumi.cli:app",
+    "lab": "estate.lab.cli",
+    "pulumi": "estate.pulumi.cli",
     "doctor": "estate.doctor",
     "import": "estate.importer.cli",
-    "report": "estate.report_cli",
-    "handoff": "estate.handoff_cli",
-    "drift": "estate.drift_cli",
-    "diff": "estate.diff_cli",
-    "rotate": "estate.rotate",
+    "report": "estate.operate.report.cli",
+    "handoff": "estate.operate.handoff.cli",
+    "drift": "estate.operate.drift.cli",
+    "diff": "estate.operate.diff.cli",
+    "rotate": "estate.operate.rotate.cli",
 }
 
 
@@ -50,14 +50,8 @@ class LazyGroup(TyperGroup):
 
 
 def lazy_command(name: str, markup=None):
-    module, _, attr = LAZY[name].partition(":")
-    loaded = importlib.import_module(module)
-    if attr:
-        command = typer.main.get_group(getattr(loaded, attr))
-        command.name = name
-        return command
     app = typer.Typer(rich_markup_mode=markup)
-    loaded.register(app)
+    importlib.import_module(LAZY[name]).register(app)
     return typer.main.get_group(app).commands[name]
 
 

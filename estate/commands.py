@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from estate.check.findings import Finding, has_errors
+from estate.findings import Finding, has_errors
 from estate.output import LazyConsole, Output, echo, echo_findings
 from estate.pipeline import build, debugging, internal_error
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
 from pathlib import Path
-from typing import Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 import typer
 
@@ -36,6 +36,9 @@ from estate.model import nvidia
 from estate.model.services import CLUSTER_CA_SEED, JWT_KEY, MUNGE_KEY, TLS_SEED, uses_jwt
 from estate.model.slurm import BLOCK_TOPOLOGY
 from estate.output import Output, annotation, make_console, output_option
+
+if TYPE_CHECKING:   # read for its type only: doctor builds the estate through the pipeline
+    from estate.spec.resolved import Estate
 
 ERROR, WARNING = "error", "warning"
 
@@ -295,7 +298,7 @@ def _gpus(estate, name: str) -> GpuNeed | None:
 class Probe:
     need: Need
     runner: Runner
-    estate: object
+    estate: Estate
     artifacts: dict
 
     def check(self, id: str, ok: bool, message: str, fix: str = "",

@@ -13,7 +13,7 @@ import re
 import sys
 from enum import Enum
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from estate.findings import Finding, Severity
 
@@ -81,7 +81,7 @@ def echo(text: str) -> None:
     print(text, flush=True)
 
 
-def help_markup() -> str | None:
+def help_markup() -> Literal["rich"] | None:
     """Typer's help style: rich boxes on a terminal; click's plain help (wrapped between
     words, never inside one) in a pipe, where rich would cut option names at 80 columns."""
     return "rich" if sys.stdout.isatty() else None
@@ -102,7 +102,8 @@ class LazyConsole:
     pipe (`estate check` in CI) never imports rich, 0.03 s of its start."""
 
     def __init__(self, stderr: bool = False):
-        self._stderr, self._console = stderr, None
+        self._stderr = stderr
+        self._console: Console | None = None
 
     def __getattr__(self, name: str):
         if self._console is None:
@@ -186,7 +187,7 @@ def echo_columns(header: list[str], rows: list[list[str]]) -> None:
 
 
 def print_rows(title: str | None, header: list[str], rows: list[list], output: Output,
-               console: Console | None = None) -> None:
+               console: Console | LazyConsole | None = None) -> None:
     """A rich table on a terminal (or --output table); aligned lines otherwise.
     Cells are plain strings (never read as markup) or styled rich Text."""
     if output.lines:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from estate import fork
 from estate.check import check_artifacts, check_gate, check_spec, has_errors
-from estate.check.findings import Finding, Severity, sort_findings
+from estate.findings import Finding, Severity, sort_findings
 from estate.render import BUILDERS, Artifacts, assemble, render_all, render_each
 from estate.render.templates import RenderError
 from estate.spec.load import Loaded, Source, load

@@ -7,8 +7,8 @@ from __future__ import annotations
 import importlib
 from functools import lru_cache
 
-from estate.check.findings import Finding, Severity, has_errors, sort_findings
 from estate.check.registry import REGISTRY, Problem, run, validator
+from estate.findings import Finding, Severity, has_errors, sort_findings
 
 __all__ = ["Finding", "Severity", "Problem", "validator", "check_gate", "check_spec",
            "check_artifacts", "has_errors", "REGISTRY", "load_domains"]
@@ -42,7 +42,7 @@ def all_domains() -> tuple[str, ...]:
 
     import estate.check as pkg
     return tuple(m.name for m in pkgutil.iter_modules(pkg.__path__)
-                 if m.name not in {"findings", "registry"})
+                 if m.name != "registry")
 
 
 def check_gate(estate, locate=lambda loc: "") -> list[Finding]:

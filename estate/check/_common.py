@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Hashable, Iterable, Iterator, TypeVar
 
 from estate.check.registry import Problem
 from estate.spec.hostlist import Hostlist, HostlistError
@@ -76,7 +76,10 @@ def problem(loc: tuple, message: str, hint: str = "") -> Problem:
     return Problem(spec_path(loc), message, hint, tuple(loc))
 
 
-def duplicates(items: Iterable, key: Callable) -> Iterator[tuple[int, object, int]]:
+T = TypeVar("T")
+
+
+def duplicates(items: Iterable[T], key: Callable[[T], Hashable]) -> Iterator[tuple[int, T, int]]:
     """(index, item, index of the first item with the same key) for every repeat."""
     first: dict = {}
     for i, item in enumerate(items):

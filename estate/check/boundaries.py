@@ -7,11 +7,12 @@ from estate.catalogue import ROLES
 from estate.check._common import (
     group_of, group_sets, groups_touching, hosts_where, overlapping, problem, short,
 )
-from estate.check.findings import Severity
-from estate.check.registry import validator
+from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.model import model
 from estate.model.kubernetes import flavors
 from estate.spec.hostlist import HostlistError
+from estate.spec.resolved import Estate
 
 E, W = Severity.ERROR, Severity.WARNING
 
@@ -22,7 +23,7 @@ ROLE_PLANE = {name: r.plane for name, r in ROLES.items() if r.spec_role and r.pl
 
 @validator("boundaries.node_in_both_planes", E, "boundaries",
            "a host is defined in a Slurm group and in a Kubernetes group")
-def node_in_both_planes(estate):
+def node_in_both_planes(estate: Estate) -> Problems:
     sets = group_sets(estate)
     if not hosts_where(estate, lambda g: g.plane == "slurm") & \
             hosts_where(estate, lambda g: g.plane == "kubernetes"):
@@ -42,7 +43,7 @@ def node_in_both_planes(estate):
 
 @validator("boundaries.role_plane", E, "boundaries",
            "a node group has a role of a plane it is not on")
-def role_plane(estate):
+def role_plane(estate: Estate) -> Problems:
     for gi, group in enumerate(estate.spec.nodes):
         for ri, role in enumerate(group.roles):
             want = ROLE_PLANE.get(role)
@@ -55,7 +56,7 @@ def role_plane(estate):
 
 @validator("boundaries.kubernetes_node_in_partition", E, "boundaries",
            "a Slurm partition names Kubernetes-plane nodes")
-def kubernetes_node_in_partition(estate):
+def kubernetes_node_in_partition(estate: Estate) -> Problems:
     for part in model(estate).partitions:
         for gi, inter in groups_touching(estate, part.members):
             if estate.spec.nodes[gi].plane == "kubernetes":
@@ -78,7 +79,7 @@ def _named_hosts(estate):
 
 @validator("boundaries.host_on_wrong_plane", E, "boundaries",
            "a Slurm controller on the Kubernetes plane, or a control plane node off it")
-def host_on_wrong_plane(estate):
+def host_on_wrong_plane(estate: Estate) -> Problems:
     for loc, name, plane in _named_hosts(estate):
         group = group_of(estate, name)
         if group is not None and group.plane != plane:
@@ -89,7 +90,7 @@ def host_on_wrong_plane(estate):
 
 @validator("boundaries.kubernetes_section_missing", E, "boundaries",
            "Kubernetes-plane nodes exist but the spec has no 'kubernetes' section")
-def kubernetes_section_missing(estate):
+def kubernetes_section_missing(estate: Estate) -> Problems:
     if estate.spec.kubernetes is None:
         for gi, group in enumerate(estate.spec.nodes):
             if group.plane == "kubernetes":
@@ -118,7 +119,7 @@ def _tenant_claims(estate) -> dict[str, list[tuple[tuple, int]]]:
 
 @validator("boundaries.tenant_gpus_exceed_plane", E, "boundaries",
            "tenants' GPU quotas exceed the GPUs of that model on the Kubernetes plane")
-def tenant_gpus_exceed_plane(estate):
+def tenant_gpus_exceed_plane(estate: Estate) -> Problems:
     if estate.spec.kubernetes is None:
         return
     have = kubernetes_gpus(estate)
@@ -134,7 +135,7 @@ def tenant_gpus_exceed_plane(estate):
 
 @validator("boundaries.tenant_gpus_unassigned", E, "boundaries",
            "Kubernetes-plane GPUs that no tenant has quota for")
-def tenant_gpus_unassigned(estate):
+def tenant_gpus_unassigned(estate: Estate) -> Problems:
     if estate.spec.kubernetes is None:
         return
     claims = _tenant_claims(estate)

@@ -3,8 +3,9 @@ Slurm can enforce it (estate.model.bridge)."""
 from __future__ import annotations
 
 from estate.check._common import problem
-from estate.check.findings import Severity
-from estate.check.registry import validator
+from estate.check.registry import Problems, validator
+from estate.findings import Severity
+from estate.spec.resolved import Estate
 
 E, W = Severity.ERROR, Severity.WARNING
 
@@ -23,7 +24,7 @@ def _at(i: int, *rest) -> tuple:
 
 @validator("bridge.no_slurmrestd", E, "bridge",
            "a tenant is granted the bridge but the estate runs no slurmrestd or accounting")
-def no_slurmrestd(estate):
+def no_slurmrestd(estate: Estate) -> Problems:
     slurm = estate.spec.slurm
     for i, t, _ in _bridged(estate):
         if slurm.slurmrestd is None or not estate.role_hosts("slurmrestd"):
@@ -37,7 +38,7 @@ def no_slurmrestd(estate):
 
 
 @validator("bridge.unknown_user", E, "bridge", "a bridge's user is not in identity.users")
-def unknown_user(estate):
+def unknown_user(estate: Estate) -> Problems:
     users = {u.name: u for u in estate.spec.identity.users}
     for i, t, b in _bridged(estate):
         user = users.get(b.user)
@@ -53,7 +54,7 @@ def unknown_user(estate):
 
 @validator("bridge.shared_user", E, "bridge",
            "a bridge's user is also an account member or another tenant's bridge user")
-def shared_user(estate):
+def shared_user(estate: Estate) -> Problems:
     members = {u: a.name for a in estate.spec.slurm.accounts for u in a.users}
     seen: dict[str, str] = {}
     for i, t, b in _bridged(estate):
@@ -69,7 +70,7 @@ def shared_user(estate):
 
 
 @validator("bridge.unknown_account", E, "bridge", "a bridge's account is not in slurm.accounts")
-def unknown_account(estate):
+def unknown_account(estate: Estate) -> Problems:
     accounts = {a.name for a in estate.spec.slurm.accounts}
     for i, t, b in _bridged(estate):
         if b.account not in accounts:
@@ -80,7 +81,7 @@ def unknown_account(estate):
 
 @validator("bridge.unknown_partition", E, "bridge",
            "a bridge names a partition that does not exist or refuses its account")
-def unknown_partition(estate):
+def unknown_partition(estate: Estate) -> Problems:
     parts = {p.name: p for p in estate.spec.slurm.partitions}
     for i, t, b in _bridged(estate):
         for j, name in enumerate(b.partitions):
@@ -99,7 +100,7 @@ def unknown_partition(estate):
 
 @validator("bridge.unknown_qos", E, "bridge",
            "a bridge names a QOS that does not exist or its account may not use")
-def unknown_qos(estate):
+def unknown_qos(estate: Estate) -> Problems:
     slurm = estate.spec.slurm
     known = {q.name for q in slurm.qos}
     accounts = {a.name: a for a in slurm.accounts}

@@ -12,14 +12,15 @@ from functools import lru_cache
 import yaml
 
 from estate.check._common import problem
-from estate.check.findings import Severity
 from estate import paths
 from estate.check.kubernetes_schema import _dicts
-from estate.check.registry import Problem, validator
+from estate.check.registry import ArtifactContext, Problem, Problems, validator
+from estate.findings import Severity
 from estate.model import cni
 from estate.model.flows import designed_port, matrix
 from estate.model.services import MANIFESTS
 from estate.spec.hostlist import compress
+from estate.spec.resolved import Estate
 
 E = Severity.ERROR
 INSTALLATION = MANIFESTS + cni.INSTALLATION_PATH
@@ -52,7 +53,7 @@ def _planned(ctx) -> bool:
 
 @validator("cni.missing", E, "cni", "a Kubernetes plane is rendered without its pod network "
            "(the CNI operator and its Installation)", stage="artifacts")
-def missing(ctx):
+def missing(ctx: ArtifactContext) -> Problems:
     if not _planned(ctx):
         return
     for path in (OPERATOR, INSTALLATION):
@@ -66,7 +67,7 @@ def missing(ctx):
 @validator("cni.operator_not_pinned", E, "cni", "the rendered CNI operator manifest is not "
            "the pinned upstream file with Estate's hardening of its Deployment, and nothing "
            "else", stage="artifacts")
-def operator_not_pinned(ctx):
+def operator_not_pinned(ctx: ArtifactContext) -> Problems:
     a = ctx.artifacts.get(OPERATOR)
     if a is None:
         return
@@ -113,7 +114,7 @@ def _pod_subnet(ctx) -> str | None:
 
 @validator("cni.pod_cidr_mismatch", E, "cni", "the CNI's IP pool is not kubeadm's podSubnet",
            stage="artifacts")
-def pod_cidr_mismatch(ctx):
+def pod_cidr_mismatch(ctx: ArtifactContext) -> Problems:
     doc = _installation(ctx) if _planned(ctx) else None
     if doc is None:
         return
@@ -126,7 +127,7 @@ def pod_cidr_mismatch(ctx):
 
 @validator("cni.mtu", E, "cni", "the pod MTU plus the encapsulation's overhead does not fit "
            "the API segment's MTU", stage="artifacts")
-def mtu(ctx):
+def mtu(ctx: ArtifactContext) -> Problems:
     doc = _installation(ctx) if _planned(ctx) else None
     seg_mtu = cni.segment_mtu(ctx.estate) if doc is not None else None
     if seg_mtu is None:
@@ -145,7 +146,7 @@ def mtu(ctx):
 
 @validator("cni.node_address", E, "cni", "calico-node would pick node addresses outside the "
            "API segment, which the flows do not admit", stage="artifacts")
-def node_address(ctx):
+def node_address(ctx: ArtifactContext) -> Problems:
     doc = _installation(ctx) if _planned(ctx) else None
     want = cni.api_cidr(ctx.estate) if doc is not None else None
     if want is None:
@@ -159,7 +160,7 @@ def node_address(ctx):
 
 @validator("cni.port_not_in_flows", E, "cni", "the flow matrix does not admit the CNI's "
            "ports between every pair of Kubernetes-plane nodes", stage="artifacts")
-def port_not_in_flows(ctx):
+def port_not_in_flows(ctx: ArtifactContext) -> Problems:
     doc = _installation(ctx) if _planned(ctx) else None
     if doc is None:
         return
@@ -221,7 +222,7 @@ MESH_NODES = 100
 
 @validator("cni.pod_cidr_too_small", E, "cni", "the pod CIDR is smaller than one of Calico's "
            "IPAM blocks")
-def pod_cidr_too_small(estate):
+def pod_cidr_too_small(estate: Estate) -> Problems:
     k8s = estate.spec.kubernetes
     if k8s is not None and k8s.pod_cidr.prefixlen > cni.BLOCK_SIZE:
         yield problem(("kubernetes", "pod_cidr"), f"pod_cidr {k8s.pod_cidr} is smaller than "
@@ -231,7 +232,7 @@ def pod_cidr_too_small(estate):
 
 @validator("cni.pod_cidr_blocks", W, "cni", "the pod CIDR holds fewer IPAM blocks than the "
            "plane has nodes")
-def pod_cidr_blocks(estate):
+def pod_cidr_blocks(estate: Estate) -> Problems:
     k8s = estate.spec.kubernetes
     if k8s is None or k8s.pod_cidr.prefixlen > cni.BLOCK_SIZE:
         return
@@ -246,7 +247,7 @@ def pod_cidr_blocks(estate):
 
 @validator("cni.bgp_mesh", W, "cni", "no encapsulation (BGP full mesh) on a plane too large "
            "for it")
-def bgp_mesh(estate):
+def bgp_mesh(estate: Estate) -> Problems:
     k8s = estate.spec.kubernetes
     if k8s is None or not cni.encapsulation(estate).bgp:
         return

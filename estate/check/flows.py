@@ -3,17 +3,18 @@ replaces cuts one that a role needs (estate.model.flows derives both)."""
 from __future__ import annotations
 
 from estate.check._common import hostlist_error, parse_hosts, problem, short
-from estate.check.findings import Severity
-from estate.check.registry import validator
+from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.model.flows import DEFAULT_NAMES, default_flows, matrix
 from estate.spec.hostlist import Hostlist
+from estate.spec.resolved import Estate
 
 E = Severity.ERROR
 
 
 @validator("flows.unknown_node", E, "flows",
            "a firewall flow names nodes the spec does not have, or none at all")
-def unknown_node(estate):
+def unknown_node(estate: Estate) -> Problems:
     for i, flow in enumerate(estate.spec.firewall.flows):
         for key in ("to", "from_hosts"):
             expr = getattr(flow, key)
@@ -38,7 +39,7 @@ def unknown_node(estate):
 @validator("flows.required_cut", E, "flows",
            "a flow the spec replaces cuts a flow that a role needs (its daemons could not "
            "reach their controller, server or peers)")
-def required_cut(estate):
+def required_cut(estate: Estate) -> Problems:
     if not any(f.name in DEFAULT_NAMES for f in estate.spec.firewall.flows):
         return   # the spec only adds flows: nothing is cut
     m = matrix(estate)
@@ -81,7 +82,7 @@ def _roles(estate, hosts) -> list[str]:
 
 @validator("flows.source_off_segment", Severity.WARNING, "flows",
            "a firewall flow's source nodes have no address on the flow's segment")
-def source_off_segment(estate):
+def source_off_segment(estate: Estate) -> Problems:
     known = {s.name for s in estate.spec.segments}
     for i, flow in enumerate(estate.spec.firewall.flows):
         if flow.segment not in known:

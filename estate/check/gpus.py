@@ -7,9 +7,10 @@ slurmd finds fewer GPUs than slurm.conf declares and drains the node.
 from __future__ import annotations
 
 from estate.check._common import problem
-from estate.check.findings import Severity
-from estate.check.registry import validator
+from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.model.nvidia import MIG_PROFILES, mig_family, mig_layout_problems
+from estate.spec.resolved import Estate
 
 E = Severity.ERROR
 
@@ -25,7 +26,7 @@ def _mig_kinds(spec):
 
 @validator("nodes.mig_profile_unknown", E, "nodes",
            "a MIG layout on a GPU that is not MIG-capable, or naming a profile it has not")
-def mig_profile_unknown(estate):
+def mig_profile_unknown(estate: Estate) -> Problems:
     for loc, gpu in _mig_kinds(estate.spec):
         key = mig_family(gpu.product, gpu.memory_gb)
         if not gpu.mig or key is None:
@@ -46,7 +47,7 @@ def mig_profile_unknown(estate):
 @validator("nodes.mig_over_capacity", E, "nodes",
            "a MIG layout that needs more slices, or more instances of a profile, than one "
            "GPU has")
-def mig_over_capacity(estate):
+def mig_over_capacity(estate: Estate) -> Problems:
     for loc, gpu in _mig_kinds(estate.spec):
         key = mig_family(gpu.product, gpu.memory_gb)
         if key is None or not gpu.mig or set(gpu.mig_profiles) - set(MIG_PROFILES[key]):

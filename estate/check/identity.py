@@ -3,7 +3,7 @@ Kubernetes tenants' pods are granted from them (kubernetes.tenants[].run_as)."""
 from __future__ import annotations
 
 from estate.check._common import duplicates, problem
-from estate.check.findings import Severity
+from estate.findings import Severity
 from estate.check.registry import validator
 
 E, W = Severity.ERROR, Severity.WARNING

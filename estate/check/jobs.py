@@ -4,10 +4,11 @@ tracking sized where job traffic stays tracked (estate.model.jobs derives the fa
 from __future__ import annotations
 
 from estate.check._common import problem, short
-from estate.check.findings import Severity
-from estate.check.registry import validator
+from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.model import jobs
 from estate.spec.hostlist import Hostlist
+from estate.spec.resolved import Estate
 
 E, W = Severity.ERROR, Severity.WARNING
 
@@ -15,7 +16,7 @@ E, W = Severity.ERROR, Severity.WARNING
 @validator("jobs.narrowing_launcher", E, "jobs",
            "firewall.jobs.ports narrows job traffic to ports a named launcher cannot live "
            "with (NCCL cannot pin its ports; Open MPI needs a port per rank)")
-def narrowing_launcher(estate):
+def narrowing_launcher(estate: Estate) -> Problems:
     given = estate.spec.firewall.jobs
     if given.ports is None:
         return
@@ -42,7 +43,7 @@ def narrowing_launcher(estate):
 
 @validator("jobs.nic_segment", E, "jobs",
            "a NIC says it carries a segment the spec does not have")
-def nic_segment(estate):
+def nic_segment(estate: Estate) -> Problems:
     known = {s.name for s in estate.spec.segments}
     for ci, cls in enumerate(estate.spec.node_classes):
         for ni, nic in enumerate(cls.nics):
@@ -57,7 +58,7 @@ def nic_segment(estate):
 @validator("jobs.no_fabric_nic", W, "jobs",
            "workers have a fabric address, but their class names no NIC on the fabric: "
            "jobs are not told which interface to use (NCCL_SOCKET_IFNAME)")
-def no_fabric_nic(estate):
+def no_fabric_nic(estate: Estate) -> Problems:
     fabrics = set(jobs.fabrics(estate))
     for name in jobs.worker_classes(estate):
         ci, cls = next((i, c) for i, c in enumerate(estate.spec.node_classes)
@@ -74,7 +75,7 @@ def no_fabric_nic(estate):
 @validator("jobs.conntrack_overflow", W, "jobs",
            "job traffic stays tracked (workers without a fabric address), and an all-to-all "
            "across the workers would overflow nf_conntrack_max")
-def conntrack_overflow(estate):
+def conntrack_overflow(estate: Estate) -> Problems:
     fabrics = jobs.fabrics(estate)
     tracked = [n for n in sorted(jobs.workers(estate))
                if not any(estate.address(n, f) is not None for f in fabrics)]

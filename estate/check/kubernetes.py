@@ -8,13 +8,14 @@ import re
 from itertools import islice
 
 from estate.check._common import HostSet, group_of, hosts_where, parse_hosts, problem
-from estate.check.findings import Severity
 from estate.check.kubernetes_schema import (MIN_MINOR, label_problems, schema_version,
                                             shipped_versions)
-from estate.check.registry import validator
+from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.model import cni
 from estate.model import kubernetes as k8s
 from estate.spec.types import DNS_LABEL, DNS_SUBDOMAIN, LABEL_VALUE
+from estate.spec.resolved import Estate
 
 E, W = Severity.ERROR, Severity.WARNING
 KUBELET_ALLOWED = {"kubernetes.io/hostname", "kubernetes.io/instance-type", "kubernetes.io/os",
@@ -35,7 +36,7 @@ def _plane(estate):
 
 @validator("kubernetes.version", E, "kubernetes",
            "a Kubernetes version Estate cannot render or validate")
-def version(estate):
+def version(estate: Estate) -> Problems:
     if not _plane(estate):
         return
     v = _plane(estate).version
@@ -56,7 +57,7 @@ def version(estate):
 
 @validator("kubernetes.control_plane", E, "kubernetes",
            "a control plane that is not a defined host with the k8s_control_plane role")
-def control_plane(estate):
+def control_plane(estate: Estate) -> Problems:
     if not _plane(estate):
         return
     for i, name in enumerate(_plane(estate).control_plane):
@@ -77,7 +78,7 @@ MAX_CLUSTER_NODES = 5000
 
 @validator("kubernetes.plane_too_large", W, "kubernetes",
            "more Kubernetes-plane nodes than upstream's 5,000-node envelope")
-def plane_too_large(estate):
+def plane_too_large(estate: Estate) -> Problems:
     if not _plane(estate):
         return
     groups = [(gi, len(hosts)) for gi, (group, hosts)
@@ -94,7 +95,7 @@ def plane_too_large(estate):
 
 @validator("kubernetes.control_plane_not_listed", W, "kubernetes",
            "a k8s_control_plane node missing from kubernetes.control_plane")
-def control_plane_not_listed(estate):
+def control_plane_not_listed(estate: Estate) -> Problems:
     if not _plane(estate):
         return
     listed = set(_plane(estate).control_plane)
@@ -109,7 +110,7 @@ def control_plane_not_listed(estate):
 
 @validator("kubernetes.api_vip_missing", E, "kubernetes",
            "several control planes but no API VIP")
-def api_vip_missing(estate):
+def api_vip_missing(estate: Estate) -> Problems:
     plane = _plane(estate)
     if plane and len(plane.control_plane) > 1 and not plane.api_vip:
         first = plane.control_plane[0]
@@ -122,7 +123,7 @@ def api_vip_missing(estate):
 
 @validator("kubernetes.api_vip", E, "kubernetes",
            "an API VIP outside the API segment, or a node's own address")
-def api_vip(estate):
+def api_vip(estate: Estate) -> Problems:
     plane = _plane(estate)
     if not plane or not plane.api_vip:
         return
@@ -159,7 +160,7 @@ IFNAME_MAX = 15
 
 @validator("kubernetes.api_vip_interface", E, "kubernetes",
            "an API VIP without the control planes' interface to announce it on")
-def api_vip_interface(estate):
+def api_vip_interface(estate: Estate) -> Problems:
     plane = _plane(estate)
     if not plane or not plane.api_vip:
         return
@@ -187,7 +188,7 @@ def api_vip_interface(estate):
 
 @validator("kubernetes.etcd_even", W, "kubernetes",
            "an even number of control planes (stacked etcd members)")
-def etcd_even(estate):
+def etcd_even(estate: Estate) -> Problems:
     plane = _plane(estate)
     n = len(plane.control_plane) if plane else 0
     if n and n % 2 == 0:
@@ -199,7 +200,7 @@ def etcd_even(estate):
 
 @validator("kubernetes.api_address", E, "kubernetes",
            "a Kubernetes node without an address on the API segment")
-def api_address(estate):
+def api_address(estate: Estate) -> Problems:
     plane = _plane(estate)
     if not plane or plane.api_segment not in {s.name for s in estate.spec.segments}:
         return
@@ -213,7 +214,7 @@ def api_address(estate):
 
 @validator("kubernetes.tenant_name", E, "kubernetes",
            "a tenant name that cannot be a namespace, or is used twice")
-def tenant_name(estate):
+def tenant_name(estate: Estate) -> Problems:
     if not _plane(estate):
         return
     seen = set()
@@ -236,7 +237,7 @@ def tenant_name(estate):
 
 @validator("kubernetes.allow_from_unknown", E, "kubernetes",
            "a tenant allows traffic from a tenant that does not exist")
-def allow_from_unknown(estate):
+def allow_from_unknown(estate: Estate) -> Problems:
     if not _plane(estate):
         return
     names = {t.name for t in _plane(estate).tenants}
@@ -249,7 +250,7 @@ def allow_from_unknown(estate):
 
 @validator("kubernetes.tenant_group", E, "kubernetes",
            "a tenant's groups entry names a group missing from identity.groups")
-def tenant_group(estate):
+def tenant_group(estate: Estate) -> Problems:
     if not _plane(estate):
         return
     known = {g.name for g in estate.spec.identity.groups}
@@ -274,7 +275,7 @@ def _plane_gpu_classes(estate):
 
 @validator("kubernetes.gpu_kinds", E, "kubernetes",
            "a Kubernetes worker whose class has several GPU kinds")
-def gpu_kinds(estate):
+def gpu_kinds(estate: Estate) -> Problems:
     for gi, group in enumerate(estate.spec.nodes):
         cls = estate.node_class(group)
         if group.plane == k8s.PLANE and "k8s_worker" in group.roles and cls and \
@@ -290,7 +291,7 @@ def gpu_kinds(estate):
 
 @validator("kubernetes.gpu_model", E, "kubernetes",
            "a Kubernetes GPU model that cannot name a Kueue flavor, or has two products")
-def gpu_model(estate):
+def gpu_model(estate: Estate) -> Problems:
     if not _plane(estate):
         return
     products: dict[str, str] = {}
@@ -312,7 +313,7 @@ def gpu_model(estate):
 
 @validator("kubernetes.gpu_sharing", E, "kubernetes",
            "GPU sharing for an unknown class, or MIG on GPUs without MIG")
-def gpu_sharing(estate):
+def gpu_sharing(estate: Estate) -> Problems:
     plane = _plane(estate)
     if not plane:
         return
@@ -345,7 +346,7 @@ def gpu_sharing(estate):
 
 @validator("kubernetes.mig_quota_units", W, "kubernetes",
            "MIG GPUs under Kueue quotas that count whole GPUs")
-def mig_quota_units(estate):
+def mig_quota_units(estate: Estate) -> Problems:
     if not _plane(estate):
         return
     for gi, cls in _plane_gpu_classes(estate):
@@ -363,7 +364,7 @@ def mig_quota_units(estate):
 
 @validator("kubernetes.node_labels", E, "kubernetes",
            "node labels the kubelet refuses, or that clash with labels Estate derives")
-def node_labels(estate):
+def node_labels(estate: Estate) -> Problems:
     if not _plane(estate):
         return
     derived = {k8s.GPU_PRESENT, k8s.GPU_PRODUCT, k8s.GPU_COUNT, k8s.GPU_REPLICAS,
@@ -390,7 +391,7 @@ def node_labels(estate):
 
 @validator("kubernetes.topology_label", E, "kubernetes",
            "a switch or block name that cannot be a topology label value")
-def topology_label(estate):
+def topology_label(estate: Estate) -> Problems:
     if not _plane(estate):
         return
     topo = estate.spec.topology
@@ -405,7 +406,7 @@ def topology_label(estate):
 
 @validator("kubernetes.export_name", E, "kubernetes",
            "an export Kubernetes mounts whose name cannot name a PersistentVolume")
-def export_name(estate):
+def export_name(estate: Estate) -> Problems:
     if not _plane(estate):
         return
     plane = hosts_where(estate, lambda g: g.plane == k8s.PLANE)
@@ -451,7 +452,7 @@ def _slurm_only(loc: tuple) -> bool:
 
 @validator("kubernetes.yaml_word", E, "kubernetes",
            "a name YAML reads as a boolean or null (yes, no, on, off, true, null, ...)")
-def yaml_word(estate):
+def yaml_word(estate: Estate) -> Problems:
     if not _plane(estate):
         return
     if not _QUOTED_YAML_WORD.search(estate.spec.model_dump_json(by_alias=True,

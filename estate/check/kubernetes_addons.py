@@ -4,13 +4,13 @@ its quota), and every add-on's pods have a node to land on (every node carries a
 control planes, GPU pools)."""
 from __future__ import annotations
 
-from estate.check.findings import Severity
 from estate.check.kubernetes_schema import (_config_validator, _dicts, _errors, _first,
                                             plane_artifacts, rendered_nodes)
 from estate.check.kubernetes_quota import RESOURCES, amount, rendered_reservations
 from estate.check.kubernetes_quota import _capacity as capacity
 from estate.check.ownership import HARD_EFFECTS, _name, _tenant_path, rendered, tolerates
-from estate.check.registry import Problem, validator
+from estate.check.registry import ArtifactContext, Problem, Problems, validator
+from estate.findings import Severity
 from estate.model import kubernetes as k8s
 from estate.model.services import MANIFESTS
 
@@ -66,7 +66,7 @@ def _local_queues(artifacts) -> set[tuple[str, str]]:
 @validator("kubernetes.kueue_config_invalid", E, "kubernetes",
            "the rendered Kueue controller configuration is missing or not Kueue's schema",
            stage="artifacts")
-def kueue_config_invalid(ctx):
+def kueue_config_invalid(ctx: ArtifactContext) -> Problems:
     k = ctx.estate.spec.kubernetes
     if not k or not k.tenants:
         return
@@ -91,7 +91,7 @@ def _kueue_config_problems(path: str, config: dict):
 @validator("kubernetes.kueue_tenant_unmanaged", E, "kubernetes",
            "a tenant's Jobs, Pods or Deployments can run without a Kueue admission",
            stage="artifacts")
-def kueue_tenant_unmanaged(ctx):
+def kueue_tenant_unmanaged(ctx: ArtifactContext) -> Problems:
     k = ctx.estate.spec.kubernetes
     if not k or not k.tenants:
         return
@@ -180,7 +180,7 @@ def pod_requests(pod: dict, resources=RESOURCES) -> dict[str, float]:
 def _landing(pod: dict, nodes: dict, classes: dict, kept: dict) -> tuple[bool, list]:
     """(whether some node takes the pod, the nodes it may run on but has no room on);
     stops at the first node that takes it (a plane may have thousands)."""
-    want, crowded = pod_requests(pod), []
+    want, crowded = pod_requests(pod), list[str]()
     for name, node in nodes.items():
         if not lands_on(pod, node):
             continue
@@ -194,7 +194,7 @@ def _landing(pod: dict, nodes: dict, classes: dict, kept: dict) -> tuple[bool, l
 @validator("kubernetes.addon_unschedulable", E, "kubernetes",
            "a rendered add-on (Deployment, DaemonSet, StatefulSet) has no node it can run on",
            stage="artifacts")
-def addon_unschedulable(ctx):
+def addon_unschedulable(ctx: ArtifactContext) -> Problems:
     if not ctx.estate.spec.kubernetes:
         return
     nodes, kept = scheduling_nodes(ctx.artifacts), rendered_reservations(ctx.artifacts)
@@ -244,7 +244,7 @@ def _queue_quota(queues, flavor: str, res: str, unit: float) -> list[tuple[str, 
 @validator("kubernetes.quota_over_daemonsets", E, "kubernetes",
            "the tenants' quotas in a GPU pool, with what the rendered DaemonSets request on "
            "its nodes, add up to more than the nodes hand out", stage="artifacts")
-def quota_over_daemonsets(ctx):
+def quota_over_daemonsets(ctx: ArtifactContext) -> Problems:
     """A ClusterQueue's CPU and memory (and GPU units) are what Kueue admits on the pool: a
     DaemonSet's pod lands on every node first, so quotas that split the whole allocatable
     admit workloads that then find no room (estate.model.kubernetes.DAEMONSET_REQUESTS)."""

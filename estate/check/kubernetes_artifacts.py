@@ -5,13 +5,13 @@ nodes are GPU ownership: estate.check.ownership.
 """
 from __future__ import annotations
 
-from estate.check.findings import Severity
 from estate.check.kubernetes_schema import (BOOTSTRAP_TOKEN, _dicts, containerd_problems,
                                             device_plugin_configs, documents, parse_error,
                                             own_texts, plane_artifacts, rendered_nodes,
                                             unvalidated_documents, validate_config,
                                             validate_device_plugin_config, validate_object)
-from estate.check.registry import Problem, validator
+from estate.check.registry import ArtifactContext, Problem, Problems, validator
+from estate.findings import Severity
 from estate.model import kubernetes as k8s
 from estate.model.services import MANIFESTS
 
@@ -23,7 +23,7 @@ def _version(ctx) -> str:
 
 @validator("kubernetes.manifest_invalid", E, "kubernetes",
            "a rendered manifest fails strict schema validation", stage="artifacts")
-def manifest_invalid(ctx):
+def manifest_invalid(ctx: ArtifactContext) -> Problems:
     if not ctx.estate.spec.kubernetes:
         return
     version = _version(ctx)
@@ -51,7 +51,7 @@ def _kind(doc) -> str:
 @validator("kubernetes.config_invalid", E, "kubernetes",
            "a rendered kubeadm, kubelet, kind, device-plugin or containerd config is invalid",
            stage="artifacts")
-def config_invalid(ctx):
+def config_invalid(ctx: ArtifactContext) -> Problems:
     for a in plane_artifacts(ctx.artifacts):
         yield from _config_problems(a)
 
@@ -74,7 +74,7 @@ def _config_problems(a):
 
 @validator("kubernetes.secret_rendered", E, "kubernetes",
            "a join secret written into a rendered file", stage="artifacts")
-def secret_rendered(ctx):
+def secret_rendered(ctx: ArtifactContext) -> Problems:
     for a in plane_artifacts(ctx.artifacts):
         if any(map(_has_token, own_texts(a))):
             yield Problem(a.path, "contains a kubeadm bootstrap token",
@@ -106,7 +106,7 @@ def _secret_fields(doc):
 @validator("kubernetes.gpu_node_scheduling", E, "kubernetes",
            "a rendered GPU node without the GPU taint or a device-plugin config",
            stage="artifacts")
-def gpu_node_scheduling(ctx):
+def gpu_node_scheduling(ctx: ArtifactContext) -> Problems:
     configs = {}
     for a in plane_artifacts(ctx.artifacts, MANIFESTS):
         configs.update(device_plugin_configs(a))
@@ -133,7 +133,7 @@ FENCED_LEVELS = ("baseline", "restricted")   # privileged lets a pod bypass both
 @validator("kubernetes.tenant_unfenced", E, "kubernetes",
            "a rendered tenant namespace lacks Pod Security enforcement or the quota that "
            "keeps other tenants' PriorityClasses out", stage="artifacts")
-def tenant_unfenced(ctx):
+def tenant_unfenced(ctx: ArtifactContext) -> Problems:
     k8s_spec = ctx.estate.spec.kubernetes
     if not k8s_spec or not k8s_spec.tenants:
         return
@@ -185,7 +185,7 @@ VOLUME_KEY = "accept-nvidia-visible-devices-as-volume-mounts"
 @validator("kubernetes.gpu_isolation", E, "kubernetes",
            "the rendered device plugin and container toolkit settings let a pod see GPUs it "
            "was not allocated, or break allocation", stage="artifacts")
-def gpu_isolation(ctx):
+def gpu_isolation(ctx: ArtifactContext) -> Problems:
     configs = [(a.path, name, c) for a in plane_artifacts(ctx.artifacts, MANIFESTS)
                for name, c in device_plugin_configs(a).items()]
     if not configs:

@@ -4,11 +4,16 @@ schema, and every control plane has its etcd snapshot and certificate renewal ti
 renewal well within kubeadm's one-year certificates."""
 from __future__ import annotations
 
-from estate.check.findings import Severity
+from typing import TYPE_CHECKING
+
 from estate.check.kubernetes_schema import _dicts, parse_error, validate_object
-from estate.check.registry import Problem, validator
+from estate.check.registry import ArtifactContext, Problem, Problems, validator
+from estate.findings import Severity
 from estate.model import kubernetes as k8s
 from estate.spec.hostlist import Hostlist
+
+if TYPE_CHECKING:
+    import configparser
 
 E = Severity.ERROR
 INIT = "kubernetes/kubeadm/init.yaml"
@@ -33,7 +38,7 @@ def _vip_of(pod: dict) -> str | None:
 @validator("kubernetes.api_vip_mismatch", E, "kubernetes",
            "kube-vip's VIP is not the spec's and kubeadm's endpoint, or its pod is invalid",
            stage="artifacts")
-def api_vip_mismatch(ctx):
+def api_vip_mismatch(ctx: ArtifactContext) -> Problems:
     plane = ctx.estate.spec.kubernetes
     if not plane or not plane.api_vip:
         return
@@ -64,7 +69,7 @@ def api_vip_mismatch(ctx):
 def _unit(content: bytes) -> configparser.ConfigParser:
     import configparser   # only for an HA Kubernetes plane: not on every command's start
     parser = configparser.ConfigParser(strict=False, interpolation=None)
-    parser.optionxform = str
+    parser.optionxform = str   # type: ignore[method-assign,assignment]  # keys as written
     parser.read_string(content.decode())
     return parser
 
@@ -72,7 +77,7 @@ def _unit(content: bytes) -> configparser.ConfigParser:
 @validator("kubernetes.control_plane_timers", E, "kubernetes",
            "a control plane without its etcd snapshot or certificate renewal timer, or a "
            "renewal sparser than kubeadm's one-year certificates allow", stage="artifacts")
-def control_plane_timers(ctx):
+def control_plane_timers(ctx: ArtifactContext) -> Problems:
     if not ctx.estate.spec.kubernetes:
         return
     cps = Hostlist.from_names(n.name for n in k8s.control_planes(ctx.estate))

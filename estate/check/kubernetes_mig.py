@@ -8,20 +8,22 @@ hand-edited layout is caught as well as a spec whose layout cannot be applied.
 """
 from __future__ import annotations
 
-from estate.check.findings import Severity
 from estate.check.kubernetes_schema import device_plugin_configs, plane_artifacts, rendered_nodes
 from estate.check.ownership import mig_configs, mig_strategy, plugin_config
-from estate.check.registry import Problem, validator
+from estate.check.registry import ArtifactContext, Problem, Problems, validator
+from estate.findings import Severity
 from estate.model import kubernetes as k8s
 from estate.model.nvidia import mig_family, mig_layout_problems
 from estate.model.services import MANIFESTS
+from estate.spec.model import NodeClass
+from estate.spec.resolved import Estate
 
 E = Severity.ERROR
 FIX = ("give node_classes[].gpus.mig_profiles a layout of that GPU's profiles within 7 "
        "compute and 8 memory slices (NVIDIA's MIG user guide), then re-render")
 
 
-def _class_path(estate, name: str) -> tuple[str, object]:
+def _class_path(estate: Estate, name: str) -> tuple[str, NodeClass | None]:
     for i, cls in enumerate(estate.spec.node_classes):
         if cls.name == name:
             return f"node_classes[{i}].gpus.mig_profiles", cls
@@ -35,7 +37,7 @@ def _layout_text(layout: dict) -> str:
 @validator("kubernetes.mig_layout_invalid", E, "kubernetes",
            "a rendered MIG layout (mig-parted config) does not fit its GPUs, or a MIG node "
            "names a layout its device-plugin strategy cannot advertise", stage="artifacts")
-def mig_layout_invalid(ctx):
+def mig_layout_invalid(ctx: ArtifactContext) -> Problems:
     layouts = mig_configs(ctx.artifacts)
     for name, layout in sorted(layouts.items()):
         path, cls = _class_path(ctx.estate, name)

@@ -12,14 +12,15 @@ from __future__ import annotations
 import re
 
 from estate.check._common import problem
-from estate.check.findings import Severity
 from estate.check.kubernetes_schema import _dicts
 from estate.check.ownership import _groups, _name, _tenant_path, quota_claims, rendered
-from estate.check.registry import Problem, validator
+from estate.check.registry import ArtifactContext, Problem, Problems, validator
+from estate.findings import Severity
 from estate.model import kubernetes as k8s
 from estate.model import model
 from estate.model.services import MANIFESTS
 from estate.spec.hostset import HostSet
+from estate.spec.resolved import Estate
 
 E = Severity.ERROR
 INIT = "kubernetes/kubeadm/init.yaml"
@@ -71,7 +72,7 @@ def _nominal(queues, flavor: str, res: str) -> list[tuple[str, float]]:
 
 @validator("kubernetes.reserved_exceeds_capacity", E, "kubernetes",
            "the kubelet's reservations leave a Kubernetes node class no CPU or memory")
-def reserved_exceeds_capacity(estate):
+def reserved_exceeds_capacity(estate: Estate) -> Problems:
     if not estate.spec.kubernetes:
         return
     seen = set()
@@ -95,7 +96,7 @@ def reserved_exceeds_capacity(estate):
 @validator("kubernetes.quota_exceeds_allocatable", E, "kubernetes",
            "tenants' rendered quotas add up to more than the nodes' allocatable (capacity "
            "less the kubelet's reservations) or the GPUs they advertise", stage="artifacts")
-def quota_exceeds_allocatable(ctx):
+def quota_exceeds_allocatable(ctx: ArtifactContext) -> Problems:
     if not ctx.estate.spec.kubernetes:
         return
     r = rendered(ctx)
@@ -148,7 +149,7 @@ def _resource_quotas_over(ctx, r) -> list[Problem]:
 @validator("kubernetes.quota_not_advertised", E, "kubernetes",
            "a rendered quota (ClusterQueue or ResourceQuota) is in a GPU resource the "
            "pool's nodes do not advertise", stage="artifacts")
-def quota_not_advertised(ctx):
+def quota_not_advertised(ctx: ArtifactContext) -> Problems:
     """Under MIG's mixed strategy a node advertises nvidia.com/mig-<profile>, not
     nvidia.com/gpu: a quota in the wrong resource admits nothing, or (a ResourceQuota)
     fences nothing."""

@@ -16,9 +16,9 @@ to neither is refused: nothing can be proven of it.
 """
 from __future__ import annotations
 
-from estate.check.findings import Severity
 from estate.check.kubernetes_schema import _dicts, plane_artifacts
-from estate.check.registry import Problem, validator
+from estate.check.registry import ArtifactContext, Problem, Problems, validator
+from estate.findings import Severity
 from estate.model import bridge
 from estate.model import kubernetes as k8s
 from estate.model.services import MANIFESTS
@@ -147,7 +147,7 @@ def _tenant_bindings(ctx) -> tuple[dict, dict, list]:
            "a rendered binding lets an identity inside a tenant change a boundary the estate "
            "owns (NetworkPolicies, quotas, LimitRanges, RBAC, admission policies)",
            stage="artifacts")
-def tenant_boundary_writable(ctx):
+def tenant_boundary_writable(ctx: ArtifactContext) -> Problems:
     hint = ("bind tenants to estate.model.kubernetes.TENANT_ROLE, which reads the "
             "boundaries and writes none")
     roles, identities, bindings = _tenant_bindings(ctx)
@@ -179,7 +179,7 @@ def tenant_boundary_writable(ctx):
 @validator("kubernetes.tenant_secrets_readable", E, "kubernetes",
            "a rendered identity outside a tenant can read that tenant's Secrets",
            stage="artifacts")
-def tenant_secrets_readable(ctx):
+def tenant_secrets_readable(ctx: ArtifactContext) -> Problems:
     roles, identities, bindings = _tenant_bindings(ctx)
     for path, b, ns in bindings:
         tenants = [t for t in identities if b["kind"] == "ClusterRoleBinding" or ns == t]
@@ -217,7 +217,7 @@ def pod_namespaces(docs) -> set[str]:
 @validator("kubernetes.namespace_pod_security_implicit", E, "kubernetes",
            "a namespace Estate runs pods in has no explicit Pod Security level",
            stage="artifacts")
-def namespace_pod_security_implicit(ctx):
+def namespace_pod_security_implicit(ctx: ArtifactContext) -> Problems:
     if not ctx.estate.spec.kubernetes:
         return
     docs = _docs(ctx.artifacts)

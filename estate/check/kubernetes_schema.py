@@ -290,7 +290,7 @@ def _parse(content: bytes) -> tuple[tuple, str]:
     pieces = _pieces(content)
     if pieces is None:
         return _parse_now(content)
-    docs = []
+    docs: list = []
     for p in pieces:
         found, err = _parse_piece(p)
         if err:
@@ -313,7 +313,7 @@ def unvalidated_documents(artifact, version: str) -> list:
     if pieces is None:
         return documents(artifact)
     schemas = schema_version(version)
-    out = []
+    out: list = []
     for p in pieces:
         if not (p.vendored and schemas in p.vendored["validated"]):
             out += _parse_piece(p)[0]
@@ -373,7 +373,7 @@ def _light(content: bytes) -> tuple[dict, ...]:
     pieces = _pieces(content)
     if pieces is None:
         return _without_crd_specs(_parse(content)[0])
-    out = []
+    out: list = []
     for p in pieces:
         out += [p.vendored["light"]] if p.vendored else _without_crd_specs(_parse_piece(p)[0])
     return tuple(out)
@@ -418,7 +418,8 @@ def device_plugin_configs(artifact) -> dict:
 
 def rendered_queues(artifacts) -> tuple[list, list]:
     """(ResourceFlavors, ClusterQueues) from the rendered manifests."""
-    flavors, queues = [], []
+    flavors: list = []
+    queues: list = []
     for a in plane_artifacts(artifacts, MANIFESTS):
         for doc in _dicts(a):
             if doc.get("apiVersion") == k8s.KUEUE_API:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from estate import kubernetes_releases as releases
 from estate.check._common import problem
-from estate.check.findings import Severity
-from estate.check.registry import validator
+from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.model import kubernetes as k8s
+from estate.spec.resolved import Estate
 
 W = Severity.WARNING
 
@@ -24,7 +25,7 @@ def _supported(day) -> str:
 
 @validator("kubernetes.version_end_of_life", W, "kubernetes",
            "the Kubernetes minor is past its end of life: no more security patches")
-def version_end_of_life(estate):
+def version_end_of_life(estate: Estate) -> Problems:
     k = estate.spec.kubernetes
     eol = releases.end_of_life(k.version) if k else None
     day = releases.today()
@@ -40,7 +41,7 @@ def version_end_of_life(estate):
 
 @validator("kubernetes.kueue_untested_version", W, "kubernetes",
            "the pinned Kueue release is not tested on the spec's Kubernetes minor")
-def kueue_untested_version(estate):
+def kueue_untested_version(estate: Estate) -> Problems:
     k = estate.spec.kubernetes
     minor = releases.minor_of(k.version) if k and k.tenants else None
     low, high = k8s.KUEUE_TESTED

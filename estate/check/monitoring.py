@@ -4,19 +4,20 @@ tenants its alerts carry (estate.model.monitoring)."""
 from __future__ import annotations
 
 from estate.check._common import duplicates, problem, short
-from estate.check.findings import Severity
-from estate.check.registry import validator
+from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.model.flows import flow
 from estate.model.monitoring import (ALERT_PLANES, JOBS, NULL_RECEIVER, TENANT_LABELS,
                                      tenants, unmapped_mig_groups)
 from estate.spec.hostlist import Hostlist
+from estate.spec.resolved import Estate
 
 E, W = Severity.ERROR, Severity.WARNING
 
 
 @validator("monitoring.unknown_host", E, "monitoring",
            "monitoring.host is not a node of the spec")
-def unknown_host(estate):
+def unknown_host(estate: Estate) -> Problems:
     mon = estate.spec.monitoring
     if mon and mon.host not in estate.nodes:
         yield problem(("monitoring", "host"), f"monitoring host '{mon.host}' is not a node "
@@ -31,7 +32,7 @@ def _segment_known(estate) -> bool:
 
 @validator("monitoring.host_off_segment", E, "monitoring",
            "the monitoring host has no address on the segment it scrapes")
-def host_off_segment(estate):
+def host_off_segment(estate: Estate) -> Problems:
     mon = estate.spec.monitoring
     if not mon or mon.host not in estate.nodes or not _segment_known(estate):
         return   # unknown_host or network.unknown_segment says so
@@ -45,7 +46,7 @@ def host_off_segment(estate):
 
 @validator("monitoring.targets_off_segment", W, "monitoring",
            "exporters on nodes without an address on the monitoring segment are not scraped")
-def targets_off_segment(estate):
+def targets_off_segment(estate: Estate) -> Problems:
     mon = estate.spec.monitoring
     if not mon or not _segment_known(estate):
         return
@@ -63,7 +64,7 @@ def targets_off_segment(estate):
 
 @validator("monitoring.mig_gpu_attribution", W, "monitoring",
            "GPUs with MIG devices on Slurm workers: their utilization is no job's")
-def mig_gpu_attribution(estate):
+def mig_gpu_attribution(estate: Estate) -> Problems:
     groups = unmapped_mig_groups(estate)
     for ci, cls in enumerate(estate.spec.node_classes):
         hosts = Hostlist([r for g in groups if g.spec.node_class == cls.name
@@ -97,7 +98,7 @@ def _alertmanager(estate):
 
 @validator("monitoring.alertmanager_duplicate_receiver", E, "monitoring",
            "two Alertmanager receivers have the same name")
-def duplicate_receiver(estate):
+def duplicate_receiver(estate: Estate) -> Problems:
     am = _alertmanager(estate)
     for i, r, first in duplicates(am.receivers if am else [], lambda r: r.name):
         yield problem((*AM, "receivers", i, "name"), f"receiver '{r.name}' is defined twice "
@@ -107,7 +108,7 @@ def duplicate_receiver(estate):
 
 @validator("monitoring.alertmanager_reserved_receiver", E, "monitoring",
            f"an Alertmanager receiver is named '{NULL_RECEIVER}', Estate's own")
-def reserved_receiver(estate):
+def reserved_receiver(estate: Estate) -> Problems:
     am = _alertmanager(estate)
     for i, r in enumerate(am.receivers if am else []):
         if r.name == NULL_RECEIVER:
@@ -129,7 +130,7 @@ def _named_receivers(am):
 
 @validator("monitoring.alertmanager_unknown_receiver", E, "monitoring",
            "an Alertmanager route or the watchdog names a receiver the spec does not define")
-def unknown_receiver(estate):
+def unknown_receiver(estate: Estate) -> Problems:
     am = _alertmanager(estate)
     if not am:
         return
@@ -146,7 +147,7 @@ def unknown_receiver(estate):
 
 @validator("monitoring.alertmanager_unused_receiver", W, "monitoring",
            "an Alertmanager receiver no route sends to")
-def unused_receiver(estate):
+def unused_receiver(estate: Estate) -> Problems:
     am = _alertmanager(estate)
     if not am:
         return
@@ -161,7 +162,7 @@ def unused_receiver(estate):
 
 @validator("monitoring.alertmanager_unknown_plane", E, "monitoring",
            "an Alertmanager route names a plane no alert carries")
-def unknown_plane(estate):
+def unknown_plane(estate: Estate) -> Problems:
     am = _alertmanager(estate)
     for i, route in enumerate(am.routes if am else []):
         if route.plane not in ALERT_PLANES:
@@ -182,7 +183,7 @@ def _tenant_hint(estate, plane: str) -> str:
 
 @validator("monitoring.alertmanager_unknown_tenant", E, "monitoring",
            "an Alertmanager route names a tenant its plane's alerts never carry")
-def unknown_tenant(estate):
+def unknown_tenant(estate: Estate) -> Problems:
     am = _alertmanager(estate)
     for i, route in enumerate(am.routes if am else []):
         if route.tenant is None or route.plane not in ALERT_PLANES:
@@ -197,7 +198,7 @@ def unknown_tenant(estate):
 
 @validator("monitoring.alertmanager_duplicate_route", E, "monitoring",
            "two Alertmanager routes for the same plane and tenant")
-def duplicate_route(estate):
+def duplicate_route(estate: Estate) -> Problems:
     am = _alertmanager(estate)
     for i, route, first in duplicates(am.routes if am else [],
                                       lambda r: (r.plane, r.tenant)):
@@ -211,7 +212,7 @@ def duplicate_route(estate):
 
 @validator("monitoring.alertmanager_no_smtp", E, "monitoring",
            "an Alertmanager receiver mails without monitoring.alertmanager.smtp")
-def no_smtp(estate):
+def no_smtp(estate: Estate) -> Problems:
     am = _alertmanager(estate)
     if not am or am.smtp:
         return
@@ -226,7 +227,7 @@ def no_smtp(estate):
 
 @validator("monitoring.alertmanager_repeat_before_interval", W, "monitoring",
            "Alertmanager's repeat interval is shorter than its group interval")
-def repeat_before_interval(estate):
+def repeat_before_interval(estate: Estate) -> Problems:
     am = _alertmanager(estate)
     if am and am.repeat_interval_s < am.group_interval_s:
         yield problem((*AM, "repeat_interval_s"), f"repeat_interval_s ({am.repeat_interval_s})"
@@ -238,7 +239,7 @@ def repeat_before_interval(estate):
 
 @validator("monitoring.watchdog_not_sent", W, "monitoring",
            "Alertmanager sends the Watchdog nowhere: a silent Prometheus goes unnoticed")
-def watchdog_not_sent(estate):
+def watchdog_not_sent(estate: Estate) -> Problems:
     am = _alertmanager(estate)
     if am and am.receivers and am.watchdog is None:
         yield problem((*AM,), "the always-firing Watchdog alert stays in Alertmanager: if "

@@ -4,14 +4,15 @@ from __future__ import annotations
 from ipaddress import IPv4Address
 
 from estate.check._common import duplicates, problem
-from estate.check.findings import Severity
-from estate.check.registry import validator
+from estate.check.registry import Problems, validator
+from estate.findings import Severity
+from estate.spec.resolved import Estate
 
 E, W = Severity.ERROR, Severity.WARNING
 
 
 @validator("network.duplicate_segment", E, "network", "two segments share a name")
-def duplicate_segment(estate):
+def duplicate_segment(estate: Estate) -> Problems:
     segs = estate.spec.segments
     for i, seg, first in duplicates(segs, lambda s: s.name):
         yield problem(("segments", i, "name"), f"segment '{seg.name}' is defined twice "
@@ -19,7 +20,7 @@ def duplicate_segment(estate):
 
 
 @validator("network.duplicate_vlan", W, "network", "two segments share a VLAN id")
-def duplicate_vlan(estate):
+def duplicate_vlan(estate: Estate) -> Problems:
     segs = estate.spec.segments
     for i, seg, first in duplicates(segs, lambda s: s.vlan):
         yield problem(("segments", i, "vlan"), f"VLAN {seg.vlan} of segment '{seg.name}' "
@@ -28,7 +29,7 @@ def duplicate_vlan(estate):
 
 
 @validator("network.cidr_overlap", E, "network", "two segments' CIDRs overlap")
-def cidr_overlap(estate):
+def cidr_overlap(estate: Estate) -> Problems:
     segs = estate.spec.segments
     for j, seg in enumerate(segs):
         for i in range(j):
@@ -40,7 +41,7 @@ def cidr_overlap(estate):
 
 @validator("network.kubernetes_cidr_overlap", E, "network",
            "a Kubernetes pod or service CIDR overlaps a segment or the other CIDR")
-def kubernetes_cidr_overlap(estate):
+def kubernetes_cidr_overlap(estate: Estate) -> Problems:
     k8s = estate.spec.kubernetes
     if k8s is None:
         return
@@ -76,7 +77,7 @@ def _segment_refs(spec):
 
 
 @validator("network.unknown_segment", E, "network", "a reference to a segment that is not defined")
-def unknown_segment(estate):
+def unknown_segment(estate: Estate) -> Problems:
     known = {s.name for s in estate.spec.segments}
     for loc, name in _segment_refs(estate.spec):
         if name not in known:
@@ -85,7 +86,7 @@ def unknown_segment(estate):
 
 
 @validator("network.cidr_exhausted", E, "network", "a segment has too few free addresses")
-def cidr_exhausted(estate):
+def cidr_exhausted(estate: Estate) -> Problems:
     cidrs = {s.name: s.cidr for s in estate.spec.segments}
     for short in estate.address_shortfalls:
         yield problem(("nodes", short.group, "addresses", short.segment),
@@ -97,7 +98,7 @@ def cidr_exhausted(estate):
 
 @validator("network.segment_too_small", E, "network",
            "a segment CIDR without room for a gateway and hosts (/31, /32)")
-def segment_too_small(estate):
+def segment_too_small(estate: Estate) -> Problems:
     for i, seg in enumerate(estate.spec.segments):
         if seg.cidr.num_addresses < 4:
             yield problem(("segments", i, "cidr"), f"{seg.cidr} has {seg.cidr.num_addresses} "
@@ -107,7 +108,7 @@ def segment_too_small(estate):
 
 @validator("network.address_outside_segment", E, "network",
            "explicit node addresses fall outside the segment's host range")
-def address_outside_segment(estate):
+def address_outside_segment(estate: Estate) -> Problems:
     segs = {s.name: s for s in estate.spec.segments}
     for b in estate.address_blocks:
         seg = segs[b.segment]
@@ -124,7 +125,7 @@ def address_outside_segment(estate):
 
 
 @validator("network.duplicate_address", E, "network", "two node groups share addresses")
-def duplicate_address(estate):
+def duplicate_address(estate: Estate) -> Problems:
     by_seg: dict[str, list] = {}
     for b in estate.address_blocks:
         by_seg.setdefault(b.segment, []).append(b)
@@ -143,7 +144,7 @@ def duplicate_address(estate):
 
 @validator("network.address_is_gateway", W, "network",
            "a node takes the segment's first host address, conventionally its gateway")
-def address_is_gateway(estate):
+def address_is_gateway(estate: Estate) -> Problems:
     segs = {s.name: s for s in estate.spec.segments}
     for b in estate.address_blocks:
         gateway = int(segs[b.segment].cidr.network_address) + 1

@@ -5,26 +5,27 @@ import re
 
 from estate.check._common import (duplicates, group_sets, hostlist_error, overlapping,
                                   parse_hosts, problem, short)
-from estate.check.findings import Severity
-from estate.check.registry import validator
+from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.model.slurm_refusals import sentence as refusal
 from estate.spec.bounds import (MAX_HOSTLIST_HOSTS, MAX_HOSTLIST_RANGES, MAX_HOSTNAME,
                                 MAX_HOSTS_PER_SPEC)
 from estate.spec.hostlist import Hostlist, measure
+from estate.spec.resolved import Estate
 
 E, W = Severity.ERROR, Severity.WARNING
 _PORTABLE = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
 
 
 @validator("nodes.duplicate_class", E, "nodes", "two node classes share a name")
-def duplicate_class(estate):
+def duplicate_class(estate: Estate) -> Problems:
     for i, cls, first in duplicates(estate.spec.node_classes, lambda c: c.name):
         yield problem(("node_classes", i, "name"), f"node class '{cls.name}' is defined "
                       f"twice (first at node_classes[{first}])", "rename or remove one")
 
 
 @validator("nodes.unknown_class", E, "nodes", "a node group names a class that is not defined")
-def unknown_class(estate):
+def unknown_class(estate: Estate) -> Problems:
     for gi, group in enumerate(estate.spec.nodes):
         if estate.node_class(group) is None:
             yield problem(("nodes", gi, "class"), f"unknown node class '{group.node_class}'",
@@ -51,7 +52,7 @@ def _hostlist_fields(spec):
 
 
 @validator("nodes.bad_hostlist", E, "nodes", "a hostlist expression Slurm cannot parse")
-def bad_hostlist(estate):
+def bad_hostlist(estate: Estate) -> Problems:
     for loc, expr in _hostlist_fields(estate.spec):
         if parse_hosts(expr) is None:
             yield problem(loc, f"'{expr[:80]}' is not a valid hostlist: {hostlist_error(expr)}",
@@ -61,7 +62,7 @@ def bad_hostlist(estate):
 
 @validator("nodes.too_many_hosts", E, "nodes",
            f"the node groups hold more than {MAX_HOSTS_PER_SPEC} hosts together", stage="gate")
-def too_many_hosts(estate):
+def too_many_hosts(estate: Estate) -> Problems:
     total = sum(measure(g.hosts)[0] for g in estate.spec.nodes)   # from the brackets alone
     if total > MAX_HOSTS_PER_SPEC:
         yield problem(("nodes",), f"the node groups hold {total} hosts, more than the limit of "
@@ -72,7 +73,7 @@ def too_many_hosts(estate):
 @validator("nodes.hostlists_too_large", E, "nodes",
            "the spec's hostlist expressions together are too large to check in bounded time",
            stage="gate")
-def hostlists_too_large(estate):
+def hostlists_too_large(estate: Estate) -> Problems:
     sizes = [(measure(expr), loc) for loc, expr in _hostlist_fields(estate.spec)]
     hosts = sum(h for (h, _), _ in sizes)
     ranges = sum(r for (_, r), _ in sizes)
@@ -86,7 +87,7 @@ def hostlists_too_large(estate):
 
 
 @validator("nodes.empty_hostlist", E, "nodes", "a hostlist expression that names no host")
-def empty_hostlist(estate):
+def empty_hostlist(estate: Estate) -> Problems:
     for loc, expr in _hostlist_fields(estate.spec):
         hosts = parse_hosts(expr)
         if hosts is not None and not hosts:
@@ -96,7 +97,7 @@ def empty_hostlist(estate):
 
 @validator("nodes.hostname_length", E, "nodes",
            f"a host name longer than {MAX_HOSTNAME} characters (an RFC 1123 label)")
-def hostname_length(estate):
+def hostname_length(estate: Estate) -> Problems:
     for loc, expr in _hostlist_fields(estate.spec):
         long = next((r for r in (parse_hosts(expr) or Hostlist()).ranges
                      if _longest(r) > MAX_HOSTNAME), None)
@@ -118,7 +119,7 @@ _RESERVED = {"default": refusal("node_named_default"), "all": refusal("node_name
 
 @validator("nodes.reserved_name", E, "nodes",
            "a host named DEFAULT or ALL, or a partition named DEFAULT (Slurm keywords)")
-def reserved_name(estate):
+def reserved_name(estate: Estate) -> Problems:
     for loc, expr in _hostlist_fields(estate.spec):
         for r in (parse_hosts(expr) or Hostlist()).ranges:
             if r.single and r.prefix.lower() in _RESERVED:
@@ -134,7 +135,7 @@ def reserved_name(estate):
 
 @validator("nodes.duplicate_host", E, "nodes",
            "a host is listed twice (within a group or in two groups of the same plane)")
-def duplicate_host(estate):
+def duplicate_host(estate: Estate) -> Problems:
     sets = group_sets(estate)
     earlier = overlapping(sets)
     for gi, (hl, hosts) in enumerate(zip(estate.group_hosts, sets)):
@@ -155,7 +156,7 @@ def _same_plane(estate, gi: int, gj: int) -> bool:
 
 
 @validator("nodes.no_roles", W, "nodes", "a node group has no roles, so nothing is installed")
-def no_roles(estate):
+def no_roles(estate: Estate) -> Problems:
     for gi, group in enumerate(estate.spec.nodes):
         if not group.roles:
             yield problem(("nodes", gi, "roles"), f"nodes {group.hosts} have no roles",
@@ -164,7 +165,7 @@ def no_roles(estate):
 
 @validator("nodes.hostname_style", W, "nodes",
            "a hostname that is not a lowercase RFC 1123 label")
-def hostname_style(estate):
+def hostname_style(estate: Estate) -> Problems:
     for gi, hl in enumerate(estate.group_hosts):
         bad = sorted({r.prefix for r in hl.ranges if r.prefix and not _portable(r.prefix)})
         if bad:

@@ -35,10 +35,10 @@ import json
 from dataclasses import dataclass, field
 
 from estate.check._common import groups_touching, short
-from estate.check.findings import Severity
 from estate.check.kubernetes_schema import (_dicts, device_plugin_configs, plane_artifacts,
                                             rendered_nodes, rendered_queues)
-from estate.check.registry import Problem, validator
+from estate.check.registry import ArtifactContext, Problem, Problems, validator
+from estate.findings import Severity
 from estate.model import cni
 from estate.model import kubernetes as k8s
 from estate.model.services import MANIFESTS
@@ -242,7 +242,8 @@ OPERATORS = (*cni.NAMESPACES, "kube-system")
 
 
 def _namespaced(artifacts) -> tuple[dict, dict]:
-    namespaces, quotas = {}, {}
+    namespaces: dict = {}
+    quotas: dict = {}
     for a in plane_artifacts(artifacts, MANIFESTS):
         for doc in _dicts(a):
             meta = doc.get("metadata") or {}
@@ -317,7 +318,7 @@ def _tenant_path(estate, name: str, fallback: str, *rest: str) -> str:
 @validator("ownership.gpu_double_booked", E, "ownership",
            "a rendered GPU is owned twice: a Slurm node Kubernetes also registers, or a "
            "Kubernetes node two ResourceFlavors select", stage="artifacts")
-def gpu_double_booked(ctx):
+def gpu_double_booked(ctx: ArtifactContext) -> Problems:
     r = rendered(ctx)
     both = r.slurm_gpu_hosts & r.k8s_hosts
     if both:
@@ -342,7 +343,7 @@ def gpu_double_booked(ctx):
 @validator("ownership.gpu_unowned", W, "ownership",
            "rendered GPUs that no Slurm partition and no Kueue flavor hands out",
            stage="artifacts")
-def gpu_unowned(ctx):
+def gpu_unowned(ctx: ArtifactContext) -> Problems:
     r = rendered(ctx)
     idle = r.slurm_gpu_hosts - union(hosts for _, hosts in r.partitions)
     if idle:
@@ -363,7 +364,7 @@ def gpu_unowned(ctx):
 @validator("ownership.partition_kubernetes_node", E, "ownership",
            "a rendered PartitionName line names a node that registers with Kubernetes",
            stage="artifacts")
-def partition_kubernetes_node(ctx):
+def partition_kubernetes_node(ctx: ArtifactContext) -> Problems:
     r = rendered(ctx)
     for name, hosts in r.partitions:
         inter = hosts & r.k8s_hosts
@@ -455,7 +456,7 @@ def _reachable(r: Rendered, pool_taints: dict, ns_name: str, ns: dict) -> dict[s
 @validator("ownership.tenant_pool_access", E, "ownership",
            "the rendered files let a tenant's pods onto a GPU pool it is not granted",
            stage="artifacts")
-def tenant_pool_access(ctx):
+def tenant_pool_access(ctx: ArtifactContext) -> Problems:
     r = rendered(ctx)
     k8s_spec = ctx.estate.spec.kubernetes
     tenants = {t.name: t for t in (k8s_spec.tenants if k8s_spec else [])}
@@ -541,7 +542,7 @@ def quota_claims(ctx) -> list[Claim]:
 @validator("ownership.pool_overcommitted", E, "ownership",
            "tenants' rendered GPU quotas add up to more than their pool's nodes advertise",
            stage="artifacts")
-def pool_overcommitted(ctx):
+def pool_overcommitted(ctx: ArtifactContext) -> Problems:
     for c in quota_claims(ctx):
         if c.total <= c.have or c.unadvertised:   # unadvertised: kubernetes.quota_not_advertised
             continue

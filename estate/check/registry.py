@@ -11,9 +11,10 @@ time) stops the spec stage.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, NamedTuple
+from typing import Any, Callable, Iterable, NamedTuple, Protocol
 
-from estate.check.findings import Finding, Severity
+from estate.findings import Finding, Severity
+from estate.spec.resolved import Estate
 
 
 class Problem(NamedTuple):
@@ -23,6 +24,20 @@ class Problem(NamedTuple):
     loc: tuple = ()  # spec location for file:line:col; derived from path when empty
 
 
+Problems = Iterable[Problem]   # what a validator yields (or returns)
+
+
+class ArtifactContext(Protocol):
+    """What an artifact validator sees: the estate and what was rendered of it
+    (estate.render's Artifacts, untyped here: no validator imports a renderer)."""
+
+    @property
+    def estate(self) -> Estate: ...
+
+    @property
+    def artifacts(self) -> Any: ...
+
+
 @dataclass(frozen=True)
 class Validator:
     id: str
@@ -30,7 +45,7 @@ class Validator:
     domain: str
     stage: str
     summary: str
-    func: Callable
+    func: Callable[..., Problems | None]   # (Estate) or (ArtifactContext), by stage
 
 
 REGISTRY: dict[str, Validator] = {}

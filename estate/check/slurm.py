@@ -13,8 +13,8 @@ from estate.check._common import (
     problem, short, union,
 )
 from estate.catalogue import UNPACKAGED_PLUGINS
-from estate.check.findings import Severity
-from estate.check.registry import validator
+from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.model import model
 from estate.model.nodes import slurm_compute
 from estate.model.slurm import (default_time, def_per_gpu, node_lines, partition_lines,
@@ -24,6 +24,7 @@ from estate.model.services import hooks
 from estate.model.slurm_plugins import slurm_plugins
 from estate.model.slurm_refusals import sentence as refusal
 from estate.model.storage import squashes_root
+from estate.spec.resolved import Estate
 
 E, W = Severity.ERROR, Severity.WARNING
 
@@ -48,7 +49,7 @@ def _named_lists(slurm):
 
 
 @validator("slurm.duplicate_name", E, "slurm", "two partitions, QOS or accounts share a name")
-def duplicate_name(estate):
+def duplicate_name(estate: Estate) -> Problems:
     for key, label, items, name in _named_lists(estate.spec.slurm):
         for i, item, first in duplicates(items, name):
             yield problem(("slurm", key, i, "name"), f"{label} '{item.name}' is defined twice "
@@ -56,7 +57,7 @@ def duplicate_name(estate):
 
 
 @validator("slurm.reserved_name", E, "slurm", "a partition named DEFAULT (a slurm.conf keyword)")
-def reserved_name(estate):
+def reserved_name(estate: Estate) -> Problems:
     for i, part in enumerate(estate.spec.slurm.partitions):
         if part.name.lower() in _RESERVED:
             yield problem(("slurm", "partitions", i, "name"), f"'{part.name}' is a slurm.conf "
@@ -65,7 +66,7 @@ def reserved_name(estate):
 
 
 @validator("slurm.unknown_controller", E, "slurm", "a controller that is not a defined host")
-def unknown_controller(estate):
+def unknown_controller(estate: Estate) -> Problems:
     for i, name in enumerate(estate.spec.slurm.controllers):
         if group_of(estate, name) is None:
             yield problem(("slurm", "controllers", i), f"controller '{name}' is not a host of "
@@ -73,7 +74,7 @@ def unknown_controller(estate):
 
 
 @validator("slurm.duplicate_controller", E, "slurm", "the backup controller is the primary")
-def duplicate_controller(estate):
+def duplicate_controller(estate: Estate) -> Problems:
     for i, name, _ in duplicates(estate.spec.slurm.controllers, lambda n: n):
         yield problem(("slurm", "controllers", i), f"'{name}' is listed twice as controller",
                       "name a different host as backup, or list only the primary")
@@ -81,7 +82,7 @@ def duplicate_controller(estate):
 
 @validator("slurm.controller_role", E, "slurm",
            "a controller whose group lacks the slurm_controller role")
-def controller_role(estate):
+def controller_role(estate: Estate) -> Problems:
     for i, name in enumerate(estate.spec.slurm.controllers):
         group = group_of(estate, name)
         if group is not None and "slurm_controller" not in group.roles:
@@ -92,7 +93,7 @@ def controller_role(estate):
 
 @validator("slurm.controller_not_listed", W, "slurm",
            "a node with the slurm_controller role that slurm.controllers does not name")
-def controller_not_listed(estate):
+def controller_not_listed(estate: Estate) -> Problems:
     named = HostSet.names(estate.spec.slurm.controllers)
     for gi, group in enumerate(estate.spec.nodes):
         if "slurm_controller" in group.roles:
@@ -104,7 +105,7 @@ def controller_not_listed(estate):
 
 
 @validator("slurm.partition_unknown_node", E, "slurm", "a partition names hosts that do not exist")
-def partition_unknown_node(estate):
+def partition_unknown_node(estate: Estate) -> Problems:
     for part in model(estate).partitions:
         if missing := part.members - all_hosts(estate):
             yield problem(("slurm", "partitions", part.index, "nodes"), f"partition '{part.name}' "
@@ -114,7 +115,7 @@ def partition_unknown_node(estate):
 
 @validator("slurm.partition_non_compute", E, "slurm",
            "a partition names Slurm hosts that are not slurm_worker nodes")
-def partition_non_compute(estate):
+def partition_non_compute(estate: Estate) -> Problems:
     for part in model(estate).partitions:
         for gi, inter in groups_touching(estate, part.members):
             group = estate.spec.nodes[gi]
@@ -126,7 +127,7 @@ def partition_non_compute(estate):
 
 
 @validator("slurm.no_default_partition", W, "slurm", "no partition is the default")
-def no_default_partition(estate):
+def no_default_partition(estate: Estate) -> Problems:
     parts = estate.spec.slurm.partitions
     if parts and not any(p.default for p in parts):
         yield problem(("slurm", "partitions"), "no partition has default: true; jobs "
@@ -135,7 +136,7 @@ def no_default_partition(estate):
 
 
 @validator("slurm.multiple_default_partitions", W, "slurm", "several partitions are the default")
-def multiple_default_partitions(estate):
+def multiple_default_partitions(estate: Estate) -> Problems:
     defaults = [i for i, p in enumerate(estate.spec.slurm.partitions) if p.default]
     for i in defaults[1:]:
         yield problem(("slurm", "partitions", i, "default"), "more than one partition has "
@@ -144,7 +145,7 @@ def multiple_default_partitions(estate):
 
 
 @validator("slurm.idle_worker", W, "slurm", "a slurm_worker node in no partition")
-def idle_worker(estate):
+def idle_worker(estate: Estate) -> Problems:
     covered = union(p.members for p in model(estate).partitions)
     for gi, group in enumerate(estate.spec.nodes):
         idle = group_sets(estate)[gi] - covered if slurm_compute(group) else None
@@ -165,7 +166,7 @@ def _qos_refs(slurm):
 
 
 @validator("slurm.unknown_qos", E, "slurm", "a reference to a QOS that is not defined")
-def unknown_qos(estate):
+def unknown_qos(estate: Estate) -> Problems:
     known = {q.name for q in estate.spec.slurm.qos}
     for loc, name in _qos_refs(estate.spec.slurm):
         if name not in known:
@@ -184,7 +185,7 @@ def _account_refs(slurm):
 
 
 @validator("slurm.unknown_account", E, "slurm", "a reference to an account that is not defined")
-def unknown_account(estate):
+def unknown_account(estate: Estate) -> Problems:
     known = {a.name for a in estate.spec.slurm.accounts}
     for loc, name in _account_refs(estate.spec.slurm):
         if name not in known:
@@ -193,7 +194,7 @@ def unknown_account(estate):
 
 
 @validator("slurm.account_cycle", E, "slurm", "accounts whose parents form a loop")
-def account_cycle(estate):
+def account_cycle(estate: Estate) -> Problems:
     accounts = estate.spec.slurm.accounts
     parent = {a.name: a.parent for a in accounts}
     for i, acct in enumerate(accounts):
@@ -207,7 +208,7 @@ def account_cycle(estate):
 
 
 @validator("slurm.unknown_user", W, "slurm", "an account names a user missing from identity")
-def unknown_user(estate):
+def unknown_user(estate: Estate) -> Problems:
     known = {u.name for u in estate.spec.identity.users}
     for i, acct in enumerate(estate.spec.slurm.accounts):
         for j, user in enumerate(acct.users):
@@ -218,9 +219,9 @@ def unknown_user(estate):
 
 
 @validator("slurm.time_format", E, "slurm", "a time limit Slurm cannot parse")
-def time_format(estate):
+def time_format(estate: Estate) -> Problems:
     slurm = estate.spec.slurm
-    limits = [(("slurm", "partitions", i, "max_time"), p.max_time)
+    limits: list[tuple[tuple, str]] = [(("slurm", "partitions", i, "max_time"), p.max_time)
               for i, p in enumerate(slurm.partitions)]
     limits += [(("slurm", "partitions", i, "default_time"), p.default_time)
                for i, p in enumerate(slurm.partitions) if p.default_time is not None]
@@ -236,7 +237,7 @@ def time_format(estate):
 
 
 @validator("slurm.gres_mismatch", E, "slurm", "a GRES count that differs from the class's GPUs")
-def gres_mismatch(estate):
+def gres_mismatch(estate: Estate) -> Problems:
     for g in model(estate).groups:
         if g.cls and g.slurm_compute and g.gres_count != g.class_gpus:
             yield problem(("nodes", g.index, "slurm", "gres_count"), f"gres_count "
@@ -246,7 +247,7 @@ def gres_mismatch(estate):
 
 
 @validator("slurm.real_memory_exceeds", E, "slurm", "RealMemory above the class's memory")
-def real_memory_exceeds(estate):
+def real_memory_exceeds(estate: Estate) -> Problems:
     for g in model(estate).groups:
         if g.cls and g.slurm_compute and g.real_memory > g.cls.memory_mb:
             yield problem(("nodes", g.index, "slurm", "real_memory_mb"), f"real_memory_mb "
@@ -257,7 +258,7 @@ def real_memory_exceeds(estate):
 
 @validator("slurm.core_spec_exceeds", E, "slurm",
            "CoreSpecCount that leaves a node no core for jobs")
-def core_spec_exceeds(estate):
+def core_spec_exceeds(estate: Estate) -> Problems:
     for g in model(estate).groups:
         spec = g.spec.slurm.core_spec_count
         if g.cls and g.slurm_compute and spec and spec >= g.cls.sockets * g.cls.cores_per_socket:
@@ -270,7 +271,7 @@ def core_spec_exceeds(estate):
 
 @validator("slurm.mem_spec_exceeds", E, "slurm",
            "MemSpecLimit that leaves a node no memory for jobs")
-def mem_spec_exceeds(estate):
+def mem_spec_exceeds(estate: Estate) -> Problems:
     for g in model(estate).groups:
         spec = g.spec.slurm.mem_spec_limit_mb
         if g.cls and g.slurm_compute and spec and spec >= g.real_memory:
@@ -290,7 +291,7 @@ def _needs_node_addr(estate):
 
 @validator("slurm.node_addr_missing", W, "slurm",
            "a Slurm node without an address on slurm.address_segment")
-def node_addr_missing(estate):
+def node_addr_missing(estate: Estate) -> Problems:
     seg = estate.spec.slurm.address_segment
     for gi, group in _needs_node_addr(estate):
         if seg not in group.addresses:
@@ -300,7 +301,7 @@ def node_addr_missing(estate):
 
 
 @validator("slurm.no_compute_nodes", W, "slurm", "the Slurm plane has no slurm_worker nodes")
-def no_compute_nodes(estate):
+def no_compute_nodes(estate: Estate) -> Problems:
     if not any(slurm_compute(g) for g in estate.spec.nodes):
         yield problem(("nodes",), "no node group is on plane slurm with role slurm_worker",
                       "add compute nodes, or this Slurm cluster can run nothing")
@@ -308,7 +309,7 @@ def no_compute_nodes(estate):
 
 @validator("slurm.accounting_host", E, "slurm",
            "slurmdbd placed on an unknown host, or one without an address slurmctld can use")
-def accounting_host(estate):
+def accounting_host(estate: Estate) -> Problems:
     acct, seg = estate.spec.slurm.accounting, estate.spec.slurm.address_segment
     group = group_of(estate, acct.host) if acct else None
     if acct and group is None:
@@ -322,7 +323,7 @@ def accounting_host(estate):
 
 @validator("slurm.slurmrestd_address", E, "slurm",
            "a slurmrestd node without an address on slurm.slurmrestd.segment")
-def slurmrestd_address(estate):
+def slurmrestd_address(estate: Estate) -> Problems:
     rest = estate.spec.slurm.slurmrestd
     for gi, group in enumerate(estate.spec.nodes):
         if rest and "slurmrestd" in group.roles and rest.segment not in group.addresses:
@@ -333,7 +334,7 @@ def slurmrestd_address(estate):
 
 @validator("slurm.limits_without_accounting", W, "slurm",
            "QOS or accounts defined without slurmdbd, so nothing enforces them")
-def limits_without_accounting(estate):
+def limits_without_accounting(estate: Estate) -> Problems:
     slurm = estate.spec.slurm
     if slurm.accounting is None and (slurm.qos or slurm.accounts):
         yield problem(("slurm",), "QOS and accounts need slurmdbd; without "
@@ -343,7 +344,7 @@ def limits_without_accounting(estate):
 
 @validator("slurm.slurmrestd_host", W, "slurm",
            "slurmrestd configured without a host, or a host without the configuration")
-def slurmrestd_host(estate):
+def slurmrestd_host(estate: Estate) -> Problems:
     hosts = hosts_where(estate, lambda g: "slurmrestd" in g.roles)
     if estate.spec.slurm.slurmrestd and not hosts:
         yield problem(("slurm", "slurmrestd"), "slurmrestd is configured but no node group "
@@ -358,7 +359,7 @@ def slurmrestd_host(estate):
 
 @validator("slurm.unknown_setting", E, "slurm",
            "a slurm.extra key that the Slurm version's slurm.conf parser does not know")
-def unknown_setting(estate):
+def unknown_setting(estate: Estate) -> Problems:
     version = estate.spec.slurm.version
     known = conf_keys(version)
     for key in estate.spec.slurm.extra:
@@ -373,7 +374,7 @@ def unknown_setting(estate):
 
 @validator("slurm.owned_setting", E, "slurm",
            "a slurm.extra key that Estate writes itself from a typed field")
-def owned_setting(estate):
+def owned_setting(estate: Estate) -> Problems:
     for key in estate.spec.slurm.extra:
         if key.lower() in OWNED:
             yield problem(("slurm", "extra", key), f"'{key}' is written by Estate from the "
@@ -384,7 +385,7 @@ def owned_setting(estate):
 
 @validator("slurm.unknown_scheduler_parameter", E, "slurm",
            "a SchedulerParameters option that the Slurm version does not document")
-def unknown_scheduler_parameter(estate):
+def unknown_scheduler_parameter(estate: Estate) -> Problems:
     version = estate.spec.slurm.version
     known = scheduler_options(version)
     for key in estate.spec.slurm.scheduler_parameters:
@@ -404,7 +405,7 @@ _PLUGIN_FIELDS = {"mpi": ("slurm", "mpi_default"), "jobacct_gather": ("slurm", "
 
 @validator("slurm.plugin_not_in_release", E, "slurm",
            "a plugin the rendered files name that the spec's Slurm release does not ship")
-def plugin_not_in_release(estate):
+def plugin_not_in_release(estate: Estate) -> Problems:
     version = estate.spec.slurm.version
     for conf, names in slurm_plugins(estate).items():
         for plugin in names:
@@ -428,7 +429,7 @@ _CR_TYPES = {"CR_CPU", "CR_CPU_Memory", "CR_Core", "CR_Core_Memory", "CR_Socket"
 
 @validator("slurm.select_type_parameters", E, "slurm",
            "SelectTypeParameters without exactly one CR_* resource type")
-def select_type_parameters(estate):
+def select_type_parameters(estate: Estate) -> Problems:
     params = estate.spec.slurm.select_type_parameters
     types = [p for p in params if p in _CR_TYPES]
     if len(types) != 1:
@@ -445,7 +446,7 @@ def select_type_parameters(estate):
 
 
 @validator("slurm.default_time_exceeds", E, "slurm", "a DefaultTime above the MaxTime")
-def default_time_exceeds(estate):
+def default_time_exceeds(estate: Estate) -> Problems:
     for i, part in enumerate(estate.spec.slurm.partitions):
         limit, default = time_seconds(part.max_time), time_seconds(default_time(part))
         if limit is not None and (default is None or default > limit):
@@ -458,7 +459,7 @@ def default_time_exceeds(estate):
 
 @validator("slurm.allow_and_deny_accounts", W, "slurm",
            "a partition with both allow_accounts and deny_accounts")
-def allow_and_deny_accounts(estate):
+def allow_and_deny_accounts(estate: Estate) -> Problems:
     for i, part in enumerate(estate.spec.slurm.partitions):
         if part.allow_accounts and part.deny_accounts:
             yield problem(("slurm", "partitions", i, "deny_accounts"), f"partition "
@@ -468,7 +469,7 @@ def allow_and_deny_accounts(estate):
 
 
 @validator("slurm.unknown_group", W, "slurm", "allow_groups names a group missing from identity")
-def unknown_group(estate):
+def unknown_group(estate: Estate) -> Problems:
     known = {g.name for g in estate.spec.identity.groups}
     for i, part in enumerate(estate.spec.slurm.partitions):
         for j, name in enumerate(part.allow_groups):
@@ -482,7 +483,7 @@ def unknown_group(estate):
 
 @validator("slurm.preempt_mode_unused", W, "slurm",
            "a partition preempt_mode without slurm.preemption")
-def preempt_mode_unused(estate):
+def preempt_mode_unused(estate: Estate) -> Problems:
     for i, part in enumerate(estate.spec.slurm.partitions):
         if part.preempt_mode and not estate.spec.slurm.preemption:
             yield problem(("slurm", "partitions", i, "preempt_mode"), f"partition "
@@ -493,7 +494,7 @@ def preempt_mode_unused(estate):
 
 @validator("slurm.gpu_defaults_exceed_node", E, "slurm",
            "DefCpuPerGPU or DefMemPerGPU times a node's GPUs exceeds the node")
-def gpu_defaults_exceed_node(estate):
+def gpu_defaults_exceed_node(estate: Estate) -> Problems:
     lines = node_lines(estate)
     per_gpu, members = def_per_gpu(estate, lines), partition_lines(estate, lines)
     for i, part in enumerate(estate.spec.slurm.partitions):
@@ -520,7 +521,7 @@ def _tres_refs(slurm):
 
 @validator("slurm.unknown_tres", E, "slurm", "a TRES weight naming a GRES or GPU type "
            "the estate does not have")
-def unknown_tres(estate):
+def unknown_tres(estate: Estate) -> Problems:
     models = {k.type for line in node_lines(estate) for k in line.kinds if k.type}
     for loc, key in _tres_refs(estate.spec.slurm):
         kind, _, rest = key.partition("/")
@@ -534,7 +535,7 @@ def unknown_tres(estate):
 
 @validator("slurm.tres_weight_without_accounting", E, "slurm",
            "priority.tres weighs a GRES while no slurmdbd tracks it")
-def tres_weight_without_accounting(estate):
+def tres_weight_without_accounting(estate: Estate) -> Problems:
     slurm = estate.spec.slurm
     if slurm.accounting:
         return
@@ -548,7 +549,7 @@ def tres_weight_without_accounting(estate):
 
 @validator("slurm.prolog_flags", E, "slurm",
            "PrologFlags that slurm.conf(5) says cannot work together or with the tracking")
-def prolog_flags(estate):
+def prolog_flags(estate: Estate) -> Problems:
     slurm = estate.spec.slurm
     flags = set(slurm.hooks.prolog_flags)
     where = ("slurm", "hooks", "prolog_flags")
@@ -563,7 +564,7 @@ def prolog_flags(estate):
 
 @validator("slurm.hooks_without_workers", W, "slurm",
            "node hooks but no slurm_worker node to run them")
-def hooks_without_workers(estate):
+def hooks_without_workers(estate: Estate) -> Problems:
     if any(h.daemon == "slurmd" for h in hooks(estate.spec)) and \
             not any(g.slurm_compute for g in model(estate).groups):
         yield problem(("slurm", "hooks"), "slurm.hooks names scripts, but no node has the "
@@ -573,7 +574,7 @@ def hooks_without_workers(estate):
 
 @validator("slurm.ha_state_not_shared", E, "slurm",
            "a backup controller whose StateSaveLocation is not the primary's")
-def ha_state_not_shared(estate):
+def ha_state_not_shared(estate: Estate) -> Problems:
     slurm = estate.spec.slurm
     if len(slurm.controllers) == 2 and state_mount(estate) is None:
         yield problem(("slurm", "state_dir"), f"two controllers, but state_dir "
@@ -587,7 +588,7 @@ def ha_state_not_shared(estate):
 
 @validator("slurm.state_export_squashed", E, "slurm",
            "slurmctld's shared state on an export that squashes root")
-def state_export_squashed(estate):
+def state_export_squashed(estate: Estate) -> Problems:
     mount = state_mount(estate)
     exports = {e.name: (i, e) for i, e in enumerate(estate.spec.storage.exports)}
     if mount is None or mount.export not in exports:
@@ -603,7 +604,7 @@ def state_export_squashed(estate):
 
 @validator("slurm.cloud_without_power_saving", E, "slurm",
            "cloud nodes but no slurm.power_saving to power them up")
-def cloud_without_power_saving(estate):
+def cloud_without_power_saving(estate: Estate) -> Problems:
     if estate.spec.slurm.power_saving:
         return
     for g in model(estate).groups:
@@ -617,7 +618,7 @@ def cloud_without_power_saving(estate):
 
 @validator("slurm.power_saving_without_cloud", W, "slurm",
            "slurm.power_saving but no cloud node to power")
-def power_saving_without_cloud(estate):
+def power_saving_without_cloud(estate: Estate) -> Problems:
     if estate.spec.slurm.power_saving and not any(
             g.power_managed for g in model(estate).groups):
         yield problem(("slurm", "power_saving"), "slurm.power_saving is set, but no node "
@@ -628,7 +629,7 @@ def power_saving_without_cloud(estate):
 
 @validator("slurm.cgroup_mountpoint_without_cgroup", W, "slurm",
            "a CgroupMountpoint other than /sys/fs/cgroup, but no cgroup tracking")
-def cgroup_mountpoint_without_cgroup(estate):
+def cgroup_mountpoint_without_cgroup(estate: Estate) -> Problems:
     slurm = estate.spec.slurm
     if slurm.cgroup_mountpoint != "/sys/fs/cgroup" and slurm.process_tracking != "cgroup":
         yield problem(("slurm", "cgroup_mountpoint"), "slurm.cgroup_mountpoint is set, but "

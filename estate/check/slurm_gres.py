@@ -9,18 +9,19 @@ have gpu/nvml is slurm.plugin_not_in_release's (slurm_conf/keys), like every plu
 from __future__ import annotations
 
 from estate.check._common import problem
-from estate.check.findings import Severity
-from estate.check.registry import validator
+from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.model import model
 from estate.model.slurm import gres_kinds, gres_type_id
 from estate.model.slurm_refusals import sentence as refusal
+from estate.spec.resolved import Estate
 
 E = Severity.ERROR
 
 
 @validator("slurm.mig_needs_nvml", E, "slurm",
            "MIG devices on Slurm workers while gres.conf has AutoDetect=off")
-def mig_needs_nvml(estate):
+def mig_needs_nvml(estate: Estate) -> Problems:
     if estate.spec.slurm.gres_autodetect == "nvml":
         return
     for g in model(estate).groups:
@@ -33,7 +34,7 @@ def mig_needs_nvml(estate):
 
 @validator("slurm.shards_mixed_gpus", E, "slurm",
            "GRES shards on nodes with several GPU kinds or MIG devices")
-def shards_mixed_gpus(estate):
+def shards_mixed_gpus(estate: Estate) -> Problems:
     for g in model(estate).groups:
         kinds = gres_kinds(g) if g.slurm_compute else ()
         if g.spec.slurm.shards_per_gpu and (len(kinds) > 1 or any(k.mig for k in kinds)):
@@ -60,7 +61,7 @@ def _type_loc(spec, cls_name: str, gres_type: str) -> tuple:
 
 @validator("slurm.gres_type_clash", E, "slurm",
            "two GRES type names slurmctld takes for one type")
-def gres_type_clash(estate):
+def gres_type_clash(estate: Estate) -> Problems:
     """slurmctld compares GRES types by a 32-bit sum of their bytes, not by name
     (gres_build_id in src/interfaces/gres.c, SchedMD/slurm 22.05 to 24.11: see
     estate.model.slurm.gres_type_id). Two names with one sum are one type: a node's

@@ -9,10 +9,11 @@ holds the key files to it), so no release check is needed here.
 from __future__ import annotations
 
 from estate.check._common import all_hosts, problem, short
-from estate.check.findings import Severity
-from estate.check.registry import validator
+from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.model import model
 from estate.model.slurm_refusals import sentence as refusal
+from estate.spec.resolved import Estate
 
 E, W = Severity.ERROR, Severity.WARNING
 
@@ -21,7 +22,7 @@ _SELECTORS = ("classes", "nodes", "feature")
 
 @validator("slurm.nodeset_selector", E, "slurm",
            "a node set that names none, or more than one, of classes, nodes and feature")
-def nodeset_selector(estate):
+def nodeset_selector(estate: Estate) -> Problems:
     for i, ns in enumerate(estate.spec.slurm.nodesets):
         given = [k for k in _SELECTORS if getattr(ns, k)]
         if len(given) != 1:
@@ -32,7 +33,7 @@ def nodeset_selector(estate):
 
 @validator("slurm.nodeset_unknown_class", E, "slurm",
            "a node set names a node class that is not defined")
-def nodeset_unknown_class(estate):
+def nodeset_unknown_class(estate: Estate) -> Problems:
     for i, ns in enumerate(estate.spec.slurm.nodesets):
         for j, name in enumerate(ns.classes):
             if name not in estate.classes:
@@ -43,7 +44,7 @@ def nodeset_unknown_class(estate):
 
 @validator("slurm.nodeset_non_compute", E, "slurm",
            "a node set names hosts that are not Slurm workers")
-def nodeset_non_compute(estate):
+def nodeset_non_compute(estate: Estate) -> Problems:
     workers = model(estate).slurm_compute_hosts()
     for ns in model(estate).nodesets.values():
         if ns.spec.nodes and (bad := ns.members - workers):
@@ -55,7 +56,7 @@ def nodeset_non_compute(estate):
 
 
 @validator("slurm.nodeset_empty", W, "slurm", "a node set that selects no Slurm worker")
-def nodeset_empty(estate):
+def nodeset_empty(estate: Estate) -> Problems:
     for ns in model(estate).nodesets.values():
         if (ns.spec.classes or ns.spec.feature) and not ns.members:
             what = (f"feature '{ns.spec.feature}'" if ns.spec.feature
@@ -68,7 +69,7 @@ def nodeset_empty(estate):
 
 @validator("slurm.nodeset_name_clash", E, "slurm",
            "a node set named like a node, a partition, another node set or a keyword")
-def nodeset_name_clash(estate):
+def nodeset_name_clash(estate: Estate) -> Problems:
     parts = {p.name for p in estate.spec.slurm.partitions}
     seen: set[str] = set()
     for i, ns in enumerate(estate.spec.slurm.nodesets):
@@ -85,7 +86,7 @@ def nodeset_name_clash(estate):
 
 @validator("slurm.partition_unknown_nodeset", E, "slurm",
            "a partition names a node set that is not defined")
-def partition_unknown_nodeset(estate):
+def partition_unknown_nodeset(estate: Estate) -> Problems:
     known = model(estate).nodesets
     for i, part in enumerate(estate.spec.slurm.partitions):
         for j, name in enumerate(part.nodesets):
@@ -97,7 +98,7 @@ def partition_unknown_nodeset(estate):
 
 
 @validator("slurm.partition_no_nodes", E, "slurm", "a partition with neither nodes nor nodesets")
-def partition_no_nodes(estate):
+def partition_no_nodes(estate: Estate) -> Problems:
     for i, part in enumerate(estate.spec.slurm.partitions):
         if not part.nodes and not part.nodesets:
             yield problem(("slurm", "partitions", i), f"partition '{part.name}' has no nodes",

@@ -19,11 +19,12 @@ preempt/partition_prio and preempt/qos plugins):
 from __future__ import annotations
 
 from estate.check._common import problem
-from estate.check.findings import Severity
-from estate.check.registry import validator
+from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.model.slurm_keys import private_data as release_private_data
 from estate.model.slurm_policy import below, preempted_by, tiers
 from estate.model.slurm_refusals import sentence as refusal
+from estate.spec.resolved import Estate
 
 E, W = Severity.ERROR, Severity.WARNING
 
@@ -44,7 +45,7 @@ def _never_preempted(estate, tier) -> str | None:
 @validator("slurm.grace_time_unused", W, "slurm",
            "a grace time Slurm never reads: the job is never preempted there, or the "
            "PreemptType takes it from elsewhere")
-def grace_time_unused(estate):
+def grace_time_unused(estate: Estate) -> Problems:
     slurm = estate.spec.slurm
     preempt = slurm.preemption
     by_name = {t.name: t for t in tiers(estate)}
@@ -79,7 +80,7 @@ def grace_time_unused(estate):
 
 @validator("slurm.preemptor_without_preemptee", W, "slurm",
            "preemption where no partition can preempt another")
-def preemptor_without_preemptee(estate):
+def preemptor_without_preemptee(estate: Estate) -> Problems:
     preempt = estate.spec.slurm.preemption
     if not preempt or preempt.type != "partition_prio":
         return
@@ -105,7 +106,7 @@ def preemptor_without_preemptee(estate):
 
 @validator("slurm.preempt_mode_ignored", E, "slurm",
            "a partition PreemptMode that the cluster's PreemptType or PreemptMode overrides")
-def preempt_mode_ignored(estate):
+def preempt_mode_ignored(estate: Estate) -> Problems:
     preempt = estate.spec.slurm.preemption
     if not preempt:
         return      # slurm.preempt_mode_unused
@@ -136,7 +137,7 @@ def _privileged(slurm):
 
 @validator("slurm.privileged_user_unknown", E, "slurm",
            "an operator or coordinator that slurmdbd has no user for")
-def privileged_user_unknown(estate):
+def privileged_user_unknown(estate: Estate) -> Problems:
     slurm = estate.spec.slurm
     users = {u for a in slurm.accounts for u in a.users}
     users |= {t.bridge.user for t in (estate.spec.kubernetes.tenants
@@ -154,7 +155,7 @@ def privileged_user_unknown(estate):
 
 @validator("slurm.private_data_not_in_release", W, "slurm",
            "a PrivateData value the spec's Slurm release does not read")
-def private_data_not_in_release(estate):
+def private_data_not_in_release(estate: Estate) -> Problems:
     slurm = estate.spec.slurm
     known = release_private_data(slurm.version)
     if known is None:

@@ -4,23 +4,24 @@ from __future__ import annotations
 from estate.check._common import (
     all_hosts, duplicates, group_of, groups_touching, hostset, overlapping, problem, short,
 )
-from estate.check.findings import Severity
-from estate.check.registry import validator
+from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.model.storage import (KUBERNETES, client_planes, cross_plane, grants, slurm_home,
                                   squashes_root)
+from estate.spec.resolved import Estate
 
 E, W = Severity.ERROR, Severity.WARNING
 
 
 @validator("storage.duplicate_export", E, "storage", "two exports share a name")
-def duplicate_export(estate):
+def duplicate_export(estate: Estate) -> Problems:
     for i, export, first in duplicates(estate.spec.storage.exports, lambda x: x.name):
         yield problem(("storage", "exports", i, "name"), f"export '{export.name}' is defined "
                       f"twice (first at storage.exports[{first}])", "rename or remove one")
 
 
 @validator("storage.unknown_export", E, "storage", "a mount names an export that is not defined")
-def unknown_export(estate):
+def unknown_export(estate: Estate) -> Problems:
     known = {x.name for x in estate.spec.storage.exports}
     for i, mount in enumerate(estate.spec.storage.mounts):
         if mount.export not in known:
@@ -29,7 +30,7 @@ def unknown_export(estate):
 
 
 @validator("storage.unknown_server", E, "storage", "an export's server is not a defined host")
-def unknown_server(estate):
+def unknown_server(estate: Estate) -> Problems:
     for i, export in enumerate(estate.spec.storage.exports):
         if group_of(estate, export.server) is None:
             yield problem(("storage", "exports", i, "server"), f"server '{export.server}' is "
@@ -37,7 +38,7 @@ def unknown_server(estate):
 
 
 @validator("storage.server_role", E, "storage", "an export's server lacks the storage role")
-def server_role(estate):
+def server_role(estate: Estate) -> Problems:
     for i, export in enumerate(estate.spec.storage.exports):
         group = group_of(estate, export.server)
         if group is not None and "storage" not in group.roles:
@@ -48,7 +49,7 @@ def server_role(estate):
 
 @validator("storage.server_not_on_segment", E, "storage",
            "an export's server has no address on the export's segment")
-def server_not_on_segment(estate):
+def server_not_on_segment(estate: Estate) -> Problems:
     for i, export in enumerate(estate.spec.storage.exports):
         group = group_of(estate, export.server)
         if group is not None and export.segment not in group.addresses:
@@ -58,7 +59,7 @@ def server_not_on_segment(estate):
 
 
 @validator("storage.unknown_client", E, "storage", "a mount names hosts that do not exist")
-def unknown_client(estate):
+def unknown_client(estate: Estate) -> Problems:
     for i, mount in enumerate(estate.spec.storage.mounts):
         if missing := hostset(mount.clients) - all_hosts(estate):
             yield problem(("storage", "mounts", i, "clients"), f"unknown hosts {short(missing)}",
@@ -67,7 +68,7 @@ def unknown_client(estate):
 
 @validator("storage.client_unreachable", E, "storage",
            "mount clients with no address on the export's segment")
-def client_unreachable(estate):
+def client_unreachable(estate: Estate) -> Problems:
     exports = {x.name: x for x in estate.spec.storage.exports}
     for i, mount in enumerate(estate.spec.storage.mounts):
         export = exports.get(mount.export)
@@ -82,7 +83,7 @@ def client_unreachable(estate):
 
 
 @validator("storage.relative_path", E, "storage", "an export or mount path that is not absolute")
-def relative_path(estate):
+def relative_path(estate: Estate) -> Problems:
     storage = estate.spec.storage
     paths = [(("storage", "exports", i, "path"), x.path) for i, x in enumerate(storage.exports)]
     paths += [(("storage", "mounts", i, "path"), m.path) for i, m in enumerate(storage.mounts)]
@@ -92,7 +93,7 @@ def relative_path(estate):
 
 
 @validator("storage.duplicate_mount", E, "storage", "two mounts at one path on the same hosts")
-def duplicate_mount(estate):
+def duplicate_mount(estate: Estate) -> Problems:
     mounts = estate.spec.storage.mounts
     by_path: dict[str, list[int]] = {}
     for j, mount in enumerate(mounts):
@@ -110,7 +111,7 @@ def duplicate_mount(estate):
 
 @validator("storage.export_segment_purpose", W, "storage",
            "an export served on a segment whose purpose is not storage")
-def export_segment_purpose(estate):
+def export_segment_purpose(estate: Estate) -> Problems:
     purpose = {s.name: s.purpose for s in estate.spec.segments}
     for i, export in enumerate(estate.spec.storage.exports):
         if purpose.get(export.segment, "storage") != "storage":
@@ -126,7 +127,7 @@ INSECURE_EXPORT_OPTIONS = {"insecure", "insecure_locks", "no_auth_nlm"}
 
 @validator("storage.insecure_export", W, "storage",
            "an export accepts requests from unprivileged client ports")
-def insecure_export(estate):
+def insecure_export(estate: Estate) -> Problems:
     for i, export in enumerate(estate.spec.storage.exports):
         unsafe = sorted(INSECURE_EXPORT_OPTIONS & set(export.options.split(",")))
         if unsafe:
@@ -138,7 +139,7 @@ def insecure_export(estate):
 
 @validator("storage.no_root_squash", W, "storage",
            "an export lets root on its clients act as root on it, without a reason")
-def no_root_squash(estate):
+def no_root_squash(estate: Estate) -> Problems:
     for i, export in enumerate(estate.spec.storage.exports):
         if not squashes_root(export) and not export.reason:
             yield problem(("storage", "exports", i, "options"), f"'{export.name}' is exported "
@@ -149,7 +150,7 @@ def no_root_squash(estate):
 
 
 @validator("storage.unmounted_export", W, "storage", "an export no mount names")
-def unmounted_export(estate):
+def unmounted_export(estate: Estate) -> Problems:
     mounted = {m.export for m in estate.spec.storage.mounts}
     for i, export in enumerate(estate.spec.storage.exports):
         if export.name not in mounted:
@@ -166,7 +167,7 @@ def _grant_loc(g, *rest) -> tuple:
 
 @validator("storage.unknown_grant", E, "storage", "a tenant is granted an export that is "
            "not defined")
-def unknown_grant(estate):
+def unknown_grant(estate: Estate) -> Problems:
     known = sorted(x.name for x in estate.spec.storage.exports)
     for g in grants(estate):
         if g.export is None:
@@ -176,7 +177,7 @@ def unknown_grant(estate):
 
 
 @validator("storage.duplicate_grant", E, "storage", "a tenant is granted one export twice")
-def duplicate_grant(estate):
+def duplicate_grant(estate: Estate) -> Problems:
     by_tenant: dict[int, list] = {}
     for g in grants(estate):
         by_tenant.setdefault(g.index[0], []).append(g)
@@ -190,7 +191,7 @@ def duplicate_grant(estate):
 
 @validator("storage.grant_not_mounted", E, "storage",
            "a granted export that no Kubernetes-plane node mounts")
-def grant_not_mounted(estate):
+def grant_not_mounted(estate: Estate) -> Problems:
     for g in grants(estate):
         if g.export is not None and KUBERNETES not in client_planes(estate, g.export.name):
             yield problem(_grant_loc(g, "export"), f"no Kubernetes-plane node mounts "
@@ -201,7 +202,7 @@ def grant_not_mounted(estate):
 
 @validator("storage.no_root_squash_granted", E, "storage",
            "an export granted to a Kubernetes tenant does not squash root")
-def no_root_squash_granted(estate):
+def no_root_squash_granted(estate: Estate) -> Problems:
     for g in grants(estate):
         if g.export is not None and not squashes_root(g.export):
             yield problem(_grant_loc(g, "export"), f"'{g.export.name}' is exported with "
@@ -212,7 +213,7 @@ def no_root_squash_granted(estate):
 
 @validator("storage.cross_plane_grant", E, "storage",
            "a Kubernetes tenant is granted a Slurm-plane export without a reason")
-def cross_plane_grant(estate):
+def cross_plane_grant(estate: Estate) -> Problems:
     for g in grants(estate):
         if g.export is None or g.grant.reason or not cross_plane(estate, g.export):
             continue

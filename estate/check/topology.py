@@ -9,18 +9,21 @@ slurm_conf/refusals.json, run on both releases by tests/live_slurm/test_slurm_re
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Sequence
 
 from estate.check._common import (
     HostSet, all_hosts, duplicates, group_sets, hosts_where, hostset, parse_hosts, problem,
     overlapping, short, union,
 )
-from estate.check.findings import Severity
-from estate.check.registry import validator
+from estate.check.registry import Problems, validator
+from estate.findings import Severity
 from estate.model import model
 from estate.model.nodes import slurm_compute
 from estate.model.slurm import BLOCK_TOPOLOGY
 from estate.model.slurm_keys import at_least, versions
 from estate.model.slurm_refusals import sentence as refusal
+from estate.spec.model import Block, Switch
+from estate.spec.resolved import Estate
 
 E, W = Severity.ERROR, Severity.WARNING
 
@@ -43,10 +46,12 @@ def _compute(estate) -> HostSet:
 
 
 @validator("topology.duplicate_name", E, "topology", "two switches or two blocks share a name")
-def duplicate_name(estate):
+def duplicate_name(estate: Estate) -> Problems:
     topo = estate.spec.topology
-    for key, items, said in (("switches", topo.switches, "switch_duplicate_name"),
-                             ("blocks", topo.blocks, "block_duplicate_name")):
+    named: list[tuple[str, Sequence[Switch | Block], str]] = [
+        ("switches", topo.switches, "switch_duplicate_name"),
+        ("blocks", topo.blocks, "block_duplicate_name")]
+    for key, items, said in named:
         for i, item, first in duplicates(items, lambda x: x.name):
             yield problem(("topology", key, i, "name"), f"'{item.name}' is defined twice "
                           f"(first at topology.{key}[{first}]): {refusal(said)}",
@@ -54,7 +59,7 @@ def duplicate_name(estate):
 
 
 @validator("topology.unknown_switch", E, "topology", "a reference to a switch that is not defined")
-def unknown_switch(estate):
+def unknown_switch(estate: Estate) -> Problems:
     known = {sw.name for sw in estate.spec.topology.switches}
     hint = f"use one of: {', '.join(sorted(known)) or '(none defined)'}"
     for gi, group in enumerate(estate.spec.nodes):
@@ -78,7 +83,7 @@ def _host_fields(topo):
 
 
 @validator("topology.unknown_node", E, "topology", "a switch or block names hosts that do not exist")
-def unknown_node(estate):
+def unknown_node(estate: Estate) -> Problems:
     for loc, expr in _host_fields(estate.spec.topology):
         if missing := hostset(expr) - all_hosts(estate):
             yield problem(loc, f"unknown hosts {short(missing)}", "list only hosts defined "
@@ -87,7 +92,7 @@ def unknown_node(estate):
 
 @validator("topology.non_compute_node", W, "topology",
            "a switch or block names hosts that are not Slurm compute nodes")
-def non_compute_node(estate):
+def non_compute_node(estate: Estate) -> Problems:
     known, compute = all_hosts(estate), _compute(estate)
     for loc, expr in _host_fields(estate.spec.topology):
         if other := (hostset(expr) & known) - compute:
@@ -98,7 +103,7 @@ def non_compute_node(estate):
 
 @validator("topology.switch_mixed_children", E, "topology",
            "a switch with both child switches and nodes")
-def switch_mixed_children(estate):
+def switch_mixed_children(estate: Estate) -> Problems:
     members = _members(estate) or {}
     for i, sw in enumerate(estate.spec.topology.switches):
         if sw.switches and members.get(sw.name):
@@ -109,7 +114,7 @@ def switch_mixed_children(estate):
 
 
 @validator("topology.empty_switch", E, "topology", "a switch with neither child switches nor nodes")
-def empty_switch(estate):
+def empty_switch(estate: Estate) -> Problems:
     members = _members(estate)
     if members is None:
         return
@@ -121,7 +126,7 @@ def empty_switch(estate):
 
 
 @validator("topology.switch_two_parents", W, "topology", "a switch listed under two parents")
-def switch_two_parents(estate):
+def switch_two_parents(estate: Estate) -> Problems:
     parent: dict[str, str] = {}
     for i, sw in enumerate(estate.spec.topology.switches):
         for j, child in enumerate(sw.switches):
@@ -133,7 +138,7 @@ def switch_two_parents(estate):
 
 
 @validator("topology.cycle", E, "topology", "switches that are their own ancestors")
-def cycle(estate):
+def cycle(estate: Estate) -> Problems:
     switches = estate.spec.topology.switches
     children = {sw.name: sw.switches for sw in switches}
     state: dict[str, int] = {}  # 1 = on the current path, 2 = done
@@ -164,7 +169,7 @@ def cycle(estate):
 
 
 @validator("topology.node_two_leaves", W, "topology", "a node under two leaf switches")
-def node_two_leaves(estate):
+def node_two_leaves(estate: Estate) -> Problems:
     members = _members(estate) or {}
     names, sets = list(members), list(members.values())
     for i, earlier in sorted(overlapping(sets).items()):
@@ -185,7 +190,7 @@ def _switch_loc(estate, name: str) -> tuple:
 
 @validator("topology.slurm_node_missing", W, "topology",
            "Slurm compute nodes under no switch while a switch tree is defined")
-def slurm_node_missing(estate):
+def slurm_node_missing(estate: Estate) -> Problems:
     members = _members(estate)
     if not estate.spec.topology.switches or members is None:
         return
@@ -198,7 +203,7 @@ def slurm_node_missing(estate):
 
 
 @validator("topology.no_root", W, "topology", "no single switch reaches every node")
-def no_root(estate):
+def no_root(estate: Estate) -> Problems:
     switches = estate.spec.topology.switches
     children = {c for sw in switches for c in sw.switches}
     roots = [sw.name for sw in switches if sw.name not in children]
@@ -212,7 +217,7 @@ def no_root(estate):
 
 @validator("topology.block_version", E, "topology",
            "blocks on a Slurm release without topology/block (before 23.11)")
-def block_version(estate):
+def block_version(estate: Estate) -> Problems:
     version = estate.spec.slurm.version
     if estate.spec.topology.blocks and not at_least(version, BLOCK_TOPOLOGY):
         need = "%d.%02d" % BLOCK_TOPOLOGY
@@ -227,7 +232,7 @@ def block_version(estate):
 
 @validator("topology.block_sizes", E, "topology",
            "block sizes that are not the base size times increasing powers of two")
-def block_sizes(estate):
+def block_sizes(estate: Estate) -> Problems:
     sizes = estate.spec.topology.block_sizes
     if not sizes or sizes[0] < 1:   # the schema refuses sizes below 1
         return
@@ -240,7 +245,7 @@ def block_sizes(estate):
 
 
 @validator("topology.block_too_small", E, "topology", "a block with fewer nodes than the base size")
-def block_too_small(estate):
+def block_too_small(estate: Estate) -> Problems:
     blocks = estate.spec.topology.blocks
     counts = [len(hostset(b.nodes)) for b in blocks]
     base = (estate.spec.topology.block_sizes or counts[:1] or [0])[0]
@@ -253,7 +258,7 @@ def block_too_small(estate):
 
 
 @validator("topology.node_in_two_blocks", W, "topology", "a node listed in two blocks")
-def node_in_two_blocks(estate):
+def node_in_two_blocks(estate: Estate) -> Problems:
     sets = [hostset(b.nodes) for b in estate.spec.topology.blocks]
     for i, earlier in sorted(overlapping(sets).items()):
         both = union(sets[i] & sets[j] for j in earlier)
@@ -263,7 +268,7 @@ def node_in_two_blocks(estate):
 
 @validator("topology.node_outside_blocks", W, "topology",
            "Slurm compute nodes in no block while blocks are defined")
-def node_outside_blocks(estate):
+def node_outside_blocks(estate: Estate) -> Problems:
     blocks = estate.spec.topology.blocks
     if not blocks:
         return

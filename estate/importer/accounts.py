@@ -13,7 +13,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Callable
 
-from estate.importer.report import Report
+from estate.importer.report import ImportReport
 from estate.spec.bounds import MAX_FAIRSHARE
 
 SOURCE = "sacctmgr"
@@ -50,7 +50,7 @@ def read(cluster: str | None = None, run: Runner = _local) -> Accounting:
     return Accounting(_rows(assoc, ACCOUNT_FIELDS), _rows(qos, QOS_FIELDS))
 
 
-def associations(doc: dict, accounting: Accounting | None, report: Report) -> None:
+def associations(doc: dict, accounting: Accounting | None, report: ImportReport) -> None:
     """doc's slurm.accounts and slurm.qos: slurmdbd's where read, then every name the
     partitions give that is still missing."""
     slurm = doc["slurm"]
@@ -86,7 +86,7 @@ def _note(accounts: list[str], qos: list[str], read_dbd: bool) -> str:
     return f"{what}: named by the partitions; {where}"
 
 
-def _accounts(accounting: Accounting, report: Report) -> dict[str, dict]:
+def _accounts(accounting: Accounting, report: ImportReport) -> dict[str, dict]:
     """Account associations (no user) as spec accounts; user associations as their users.
     root is Slurm's own; a partition-bound user association is reported (the spec grants
     an account's users every partition the account may use)."""
@@ -111,7 +111,7 @@ def _accounts(accounting: Accounting, report: Report) -> dict[str, dict]:
     return out
 
 
-def _account(row: dict[str, str], i: int, report: Report) -> dict:
+def _account(row: dict[str, str], i: int, report: ImportReport) -> dict:
     acct = {"name": row["Account"], "parent": row.get("ParentName") or "root",
             "fairshare": _fairshare(row, i, report)}
     if row.get("QOS"):
@@ -119,7 +119,7 @@ def _account(row: dict[str, str], i: int, report: Report) -> dict:
     return acct
 
 
-def _fairshare(row: dict[str, str], i: int, report: Report) -> int:
+def _fairshare(row: dict[str, str], i: int, report: ImportReport) -> int:
     share = row.get("Fairshare", "1")
     if share.isdigit() and 1 <= int(share) <= MAX_FAIRSHARE:
         return int(share)
@@ -128,7 +128,7 @@ def _fairshare(row: dict[str, str], i: int, report: Report) -> int:
     return 1
 
 
-def _qos(accounting: Accounting, report: Report) -> dict[str, dict]:
+def _qos(accounting: Accounting, report: ImportReport) -> dict[str, dict]:
     out = {}
     for i, row in enumerate(accounting.qos, 1):
         name = row.get("Name", "")

@@ -8,7 +8,7 @@ so a difference here is one `scontrol show node/partition` would show too.
 from __future__ import annotations
 
 from estate.importer.parse import ConfLine, parse
-from estate.importer.report import Report
+from estate.importer.report import ImportReport
 from estate.spec import hostlist
 
 NODE_DEFAULTS = {"threadspercore": "1", "corespersocket": "1", "realmemory": "1",
@@ -61,14 +61,14 @@ def _partition(a: dict) -> dict:
     return a
 
 
-def differences(source: str, rendered: str, report: Report, file: str) -> None:
+def differences(source: str, rendered: str, report: ImportReport, file: str) -> None:
     src, out = parse(source), parse(rendered)
     spelling = dict(_SPELLING)   # lowercase key -> as the files write it
     for keyword, defaults, fix in (("nodename", NODE_DEFAULTS, _node_cpus),
                                    ("partitionname", PART_DEFAULTS, _partition)):
         theirs = _objects(src, keyword, defaults, spelling)
         ours = _objects(out, keyword, defaults, spelling)
-        seen = set()
+        seen: set[str] = set()
         for name, (line, attrs) in theirs.items():
             if name not in ours:
                 _once(seen, report, file, line, f"{line.pairs[0][0]}={name}",
@@ -86,7 +86,7 @@ def differences(source: str, rendered: str, report: Report, file: str) -> None:
                           f"renders {spelled}={what} where the source has {was}")
 
 
-def _once(seen: set, report: Report, file: str, line: ConfLine, text: str,
+def _once(seen: set, report: ImportReport, file: str, line: ConfLine, text: str,
           reason: str) -> None:
     """Report a difference once, and not where the mapping already reported that key."""
     key = text.rsplit(" ", 1)[-1].lower()

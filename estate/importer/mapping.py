@@ -11,7 +11,7 @@ from estate.importer.parse import ConfLine, parse
 from estate.importer.partitions import nodesets, partitions
 from estate.catalogue import DEFAULT_SLURM
 from estate.importer.accounts import Accounting, associations
-from estate.importer.report import Report
+from estate.importer.report import ImportReport
 from estate.importer.users import service_identity
 from estate.spec import hostlist
 from estate.model.slurm_refusals import sentence as refusal
@@ -44,7 +44,7 @@ class Sources:
     cgroup_name: str = "cgroup.conf"
 
 
-def _controllers(lines: list[ConfLine], report: Report, file: str) -> list[tuple[str, str]]:
+def _controllers(lines: list[ConfLine], report: ImportReport, file: str) -> list[tuple[str, str]]:
     """(name, address or '') of the primary, from SlurmctldHost lines, else ControlMachine.
     A backup is reported, not imported: it needs StateSaveLocation on storage both
     controllers share, which slurm.conf does not name (estate check refuses HA without
@@ -72,7 +72,7 @@ def _controllers(lines: list[ConfLine], report: Report, file: str) -> list[tuple
     return out[:1]
 
 
-def _segment(addrs: list[str], report: Report) -> dict:
+def _segment(addrs: list[str], report: ImportReport) -> dict:
     if not addrs:
         report.default(f"segment {SEGMENT}: {PLACEHOLDER_CIDR}, vlan 1 (the source gives no "
                        "addresses; nodes get none and slurmctld resolves their names)")
@@ -87,7 +87,7 @@ def _segment(addrs: list[str], report: Report) -> dict:
             "reserved": 1}
 
 
-def _node_groups(defs, ctl, report: Report):
+def _node_groups(defs, ctl, report: ImportReport):
     """Node groups, splitting a controller that is also a compute node into its own."""
     classes, names = nodemap.classes(defs)
     groups, addrs, compute = [], [], set()
@@ -126,7 +126,7 @@ def _node_groups(defs, ctl, report: Report):
     return classes, groups, [a for a in addrs if _is_ip(a)]
 
 
-def linear(lines: list[ConfLine], slurm: dict, report: Report, file: str) -> None:
+def linear(lines: list[ConfLine], slurm: dict, report: ImportReport, file: str) -> None:
     """select/linear allocates whole nodes; Estate renders select/cons_tres, which keeps
     that as OverSubscribe=EXCLUSIVE and needs a CPU unit beside CR_Memory."""
     line = next((ln for ln in lines if ln.keyword == "selecttype"
@@ -154,7 +154,7 @@ def _is_ip(text: str) -> bool:
         return False
 
 
-def _globals(lines: list[ConfLine], report: Report, file: str, version: str) -> dict:
+def _globals(lines: list[ConfLine], report: ImportReport, file: str, version: str) -> dict:
     """The global settings into the spec's slurm section (a dict); the rest reported."""
     slurm: dict = {}
     for line in lines:
@@ -180,10 +180,10 @@ def _globals(lines: list[ConfLine], report: Report, file: str, version: str) -> 
 
 def import_slurm(src: Sources, passwd=None, version: str = DEFAULT_SLURM,
                  accounting: Accounting | None = None,
-                 can_read: programs.Readable = programs.readable) -> tuple[dict, Report]:
+                 can_read: programs.Readable = programs.readable) -> tuple[dict, ImportReport]:
     """The spec for Slurm release `version` (Slurm's own renames and moves up to it
     applied), with accounting's associations where sacctmgr was read."""
-    report, file = Report(), src.slurm_name
+    report, file = ImportReport(), src.slurm_name
     lines = parse(src.slurm)
     slurm = _globals(lines, report, file, version)
     cluster = next((ln.name for ln in lines if ln.keyword == "clustername"), "cluster")
@@ -230,7 +230,7 @@ def import_slurm(src: Sources, passwd=None, version: str = DEFAULT_SLURM,
     return doc, report
 
 
-def _other_files(src: Sources, doc: dict, report: Report, hosts: list[str]) -> None:
+def _other_files(src: Sources, doc: dict, report: ImportReport, hosts: list[str]) -> None:
     if src.gres is not None:
         _gres(src, doc, report)
     if src.topology is not None:
@@ -241,7 +241,7 @@ def _other_files(src: Sources, doc: dict, report: Report, hosts: list[str]) -> N
                         "cgroup.conf is Estate's own (slurm_conf/cgroup.conf.j2)")
 
 
-def _accounting(lines: list[ConfLine], doc: dict, report: Report, file: str) -> None:
+def _accounting(lines: list[ConfLine], doc: dict, report: ImportReport, file: str) -> None:
     """slurmdbd on one of the spec's nodes becomes slurm.accounting; anything else is
     reported (the spec runs slurmdbd on a node it describes, or not at all)."""
     found = {ln.keyword: ln for ln in lines if ln.keyword.startswith("accountingstorage")}
@@ -267,7 +267,7 @@ def _accounting(lines: list[ConfLine], doc: dict, report: Report, file: str) -> 
 _FILE = re.compile(r"^(/[A-Za-z0-9_./-]*?)(\[[0-9,-]+\]|[0-9]+)$")
 
 
-def _gres(src: Sources, doc: dict, report: Report) -> None:
+def _gres(src: Sources, doc: dict, report: ImportReport) -> None:
     """gres.conf: GPU device files become gpu_device_path; the rest is reported."""
     for line in parse(src.gres):
         params = {k.lower(): v for k, v in line.pairs}
@@ -282,7 +282,7 @@ def _gres(src: Sources, doc: dict, report: Report) -> None:
                         "Estate writes gres.conf from the node classes (Name=gpu File=...)")
 
 
-def _topology(src: Sources, report: Report, hosts: set[str]) -> dict:
+def _topology(src: Sources, report: ImportReport, hosts: set[str]) -> dict:
     """topology.conf's tree: switches, with a leaf's nodes as its Nodes= list. A member no
     NodeName line defines is reported and left out (slurmctld starts with it and logs it
     as invalid); a switch left with no member goes with it."""
@@ -303,7 +303,7 @@ def _topology(src: Sources, report: Report, hosts: set[str]) -> dict:
     return {"switches": _without_empty(switches, report, src.topology_name)}
 
 
-def _known_members(line: ConfLine, nodes: list[str], hosts: set[str], report: Report,
+def _known_members(line: ConfLine, nodes: list[str], hosts: set[str], report: ImportReport,
                    file: str) -> list[str]:
     unknown = [n for n in nodes if n not in hosts]
     if unknown:
@@ -313,7 +313,7 @@ def _known_members(line: ConfLine, nodes: list[str], hosts: set[str], report: Re
     return [n for n in nodes if n in hosts]
 
 
-def _without_empty(switches: list[dict], report: Report, file: str) -> list[dict]:
+def _without_empty(switches: list[dict], report: ImportReport, file: str) -> list[dict]:
     """Drop switches with no member left (a leaf whose nodes were all unknown, then a
     parent of only such leaves), reporting each; hostlists compressed for the spec."""
     while True:

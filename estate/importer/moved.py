@@ -3,11 +3,11 @@ current names, each rename reported as changed (slurm_conf/keys/moved.json)."""
 from __future__ import annotations
 
 from estate.importer.parse import ConfLine
-from estate.importer.report import Report
+from estate.importer.report import ImportReport
 from estate.model.slurm_keys import moved
 
 
-def renamed(line: ConfLine, params: dict, table: str, version: str, report: Report,
+def renamed(line: ConfLine, params: dict, table: str, version: str, report: ImportReport,
             file: str) -> dict:
     """params (lowercase key -> (key as written, value)) with renamed keys under their
     new names; a key given both ways keeps the new one, as Slurm's parser does."""

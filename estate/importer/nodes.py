@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from estate.importer.moved import renamed
 from estate.importer.parse import ConfLine, with_defaults
-from estate.importer.report import Report
+from estate.importer.report import ImportReport
 from estate.spec import hostlist
 from estate.spec.bounds import MAX_SOCKETS
 from estate.spec.model import FEATURE_PATTERN
@@ -47,7 +47,7 @@ def _int(params: dict, key: str, default: int | None = None) -> int | None:
     return int(params[key][1]) if key in params else default
 
 
-def _gres(value: str, where: ConfLine, report: Report, file: str
+def _gres(value: str, where: ConfLine, report: ImportReport, file: str
           ) -> tuple[tuple[tuple[str, int], ...], bool] | None:
     """Gres=gpu[:type]:count[,gpu:type:count...] as (((type, count), ...), typed): several
     typed items are a class's GPU kinds; an untyped GPU's class takes the model 'gpu' and
@@ -76,7 +76,7 @@ def _gres(value: str, where: ConfLine, report: Report, file: str
     return (tuple(kinds), typed) if kinds else None
 
 
-def node_def(line: ConfLine, params: dict, report: Report, file: str) -> NodeDef | None:
+def node_def(line: ConfLine, params: dict, report: ImportReport, file: str) -> NodeDef | None:
     for key, (written, value) in params.items():
         if key not in _NODE_KEYS:
             report.drop(file, line.number, f"{written}={value} (NodeName={line.name})",
@@ -172,7 +172,7 @@ def _several(key: str, shared: dict[str, dict[str, NodeDef]]) -> str:
             "slurmd per host, so no spec is written")
 
 
-def _addresses(value: str, node: NodeDef, report: Report, file: str) -> list[str]:
+def _addresses(value: str, node: NodeDef, report: ImportReport, file: str) -> list[str]:
     """NodeAddr as IPv4 addresses, one per host, consecutive (the spec's group blocks)."""
     try:
         addrs = [ipaddress.IPv4Address(a) for a in hostlist.expand(value)]
@@ -188,7 +188,7 @@ def _addresses(value: str, node: NodeDef, report: Report, file: str) -> list[str
     return [str(a) for a in addrs]
 
 
-def node_defs(lines: list[ConfLine], report: Report, file: str, version: str
+def node_defs(lines: list[ConfLine], report: ImportReport, file: str, version: str
               ) -> list[NodeDef]:
     out = []
     for line, params in with_defaults(lines):
@@ -248,10 +248,11 @@ def classes(nodes: list[NodeDef]) -> tuple[list[dict], dict[tuple, str]]:
 
 def group(n: NodeDef, cls: str, hosts: list[str], roles: list[str], segment: str,
           addr: str | None) -> dict:
-    g = {"hosts": hostlist.compress(hosts), "class": cls, "plane": "slurm", "roles": roles}
+    g: dict[str, object] = {"hosts": hostlist.compress(hosts), "class": cls, "plane": "slurm",
+                            "roles": roles}
     if addr:
         g["addresses"] = {segment: addr}
-    slurm = {"real_memory_mb": n.memory}
+    slurm: dict[str, object] = {"real_memory_mb": n.memory}
     if n.gpu:
         slurm["gres_count"] = sum(c for _, c in n.gpu)
         if not n.gpu_typed:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from estate.importer.moved import renamed
 from estate.importer.parse import ConfLine, with_defaults
-from estate.importer.report import Report
+from estate.importer.report import ImportReport
 from estate.model.slurm import time_seconds
 from estate.model.slurm_refusals import sentence as refusal
 from estate.spec import hostlist
@@ -49,7 +49,7 @@ def _setting(p: dict, key: str, value: str) -> bool:
     return True
 
 
-def nodesets(lines: list[ConfLine], all_hosts: list[str], report: Report, file: str
+def nodesets(lines: list[ConfLine], all_hosts: list[str], report: ImportReport, file: str
              ) -> list[dict]:
     """NodeSet lines with one selector, Nodes= (a hostlist) or Feature=, as slurm.nodesets;
     others (Nodes=ALL, both, several features) are reported and dropped, and so are the
@@ -83,7 +83,7 @@ def _split_nodes(nodes: str, sets: set[str]) -> tuple[str, list[str]]:
     return hostlist.compress([n for n in names if n not in sets]), named
 
 
-def _defined(line: ConfLine, nodes: str, known: frozenset[str], report: Report,
+def _defined(line: ConfLine, nodes: str, known: frozenset[str], report: ImportReport,
              file: str) -> str:
     """Nodes= without the hosts no NodeName line defines (reported: slurmctld stops at a
     partition that names them, itself or through a node set; slurmctld/partition_mgr.c,
@@ -103,7 +103,7 @@ def _defined(line: ConfLine, nodes: str, known: frozenset[str], report: Report,
 DEFAULT_ABOVE_MAX = refusal("default_time_above_max_time")
 
 
-def _default_within_max(p: dict, line: ConfLine, report: Report, file: str) -> None:
+def _default_within_max(p: dict, line: ConfLine, report: ImportReport, file: str) -> None:
     """A DefaultTime above MaxTime (where one is set) becomes the MaxTime, reported: what
     slurmctld gives a job without --time there."""
     limit = time_seconds(p.get("max_time", "INFINITE"))
@@ -117,7 +117,7 @@ def _default_within_max(p: dict, line: ConfLine, report: Report, file: str) -> N
     p["default_time"] = p["max_time"]
 
 
-def partitions(lines: list[ConfLine], all_hosts: list[str], report: Report,
+def partitions(lines: list[ConfLine], all_hosts: list[str], report: ImportReport,
                file: str, sets: set[str], version: str) -> list[dict]:
     out, known = [], frozenset(all_hosts)
     for line, params in with_defaults(lines):

@@ -3,7 +3,7 @@
 The spec brings such programs along as files next to it (types.RelativeFile), installed
 byte for byte; slurm.conf gives absolute paths on the site's machines. Where the import
 runs on such a machine and can read a program, it is copied next to the written spec
-(Report.files) and the spec names the copy; elsewhere the line is reported. Cloud nodes
+(ImportReport.files) and the spec names the copy; elsewhere the line is reported. Cloud nodes
 need both power-saving programs: without them they are imported as ordinary nodes and
 that is reported on their NodeName line, since slurmctld could never power them up.
 """
@@ -14,7 +14,7 @@ from pathlib import PurePosixPath
 from typing import Callable
 
 from estate.importer.parse import ConfLine
-from estate.importer.report import Report
+from estate.importer.report import ImportReport
 
 HOOKS = {"prolog": "prolog", "epilog": "epilog"}
 POWER = {"resumeprogram": "resume_program", "suspendprogram": "suspend_program"}
@@ -29,7 +29,7 @@ def readable(path: str) -> bool:
     return os.path.isfile(path) and os.access(path, os.R_OK)
 
 
-def _copy(line: ConfLine, report: Report, file: str, can_read: Readable) -> str | None:
+def _copy(line: ConfLine, report: ImportReport, file: str, can_read: Readable) -> str | None:
     """The relative name the spec gives the program's copy, or None (reported)."""
     path = line.name
     if not path.startswith("/") or "," in path or not can_read(path):
@@ -42,13 +42,13 @@ def _copy(line: ConfLine, report: Report, file: str, can_read: Readable) -> str 
     return name
 
 
-def programs(lines: list[ConfLine], report: Report, file: str,
+def programs(lines: list[ConfLine], report: ImportReport, file: str,
              can_read: Readable = readable) -> tuple[dict, dict | None]:
     """(slurm.hooks, slurm.power_saving or None) from the source's lines."""
     found = {ln.keyword: ln for ln in lines if ln.keyword in KEYS}
     hooks = {field: name for key, field in HOOKS.items() if key in found
              if (name := _copy(found[key], report, file, can_read))}
-    power = {field: name for key, field in POWER.items() if key in found
+    power: dict[str, str | int] = {field: name for key, field in POWER.items() if key in found
              if (name := _copy(found[key], report, file, can_read))}
     if set(power) != set(POWER.values()):
         for key in POWER_NUMBERS:
@@ -65,7 +65,7 @@ def programs(lines: list[ConfLine], report: Report, file: str,
     return hooks, power
 
 
-def no_cloud(defs, report: Report, file: str) -> None:
+def no_cloud(defs, report: ImportReport, file: str) -> None:
     """Cloud nodes as ordinary ones where the import has no power saving for them."""
     for d in defs:
         if d.state == "cloud":

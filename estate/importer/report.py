@@ -17,7 +17,7 @@ class Dropped:
 
 
 @dataclass
-class Report:
+class ImportReport:
     dropped: list[Dropped] = field(default_factory=list)
     defaults: list[str] = field(default_factory=list)   # spec values the source had none for
     files: dict[str, str] = field(default_factory=dict)  # next to the spec -> the source's

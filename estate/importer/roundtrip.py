@@ -4,7 +4,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from estate.importer.compare import differences
-from estate.importer.report import Report
+from estate.importer.report import ImportReport
 from estate.render.slurm import render_slurm
 from estate.spec.model import Spec
 from estate.spec.resolved import Estate
@@ -13,7 +13,7 @@ from estate.spec.resolved import Estate
 def rendered_slurm_conf(doc: dict, files: dict[str, str] | None = None) -> str | None:
     """The slurm.conf the document renders, or None where it is not a valid spec (then
     `estate check` on the written file says why). files: the programs the spec names
-    (Report.files); slurm.conf names their installed paths, not their bytes."""
+    (ImportReport.files); slurm.conf names their installed paths, not their bytes."""
     try:
         spec = Spec.model_validate(doc)
     except ValidationError:
@@ -24,7 +24,7 @@ def rendered_slurm_conf(doc: dict, files: dict[str, str] | None = None) -> str |
     return None
 
 
-def report_differences(source: str, doc: dict, report: Report, file: str) -> bool:
+def report_differences(source: str, doc: dict, report: ImportReport, file: str) -> bool:
     rendered = rendered_slurm_conf(doc, report.files)
     if rendered is None:
         report.default("the written spec does not validate: run `estate check` on it")

@@ -9,7 +9,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from estate.importer import programs
 from estate.importer.parse import ConfLine
-from estate.importer.report import Report
+from estate.importer.report import ImportReport
 from estate.model.slurm_keys import (OWNED, conf_keys, moved, next_versions,
                                      scheduler_options, versions)
 from estate.spec.model import (PriorityFlag, PrivateDataValue, ResourceLimit, SelectParameter,
@@ -63,7 +63,8 @@ def _list(value: str, allowed, what: str, report, file, line, gone=None) -> list
 def _scheduler(slurm: dict, value: str, report, file, line, version: str) -> dict:
     """SchedulerParameters: flags and numbers; an option Slurm moved to another key goes
     there (reported as changed); one the release does not document is dropped."""
-    out, gone, known = {}, moved("SchedulerParameters", version), scheduler_options(version)
+    gone, known = moved("SchedulerParameters", version), scheduler_options(version)
+    out: dict[str, bool | int | str] = {}
     for item in filter(None, value.split(",")):
         key, sep, val = item.partition("=")
         if key.lower() in gone:
@@ -124,7 +125,7 @@ def _one_value(value: str) -> bool:
 
 
 def _moved_key(slurm: dict, entry: dict, written: str, value: str, line: ConfLine,
-               report: Report, file: str, version: str) -> None:
+               report: ImportReport, file: str, version: str) -> None:
     """A key Slurm renamed (to), replaced by value (values) or removed: the replacement is
     imported as if the source had written it, and the line reported as changed."""
     if "to" in entry:
@@ -142,7 +143,7 @@ def _moved_key(slurm: dict, entry: dict, written: str, value: str, line: ConfLin
                   f"dropped, Slurm's default behaviour: {entry['says']}")
 
 
-def _state_dir(slurm: dict, written: str, value: str, line: ConfLine, report: Report,
+def _state_dir(slurm: dict, written: str, value: str, line: ConfLine, report: ImportReport,
                file: str) -> None:
     """StateSaveLocation as the spec's state_dir: the same directory, or where the source
     names a system directory (/tmp, /var/spool, or a directory under /tmp), the spec's
@@ -165,7 +166,7 @@ def _state_dir(slurm: dict, written: str, value: str, line: ConfLine, report: Re
     slurm["state_dir"] = path
 
 
-def apply(slurm: dict, key: str, written: str, value: str, line: ConfLine, report: Report,
+def apply(slurm: dict, key: str, written: str, value: str, line: ConfLine, report: ImportReport,
           file: str, version: str) -> None:
     """One global setting into `slurm` (the spec's slurm section as a dict), for the
     Slurm release `version`."""

@@ -30,6 +30,11 @@ app.add_typer(netns_app, name="netns")
 app.add_typer(vm_app, name="vm")
 
 
+def register(parent: typer.Typer) -> None:
+    """`estate lab` and its subcommands (estate.cli.LAZY)."""
+    parent.add_typer(app, name="lab")
+
+
 def _log(message: str) -> None:
     err.print(f"[dim]{message}[/dim]")
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -105,7 +106,7 @@ def molecule_yml(role: str, doc: dict) -> dict:
 
 
 def playbook(role: str, action: str) -> list:
-    task = {
+    task: dict[str, Any] = {
         "name": f"{action.capitalize()} {role} (pyinfra via estate.lab.molecule)",
         "ansible.builtin.command": {
             "cmd": f"{{{{ repo }}}}/.venv/bin/python -m estate.lab.molecule {action} {role}",

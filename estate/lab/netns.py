@@ -47,6 +47,7 @@ from estate.lab import driver, netns_bridge
 from estate.lab.driver import LabError
 from estate.pipeline import build
 from estate.render import write_tree
+from estate.render.artifacts import Artifacts
 from estate.model.services import (DEFAULT_CGROUP_MOUNTPOINT, GPU_DEVICES, IDENTITY,
                                    SLURM_USER, SLURMDBD_DATABASE,
                                    SLURMDBD_PATHS, jwt_key_path, slurm_daemon_paths)
@@ -117,7 +118,7 @@ class Lab:
         self.timings: dict[str, float] = {}   # seconds each wait took, for reports
         self._last_failure = ""                # output of the last failed readiness probe
         self._estate: Estate | None = None
-        self._artifacts = None
+        self._artifacts: Artifacts | None = None
         self._root: str | None = None
 
     # --- the spec ---------------------------------------------------------------
@@ -671,7 +672,7 @@ def write_identity(etc: Path, doc: dict) -> None:
         (etc / fname).write_text("\n".join(lines) + "\n")
 
 
-def _owner(owner: str) -> tuple[str, str]:
+def _owner(owner: str) -> tuple[str, str | int]:
     user, _, group = owner.partition(":")
     return user, group or pwd.getpwnam(user).pw_gid
 

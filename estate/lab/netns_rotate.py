@@ -1,4 +1,4 @@
-"""`estate rotate` on the namespace lab (estate.lab.netns): the same plan (estate.rotate),
+"""`estate rotate` on the namespace lab (estate.lab.netns): the same plan (estate.operate.rotate.logic),
 carried out on the lab's daemons as the roles' units would be on real nodes.
 
 The lab runs one munged for every node (they share this machine's socket), so the munge key

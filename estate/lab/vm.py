@@ -172,7 +172,8 @@ def plan(doc: dict, names: list[str], management: str, memory_mb: int = 1024):
     segs = {s["name"]: s for s in doc["segments"]}
     vms, used = [], {}
     for i, name in enumerate(names, start=1):
-        node, nics, mgmt = by_name[name], [], None
+        node, mgmt = by_name[name], None
+        nics: list[Nic] = []
         for net in node["networks"]:
             seg = segs[net["segment"]]
             used[seg["name"]] = Segment(seg["name"], bridge_name(seg["vlan"]), seg["gateway"],

@@ -4,7 +4,7 @@
 instead of computing them again (or parsing rendered text back to learn them):
 
 - per node group: plane, roles, the GPUs a scheduler hands out, Slurm's node shape
-  (``nodes.Group``);
+  (``nodes.GroupFacts``);
 - node sets and partitions with their members (``partitions.NodeSet``, ``Partition``);
 - which Kubernetes nodes are control planes, and so hold no tenant GPUs;
 - which compute nodes sit under which leaf switch (topology.conf's table);
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from functools import cached_property, lru_cache
 
-from estate.model.nodes import Group
+from estate.model.nodes import GroupFacts
 from estate.model.partitions import NodeSet, Partition, nodeset, partition
 from estate.spec.hostlist import Hostlist, Range
 from estate.spec.hostset import HostSet
@@ -29,8 +29,8 @@ class Model:
         self.spec = estate.spec
 
     @cached_property
-    def groups(self) -> tuple[Group, ...]:
-        return tuple(Group(i, g, hosts, self.estate.node_class(g))
+    def groups(self) -> tuple[GroupFacts, ...]:
+        return tuple(GroupFacts(i, g, hosts, self.estate.node_class(g))
                      for i, (g, hosts) in enumerate(zip(self.spec.nodes,
                                                         self.estate.group_hosts)))
 
@@ -52,11 +52,11 @@ class Model:
         k8s = self.spec.kubernetes
         return frozenset(k8s.control_plane) if k8s else frozenset()
 
-    def group(self, name: str) -> Group | None:
+    def group(self, name: str) -> GroupFacts | None:
         node = self.estate.nodes.get(name)
         return self.groups[node.group] if node else None
 
-    def schedulable(self, group: Group) -> tuple[int, int]:
+    def schedulable(self, group: GroupFacts) -> tuple[int, int]:
         """(nodes, GPUs per node) of a group that a scheduler hands out; (0, 0) where none.
         Kubernetes control planes keep their taint: their GPUs go to no tenant."""
         per_node = group.gpus_per_node

@@ -19,6 +19,7 @@ read:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from estate.model import kubernetes as k8s
 from estate.spec.model import Bridge, Tenant
@@ -140,7 +141,7 @@ def job_request(version: str, script: str, *, name: str, partition: str, account
     v0.0.38 takes the script beside the job and the environment as a mapping; v0.0.41
     takes the script inside it, the environment as NAME=value strings and numbers as
     {set, number} objects."""
-    job = {"name": name, "partition": partition, "account": account,
+    job: dict[str, Any] = {"name": name, "partition": partition, "account": account,
            "current_working_directory": cwd}
     if qos:
         job["qos"] = qos

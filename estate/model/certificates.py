@@ -105,7 +105,8 @@ def paths(estate: Estate, cert: Certificate) -> tuple[str, ...]:
 def held(estate: Estate) -> dict[str, list[tuple[Certificate, str]]]:
     """node -> (certificate, file) it holds, in the table's order; nodes holding none left
     out."""
-    holders, out = _holders(estate), {}
+    holders = _holders(estate)
+    out: dict[str, list[tuple[Certificate, str]]] = {}
     for cert in CERTIFICATES:
         for node in holders[cert.holders]:
             out.setdefault(node, []).extend((cert, p) for p in paths(estate, cert))

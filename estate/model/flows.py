@@ -86,7 +86,7 @@ class Matrix:
     def ports(self) -> list[tuple[str, int, str]]:
         """(proto, port, segment) to probe: each flow's ports (a range by its ends and
         middle), so every designed port is tried between every pair of nodes."""
-        out = {}
+        out: dict[tuple[str, int, str], None] = {}
         for f in self.flows:
             lo, hi = f.ports
             for p in dict.fromkeys((lo, (lo + hi) // 2, hi)):
@@ -128,7 +128,8 @@ def flow(estate: Estate, name: str) -> Flow | None:
 def srun_ports(estate: Estate) -> tuple[int, int]:
     """slurm.conf's SrunPortRange: exactly the range the firewall opens for srun."""
     srun = flow(estate, "srun")
-    return srun.ports if srun else tuple(estate.spec.firewall.srun_ports)
+    lo, hi = srun.ports if srun else estate.spec.firewall.srun_ports
+    return lo, hi
 
 
 # --- the defaults, from roles ---------------------------------------------------------------

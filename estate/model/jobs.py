@@ -58,14 +58,14 @@ def fabrics(estate: Estate) -> tuple[str, ...]:
 def ports(estate: Estate) -> tuple[int, int]:
     """The job ports between workers: firewall.jobs.ports, or every unprivileged port."""
     given = estate.spec.firewall.jobs.ports
-    return tuple(given) if given else UNPRIVILEGED
+    return (given[0], given[1]) if given else UNPRIVILEGED
 
 
 def launcher_ports(estate: Estate) -> tuple[int, int]:
     """The ports a launcher on a login node listens on: firewall.jobs.ports, or the
     ephemeral range (its listener binds port 0)."""
     given = estate.spec.firewall.jobs.ports
-    return tuple(given) if given else EPHEMERAL
+    return (given[0], given[1]) if given else EPHEMERAL
 
 
 def covers_ephemeral(ports: tuple[int, int]) -> bool:

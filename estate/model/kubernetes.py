@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from estate.model import model
-from estate.model.nodes import Group
+from estate.model.nodes import GroupFacts
 from estate.model.services import PORTS
 from estate.spec.hostlist import Hostlist, HostlistError
 from estate.spec.model import GpuSharing, NodeClass, NodeGroup, Tenant
@@ -233,7 +233,7 @@ FSTAB_ONLY_OPTIONS = {"defaults", "_netdev", "auto", "noauto", "nofail", "user",
 @dataclass(frozen=True)
 class KNode:
     name: str
-    facts: Group                        # the node's group in estate.model
+    facts: GroupFacts                   # the node's group in estate.model
     control_plane: bool
     address: str | None                 # on spec.kubernetes.api_segment
     labels: dict = field(hash=False)
@@ -257,7 +257,7 @@ class KNode:
         return gpu_worker(self.facts, self.control_plane)
 
 
-def gpu_worker(facts: Group, control_plane: bool) -> bool:
+def gpu_worker(facts: GroupFacts, control_plane: bool) -> bool:
     """A node whose GPUs tenants get: the one rule labels, taints, flavors and the
     capacity model (estate.model.Model.schedulable) share."""
     return not control_plane and facts.kubernetes_worker and facts.gpus_per_node > 0
@@ -340,7 +340,8 @@ class _Member:
     def __init__(self, named: list[tuple[str, Hostlist]], lookups: int):
         tabulate = lookups * sum(len(hl.ranges) for _, hl in named) > \
             sum(len(hl) for _, hl in named)
-        self._named, self._table = named, None
+        self._named = named
+        self._table: dict[str, str] | None = None
         if tabulate:
             self._table = {}
             for key, hl in named:
@@ -392,7 +393,7 @@ def switch_path(estate: Estate, name: str, group: NodeGroup) -> dict[str, str]:
     return out
 
 
-def _gpu_labels(estate: Estate, facts: Group) -> dict[str, str]:
+def _gpu_labels(estate: Estate, facts: GroupFacts) -> dict[str, str]:
     """The labels a GPU worker of this group carries (the same for each of its nodes)."""
     cls = facts.cls
     gpu = cls.gpu_kinds[0]   # one kind on Kubernetes workers (kubernetes.gpu_kinds)
@@ -410,7 +411,7 @@ def _gpu_labels(estate: Estate, facts: Group) -> dict[str, str]:
     return labels
 
 
-def node_labels(estate: Estate, name: str, facts: Group, control_plane: bool,
+def node_labels(estate: Estate, name: str, facts: GroupFacts, control_plane: bool,
                 gpu_labels: dict[str, str] | None = None) -> dict[str, str]:
     labels = {TOPOLOGY_LABELS[k]: v for k, v in switch_path(estate, name, facts.spec).items()}
     if gpu_worker(facts, control_plane):
@@ -419,7 +420,7 @@ def node_labels(estate: Estate, name: str, facts: Group, control_plane: bool,
     return dict(sorted(labels.items()))
 
 
-def node_taints(facts: Group, control_plane: bool) -> tuple:
+def node_taints(facts: GroupFacts, control_plane: bool) -> tuple:
     if control_plane:
         return (CONTROL_PLANE_TAINT,)
     return (gpu_taint(facts.gpu_model),) if gpu_worker(facts, control_plane) else ()

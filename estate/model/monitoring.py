@@ -17,7 +17,7 @@ from functools import lru_cache
 
 from estate.model import model
 from estate.model.flows import dotted, flow
-from estate.model.nodes import Group
+from estate.model.nodes import GroupFacts
 from estate.model.slurm import gpu_workers, gres_kinds
 from estate.spec.resolved import Estate
 
@@ -115,7 +115,7 @@ def gpu_job_map(estate: Estate) -> bool:
     return estate.spec.monitoring is not None and bool(gpu_workers(estate))
 
 
-def unmapped_mig_groups(estate: Estate) -> tuple[Group, ...]:
+def unmapped_mig_groups(estate: Estate) -> tuple[GroupFacts, ...]:
     """The Slurm worker groups whose GPUs carry a MIG layout, where the mapping is not kept
     (their Prolog and Epilog leave it alone): the exporter's HPC mapping keys whole GPUs by
     their index (a file per index, matched with the gpu label), while SLURM_JOB_GPUS numbers

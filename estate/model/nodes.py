@@ -17,7 +17,9 @@ def slurm_compute(group: NodeGroup) -> bool:
 
 
 @dataclass(frozen=True)
-class Group:
+class GroupFacts:
+    """What the model derives of one spec node group (spec.model.NodeGroup): its hosts and
+    its class; not a Unix group (spec.model.Group)."""
     index: int               # into spec.nodes (and the spec path nodes[index])
     spec: NodeGroup
     hosts: Hostlist

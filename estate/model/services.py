@@ -103,7 +103,8 @@ class Hook:
 
 def hooks(spec: Spec) -> list[Hook]:
     h = spec.slurm.hooks
-    named = [("Prolog", "prolog", h.prolog, ("prolog",)),
+    named: list[tuple[str, str, str | None, tuple[str, ...]]] = [
+             ("Prolog", "prolog", h.prolog, ("prolog",)),
              ("Epilog", "epilog", h.epilog, ("epilog",)),
              ("TaskProlog", "task-prolog", h.task_prolog, ("task_prolog",))]
     if h.health_check:

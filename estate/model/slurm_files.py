@@ -1,7 +1,7 @@
 """Estate's own Slurm files read back key by key (slurm.conf, gres.conf, topology.conf,
 cgroup.conf), and what of them a worker's slurmd must restart for.
 
-Two readers share it: `estate diff` (estate.diff: the lines that differ between two trees,
+Two readers share it: `estate diff` (estate.operate.diff.logic: the lines that differ between two trees,
 each key classed by the release's update policy) and the render's slurmd restart facts
 (slurmd_restart_facts: per worker, the settings whose change its slurmd restarts for). A
 configless worker installs none of these files: it fetches them from slurmctld, so without
@@ -55,7 +55,8 @@ def lines(data: bytes) -> list[str]:
 
 
 def fields(line: str) -> list[tuple[str, str]]:
-    return [tuple(t.split("=", 1)) if "=" in t else (t, "") for t in line.split()]
+    pairs = (t.partition("=") for t in line.split())
+    return [(key, value) for key, _, value in pairs]
 
 
 def classified(lines: list[str], conf: Conf, plain: dict[str, list[str]]):
@@ -77,7 +78,7 @@ def records(lines: list[str], conf: Conf, ids: dict):
     is one tuple and a dict built at C speed, not 10,000 dicts); plain `Key=Value` lines
     as key -> values."""
     records: dict[tuple[str, str], dict] = {}
-    nodes: dict[str, dict[str, tuple]] = {}
+    nodes: dict[str, list[tuple]] = {}
     plain: dict[str, list[str]] = {}
     for kind, fs in classified(lines, conf, plain):
         ident, rest = fs[0][1], fs[1:]

@@ -52,6 +52,12 @@ def _load(version: str) -> dict:
     return json.loads(path.read_text())
 
 
+def _release(version: str) -> tuple[int, int]:
+    """'23.11' -> (23, 11)."""
+    major, minor = version.split(".")
+    return int(major), int(minor)
+
+
 def at_least(version: str, oldest: tuple[int, int]) -> bool:
     """'24.11' >= (23, 11)."""
     major, minor = version.split(".")
@@ -116,4 +122,4 @@ def moved(table: str, version: str) -> dict[str, dict]:
     of its tables ('keys', 'SchedulerParameters', 'PartitionName'...), lowercase name ->
     entry, for the entries whose 'since' is at or before the release."""
     return {name.lower(): entry for name, entry in _moved()[table].items()
-            if at_least(version, tuple(int(x) for x in entry["since"].split(".")))}
+            if at_least(version, _release(entry["since"]))}

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from estate.model import model
 from estate.model.slurm_keys import private_data as release_private_data
+from estate.spec.hostset import HostSet
 from estate.spec.resolved import Estate
 
 # What a user of a shared estate must not see of the others' work: their jobs (squeue,
@@ -38,7 +39,7 @@ def private_data(estate: Estate) -> list[str]:
     cloud nodes stay in sinfo; 23.02 made that the default and dropped the value)."""
     slurm = estate.spec.slurm
     own = slurm.private_data
-    values = list(own) if own is not None else (list(SHARED_DEFAULT) if shared(estate) else [])
+    values: list[str] = list(own) if own is not None else (list(SHARED_DEFAULT) if shared(estate) else [])
     known = release_private_data(slurm.version)
     if slurm.power_saving and (known is None or "cloud" in known) and "cloud" not in values:
         values.append("cloud")
@@ -86,7 +87,7 @@ class Tier:
     name: str
     tier: int
     mode: str           # its jobs' PreemptMode: off, cancel, requeue, suspend
-    members: object     # HostSet
+    members: HostSet | None
 
 
 def partition_mode(slurm, part) -> str:

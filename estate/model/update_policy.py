@@ -11,7 +11,7 @@ writes has no class for a release of the catalogue.
 Slurm classes, weakest first (CLASSES): reconfigure, restart_slurmctld, restart_slurmd,
 restart_all (slurmctld and every slurmd), restart_all_drain (every daemon restarted and
 running steps lost: drain the workers first). What a class means for one node depends
-on what runs there (estate.diff.per_node).
+on what runs there (estate.operate.diff.logic.per_node).
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ CLASSES = ("reconfigure", "restart_slurmctld", "restart_slurmd", "restart_all",
            "restart_all_drain")
 
 
-# What a class means for a node by what runs there (estate.diff.per_node; the workers'
+# What a class means for a node by what runs there (estate.operate.diff.logic.per_node; the workers'
 # part also estate.model.slurm_files.slurmd_restart_facts).
 CTLD_PART = {"reconfigure": "reconfigure", "restart_slurmctld": "restart_slurmctld",
              "restart_slurmd": "reconfigure", "restart_all": "restart_slurmctld",

@@ -228,7 +228,7 @@ BATCHED_PHASE = "compute"   # the workers: restarted in batches where the change
 
 def _parts(live: Inventory, batches: list[list[str]] | None) -> list[Inventory]:
     """The phase's hosts as batches: the first takes every host no batch names (they do
-    not restart), each later one a batch of the diff's (estate.diff.apply_order)."""
+    not restart), each later one a batch of the diff's (estate.operate.diff.order.apply_order)."""
     if not batches or len(batches) < 2:
         return [live]
     named = {n for batch in batches for n in batch}

@@ -87,9 +87,11 @@ def _say(line: str, output: Output) -> None:
 
 def worker_batches(spec: Path, last: Path, keep_up: float | None,
                    result=None) -> list[list[str]] | None:
-    """estate.diff.worker_batches, its warning on stderr; result: the spec's Build, so
+    """estate.operate.diff.logic.worker_batches, its warning on stderr; result: the spec's Build, so
     that the diff takes the render apply writes instead of rendering the spec again."""
-    from estate.diff import KEEP_UP, built_side, worker_batches as batches
+    from estate.operate.diff.logic import worker_batches as batches
+    from estate.operate.diff.order import KEEP_UP
+    from estate.operate.diff.sides import built_side
     built = None if result is None else built_side(str(spec), result.estate,
                                                    result.artifacts)
     return batches(spec, last, KEEP_UP if keep_up is None else keep_up,

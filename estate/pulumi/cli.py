@@ -15,6 +15,11 @@ app = typer.Typer(help="The Pulumi program's node steps, and a dry run of its gr
                   no_args_is_help=True)
 
 
+def register(parent: typer.Typer) -> None:
+    """`estate pulumi` and its subcommands (estate.cli.LAZY)."""
+    parent.add_typer(app, name="pulumi")
+
+
 def _fail(message: str) -> None:
     _log(f"error: {message}")
     raise typer.Exit(1)

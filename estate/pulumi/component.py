@@ -6,7 +6,7 @@ this module only turns it into resources.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import pulumi
 import pulumi_command as command
@@ -14,7 +14,7 @@ import pulumi_kubernetes as kubernetes
 import pulumi_random as random
 
 from estate.capacity import gpu_budget
-from estate.check.findings import Severity
+from estate.findings import Severity
 from estate.model.services import KEYS
 from estate.pipeline import Build, build
 from estate.pulumi import plan as planning
@@ -92,7 +92,7 @@ class EstateDeployment(pulumi.ComponentResource):
         """The keys and, on a joining node, the control plane's join material: one secret
         value (Output.secret even though RandomBytes marks base64 secret: the command's
         environment must be secret whatever a provider does)."""
-        parts = {KEYS[k].env: self.keys[k].base64 for k in step.secrets}
+        parts: dict[str, Any] = {KEYS[k].env: self.keys[k].base64 for k in step.secrets}
         if step.join == "sink":
             parts["join"] = self._source_stdout(nodes).apply(
                 lambda out: planning.join_environment(out, step.control_plane))
@@ -129,7 +129,7 @@ class EstateDeployment(pulumi.ComponentResource):
         sinks = [self.nodes[s.node] for s in self.plan.steps if s.join == "sink"]
         return command.local.Command(
             "join-token-revoke", create=self.plan.revoke, dir=self.dir,
-            environment=pulumi.Output.secret(token),
+            environment=pulumi.Output.secret(token),   # type: ignore[arg-type]  # secret() is typed Never in pulumi's stubs
             opts=self._child(depends_on=[self.nodes[self.plan.join_source], *sinks]))
 
     def _record(self) -> command.local.Command:

@@ -69,7 +69,7 @@ class StepRun:
 
 
 @dataclass
-class Report:
+class DryRunReport:
     stack: str
     steps: list[StepRun]
 
@@ -159,7 +159,7 @@ def run_one(step: Step, env: dict[str, str], root: Path) -> StepRun:
 
 
 def dry_run(stack: str, secrets: Path | None = None, root: Path = ROOT, log=print,
-            parallel: int = 4, tree: str | None = None) -> Report:
+            parallel: int = 4, tree: str | None = None) -> DryRunReport:
     steps, cfg = graph(stack, root, tree, log)
     keys = key_environment(secrets or default_secrets(stack, cfg, root))
     source = next((s.name for s in steps if s.join == "source"), None)
@@ -185,4 +185,4 @@ def dry_run(stack: str, secrets: Path | None = None, root: Path = ROOT, log=prin
                 run = fut.result()
                 done[running.pop(fut)] = run
                 log(f"dry-run: {run.name}: {run.outcome} ({run.summary})")
-    return Report(stack, [done[s.name] for s in steps])
+    return DryRunReport(stack, [done[s.name] for s in steps])

@@ -17,6 +17,7 @@ import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from estate import paths
 from estate.catalogue import ROLES, STAGES as CATALOGUE_STAGES
@@ -107,8 +108,8 @@ class StackConfig:
 
     def share(self) -> float:
         """The share of each partition kept up while workers restart: estate:keepUp, else
-        `estate apply --keep-up`'s default (estate.diff.KEEP_UP)."""
-        from estate.diff import KEEP_UP
+        `estate apply --keep-up`'s default (estate.operate.diff.order.KEEP_UP)."""
+        from estate.operate.diff.order import KEEP_UP
         if self.keep_up in (None, ""):
             return KEEP_UP
         try:
@@ -150,8 +151,8 @@ class Plan:
     stages: dict[str, list[str]]
     secrets: tuple[str, ...]     # the secrets any node needs
     revoke: str | None = None    # the command that revokes the join token after the joins
-    # The workers that restart, in the diff's batches (estate.diff.apply_order), each after
-    # the one before; empty where nothing restarts in batches (a first deploy).
+    # The workers that restart, in the diff's batches (estate.operate.diff.order.apply_order),
+    # each after the one before; empty where nothing restarts in batches (a first deploy).
     batches: list[list[str]] = dataclasses.field(default_factory=list)
     record: Record | None = None
 
@@ -296,10 +297,10 @@ def record(artifacts: Artifacts, spec_path: str, tree: str) -> Record:
 
 
 def restart_batches(spec: Path, tree: Path, keep_up: float, log=print) -> list[list[str]]:
-    """The workers that restart, in the batches `estate apply` uses (estate.diff's
+    """The workers that restart, in the batches `estate apply` uses (estate.operate.diff.logic's
     worker_batches, the same function): the spec against the tree the stack last applied.
     Empty on a first deploy (no tree) or where no worker restarts: the workers run at once."""
-    from estate.diff import worker_batches
+    from estate.operate.diff.logic import worker_batches
     found = worker_batches(spec, tree, keep_up, warn=log)
     if found is None:
         log(f"no applied tree at {tree} (a first deploy, or the tree is kept elsewhere): "
@@ -387,7 +388,7 @@ def inventory(estate: Estate, the_plan: Plan) -> dict:
 def endpoints(estate: Estate) -> dict:
     spec = estate.spec
     seg = spec.slurm.address_segment
-    out = {"slurmctld": [f"{estate.address(c, seg) or c}:{PORTS['slurmctld']}"
+    out: dict[str, Any] = {"slurmctld": [f"{estate.address(c, seg) or c}:{PORTS['slurmctld']}"
                          for c in spec.slurm.controllers]}
     rest = spec.slurm.slurmrestd
     if rest is not None:

@@ -19,7 +19,7 @@ def installation_spec(estate) -> dict:
     """The Installation's spec: one IPv4 pool over the pod CIDR, the MTU that fits the
     segment, node addresses on the API segment (the addresses the flows admit)."""
     k8s, encap = estate.spec.kubernetes, cni.encapsulation(estate)
-    network = {
+    network: dict[str, object] = {
         "bgp": "Enabled" if encap.bgp else "Disabled",
         "ipPools": [{"name": cni.POOL_NAME, "cidr": str(k8s.pod_cidr),
                      "blockSize": cni.BLOCK_SIZE, "encapsulation": encap.calico,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import shlex
 from functools import lru_cache
+from typing import Any
 
 import yaml
 
@@ -57,7 +58,7 @@ TEMPLATES = "k8s/templates"
 
 # --- layout helpers ----------------------------------------------------------------
 
-class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):   # libyaml emits 10x faster
+class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):   # type: ignore[misc]   # libyaml emits 10x faster
     """Multi-line strings (embedded YAML, configs) as literal blocks, for readable diffs.
     No anchors: an object the data holds twice is written out twice."""
 
@@ -676,7 +677,7 @@ def kind_nodes(estate: Estate) -> list[dict]:
     mounts = [(v, set(v["clients"])) for v in nfs_volumes(estate)]
     out, patches = [], {}   # a group's workers share one taint patch: dumped once
     for n in plane_nodes(estate):
-        node = {"role": "control-plane" if n.control_plane else "worker",
+        node: dict[str, Any] = {"role": "control-plane" if n.control_plane else "worker",
                 "image": KIND_IMAGE.format(version=estate.spec.kubernetes.version)}
         if n.labels:
             node["labels"] = n.labels

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from json.encoder import encode_basestring_ascii as _q
 import re
+from typing import Any
 
 import yaml
 
@@ -76,7 +77,7 @@ def scrape_job(estate: Estate, job: Job) -> dict | None:
     found = targets(estate, job)
     if not found:
         return None
-    out = {"job_name": job.name}
+    out: dict[str, Any] = {"job_name": job.name}
     if job.honor_labels:
         out["honor_labels"] = True
     out["static_configs"] = [{"targets": [addr], "labels": _labels(job, node, plane)}
@@ -416,7 +417,7 @@ def prometheus_env(estate: Estate) -> bytes:
 # --- Alertmanager ---------------------------------------------------------------------------
 
 def _tenant_routes(routes) -> list[dict]:
-    first = {}
+    first: dict[str, str] = {}
     for r in routes:   # Alertmanager takes the first match: a repeat could never match
         first.setdefault(r.tenant, r.receiver)
     return [{"matchers": [f'tenant="{tenant}"'], "receiver": receiver}
@@ -429,7 +430,7 @@ def _plane_routes(routes) -> list[dict]:
     out = []
     for plane in dict.fromkeys(r.plane for r in routes):
         mine = [r for r in routes if r.plane == plane]
-        route = {"matchers": [f'plane="{plane}"']}
+        route: dict[str, Any] = {"matchers": [f'plane="{plane}"']}
         whole = next((r for r in mine if r.tenant is None), None)
         if whole:
             route["receiver"] = whole.receiver
@@ -487,7 +488,7 @@ def _watchdog_route(am) -> dict:
 
 def alertmanager_config(estate: Estate) -> dict:
     am = estate.spec.monitoring.alertmanager
-    out = {}
+    out: dict[str, Any] = {}
     if am.smtp:
         out["global"] = {"smtp_smarthost": f"{am.smtp.smarthost}:{am.smtp.port}",
                          "smtp_from": am.smtp.sender, "smtp_require_tls": am.smtp.require_tls}

@@ -18,11 +18,11 @@ import math
 import textwrap
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Iterable, NamedTuple
 
 from estate.capacity import Budget, gpu_budget
 from estate.model import Model, model
-from estate.model.nodes import Group
+from estate.model.nodes import GroupFacts
 from estate.model.flows import matrix
 from estate.spec.hostlist import Hostlist, HostlistError
 from estate.spec.model import Switch
@@ -193,7 +193,7 @@ class Facts:
     switches: dict[str, Switch] = field(default_factory=dict)  # first of each name
     budget: Budget | None = None
 
-    def group(self, name: str) -> Group:
+    def group(self, name: str) -> GroupFacts:
         return self.m.groups[self.estate.nodes[name].group]
 
     def gpus(self, name: str) -> int:
@@ -217,16 +217,16 @@ def leaf_switches(estate: Estate, switches: dict[str, Switch]) -> dict[str, str]
     out: dict[str, str] = {}
     for sw in switches.values():
         try:
-            names = Hostlist.parse(sw.nodes) if sw.nodes else []
+            names: Iterable[str] = Hostlist.parse(sw.nodes) if sw.nodes else []
         except HostlistError:
             names = []   # topology's validators report it
         for name in names:
             if name in estate.nodes:
                 out.setdefault(name, sw.name)
     for name, node in estate.nodes.items():
-        sw = estate.spec.nodes[node.group].switch
-        if sw in switches:
-            out[name] = sw
+        own = estate.spec.nodes[node.group].switch
+        if own in switches:
+            out[name] = own
     return out
 
 

@@ -74,7 +74,7 @@ def site_configuration(estate: Estate) -> dict:
     names = [p["name"] for p in parts]
     if len(set(names)) != len(names):
         raise RenderError(f"ReFrame partitions of {system}: two share a name in {names}")
-    envs = [{"name": "builtin", "cc": "cc", "cxx": "c++", "ftn": "", "target_systems": [system]}]
+    envs: list[dict[str, object]] = [{"name": "builtin", "cc": "cc", "cxx": "c++", "ftn": "", "target_systems": [system]}]
     if mpi(estate):
         envs.append({"name": MPI_ENV, "cc": "mpicc", "cxx": "mpicxx", "ftn": "",
                      "target_systems": [system], "features": ["mpi"],

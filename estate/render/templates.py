@@ -23,6 +23,7 @@ import importlib
 import re
 import shlex
 from functools import lru_cache
+from typing import Any
 
 import jinja2
 import yaml
@@ -117,7 +118,7 @@ def unit_word(value, where: str = "a systemd unit") -> str:
     return f'"{escaped}"'
 
 
-_SETTINGS = dict(
+_SETTINGS: dict[str, Any] = dict(
     undefined=jinja2.StrictUndefined,   # a missing value is a bug, not an empty string
     keep_trailing_newline=True,
     trim_blocks=True,

@@ -105,7 +105,7 @@ def read(spec: str | Path, reader) -> tuple[Overlay | None, list[Finding]]:
 
 
 def dump(spec: str | Path, overlay: Overlay) -> bytes:
-    """The overlay file's text (estate.handoff writes it atomically)."""
+    """The overlay file's text (estate.operate.handoff.logic writes it atomically)."""
     import yaml
     doc = {"nodes": {h: e.model_dump(exclude_defaults=True) | {"plane": e.plane}
                      for h, e in sorted(overlay.nodes.items())}}

@@ -87,7 +87,8 @@ class HostSet:
     @classmethod
     def of(cls, hosts: Hostlist | Iterable[Range]) -> "HostSet":
         pieces: dict[Key, list[tuple[int, int]]] = {}
-        for r in getattr(hosts, "ranges", hosts):
+        ranges: Iterable[Range] = hosts.ranges if isinstance(hosts, Hostlist) else hosts
+        for r in ranges:
             for key, lo, hi in _canonical(r):
                 pieces.setdefault(key, []).append((lo, hi))
         return cls({k: _merge(v) for k, v in pieces.items()})
@@ -158,12 +159,12 @@ def overlapping(sets: list[HostSet]) -> dict[int, list[int]]:
         for key, ivs in s._iv.items():
             by_key.setdefault(key, []).extend((lo, hi, i) for lo, hi in ivs)
     pairs: dict[int, set[int]] = {}
-    for ivs in by_key.values():
-        if len(ivs) < 2:
+    for spans in by_key.values():
+        if len(spans) < 2:
             continue
-        ivs.sort()
+        spans.sort()
         active: list[tuple[int, int]] = []     # heap of (hi, set index)
-        for lo, hi, i in ivs:
+        for lo, hi, i in spans:
             while active and active[0][0] < lo:
                 heapq.heappop(active)
             for _, j in active:                 # every one left overlaps [lo, hi]

@@ -12,6 +12,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -272,7 +273,7 @@ class _Builder:
         self.findings: list[Finding] = []
         self.root = None
         self.done = False
-        self._open: list[tuple[object, object]] = []   # (container, its pending key)
+        self._open: list[tuple[Any, object]] = []   # (container, its pending key)
         self._anchored: dict[str, tuple[object, tuple[int, int]]] = {}
 
     def node(self, event, loc: Loc, is_key: bool) -> bool:

@@ -10,7 +10,7 @@ evaluate each of the models' 230 string annotations again at import, 0.05 s of e
 command's start (tests/unit/test_entry.py keeps it out).
 """
 
-from typing import Annotated, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag
 
@@ -33,8 +33,12 @@ MigProfileName = Annotated[str, StringConstraints(pattern=r"^[1-7]g\.[0-9]{1,3}g
 HostlistExpr = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.,\[\]-]+$")]
 Plane = Literal["slurm", "kubernetes"]
 Purpose = Literal["management", "fabric", "service", "storage"]
-Role = Literal[SPEC_ROLES]   # the roles a spec may name, from the role catalogue
-SlurmVersion = Literal[tuple(SLURM_SUITES)]  # the releases Estate renders for (catalogue)
+if TYPE_CHECKING:   # built from the catalogue at run time; the type checker sees strings
+    Role = str
+    SlurmVersion = str
+else:
+    Role = Literal[SPEC_ROLES]   # the roles a spec may name, from the role catalogue
+    SlurmVersion = Literal[tuple(SLURM_SUITES)]  # the releases Estate renders for (catalogue)
 
 
 class Strict(BaseModel):

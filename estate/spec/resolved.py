@@ -19,7 +19,7 @@ from estate.spec.model import NodeClass, NodeGroup, Spec
 class Node(NamedTuple):   # 10,000 made per process: a NamedTuple is built 2.3x faster
     name: str
     group: int      # index into spec.nodes
-    index: int      # position within the group
+    index: int      # type: ignore[assignment]  # position within the group (shadows tuple.index)
 
 
 _new_node = partial(tuple.__new__, Node)
@@ -73,7 +73,7 @@ class Estate:
 
     def hosts_where(self, pred) -> Hostlist:
         """Hosts of every group matching pred(group), as ranges."""
-        ranges = []
+        ranges: list = []
         for g, hl in zip(self.spec.nodes, self.group_hosts):
             if pred(g):
                 ranges.extend(hl.ranges)

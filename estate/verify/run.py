@@ -33,7 +33,7 @@ def suite_paths() -> list[str]:
 
 
 @dataclass
-class Report:
+class VerifyReport:
     results: list[CheckResult]
     exit_code: int
     junit: Path
@@ -64,7 +64,7 @@ class Report:
         return f"[green]ok {passed}[/]" + (f" [dim]+{skipped} skipped[/]" if skipped else "")
 
 
-def print_report(report: Report, nodes: list[str], console: Console,
+def print_report(report: VerifyReport, nodes: list[str], console: Console,
                  output: Output = Output.auto) -> None:
     roles = [c for c in COLUMNS if any(r.role == c for r in report.results)]
     if output.lines:
@@ -74,8 +74,8 @@ def print_report(report: Report, nodes: list[str], console: Console,
         print_rows("estate verify", ["node", "checks", "result"], rows, output)
     else:
         # One row per role's checks, one column per node: a lab's few nodes fit across.
-        rows = [[role, *(Text.from_markup(report.cell(n, role)) for n in nodes)] for role in roles]
-        print_rows("estate verify: checks x nodes", ["checks", *nodes], rows, output, console)
+        grid = [[role, *(Text.from_markup(report.cell(n, role)) for n in nodes)] for role in roles]
+        print_rows("estate verify: checks x nodes", ["checks", *nodes], grid, output, console)
     _print_problems(report, console, output)
     _print_reachability(report, console, output)
     t = report.totals()
@@ -83,7 +83,7 @@ def print_report(report: Report, nodes: list[str], console: Console,
           f"; JSON {report.json}, JUnit {report.junit}", console, output)
 
 
-def _print_problems(report: Report, console: Console, output: Output) -> None:
+def _print_problems(report: VerifyReport, console: Console, output: Output) -> None:
     for r in report.results:
         if r.outcome not in ("failed", "unsupported"):
             continue
@@ -94,7 +94,7 @@ def _print_problems(report: Report, console: Console, output: Output) -> None:
                             f" {r.node} {r.role}/{r.check}: {r.detail}"), console, output)
 
 
-def _print_reachability(report: Report, console: Console, output: Output) -> None:
+def _print_reachability(report: VerifyReport, console: Console, output: Output) -> None:
     r = report.reachability
     if r is None:
         return
@@ -120,7 +120,7 @@ def run_verify(estate, render_dir: Path, lab: bool = False, limit: str | None = 
                ssh_user: str = "root", suites: list[str] | None = None,
                console: Console | None = None, strict_host_keys: bool = True,
                output: Output = Output.auto, reachability: bool | None = None,
-               drills: bool = False) -> Report:
+               drills: bool = False) -> VerifyReport:
     from estate.provision.inventory import connection
     from estate.provision.secrets import LAB_SECRETS
     ctx = VerifyContext(estate, Path(render_dir), connection(lab, ssh_key, ssh_user,
@@ -144,7 +144,7 @@ EXTRA = "test_drill_ or broken_on_purpose"
 
 
 def run_suites(ctx: VerifyContext, suites: list[str], console: Console | None = None,
-               output: Output = Output.auto) -> Report:
+               output: Output = Output.auto) -> VerifyReport:
     """Run the suites and print the report (--output json: the caller prints verify.json,
     so pytest's own progress goes to stderr to keep stdout one JSON document)."""
     import pytest
@@ -162,7 +162,7 @@ def run_suites(ctx: VerifyContext, suites: list[str], console: Console | None = 
     quiet = output is Output.json
     with contextlib.redirect_stdout(sys.stderr) if quiet else contextlib.nullcontext():
         code = pytest.main(args, plugins=[plugin])
-    report = Report(plugin.results, int(code), junit, outdir / "verify.json",
+    report = VerifyReport(plugin.results, int(code), junit, outdir / "verify.json",
                     _reachability(ctx))
     report.json.write_text(json.dumps({"ok": report.ok, "totals": report.totals(),
                                        "results": [asdict(r) for r in report.results],

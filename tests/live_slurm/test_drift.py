@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from estate import drift as d
+from estate.operate.drift import logic as d
 from estate.model.update_policy import policy
 from tests.live_slurm.conftest import lab_on_each_release
 

@@ -13,7 +13,7 @@ What is proven, in order on one lab (each test needs the one before it):
 - a handoff back returns the node to the partition and to IDLE, the overlay file is gone
   and the budget is the original one; run once more, every step finds nothing to do.
 
-The Slurm side runs through estate.handoff_runners.NetnsSlurm: the same commands the
+The Slurm side runs through estate.operate.handoff.live.NetnsSlurm: the same commands the
 production runner sends over ssh, in the lab controller's namespace.
 """
 from __future__ import annotations
@@ -27,8 +27,8 @@ import pytest
 from typer.testing import CliRunner
 
 from estate.cli import app
-from estate.handoff import Options, handoff
-from estate.handoff_runners import Kubectl, NetnsSlurm
+from estate.operate.handoff.logic import Options, handoff
+from estate.operate.handoff.live import Kubectl, NetnsSlurm
 from estate.spec.handoff_overlay import path_for
 from estate.verify import slurm_view
 from tests.live_slurm.conftest import lab_on_each_release

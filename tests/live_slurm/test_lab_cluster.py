@@ -11,7 +11,7 @@ import time
 import pytest
 
 from estate.importer.accounts import associations, read
-from estate.importer.report import Report
+from estate.importer.report import ImportReport
 from estate.model.slurm import node_lines
 from estate.render.slurm import unset_by_release
 from estate.spec.load import load
@@ -136,7 +136,7 @@ def test_import_reads_the_spec_back_from_slurmdbd(lab):
     per partition, joins its account with the change reported."""
     ctl = lab.slurm.controllers[0]
     dbd = read(lab.slurm.cluster_name, run=lambda argv: lab.run(ctl, argv).stdout)
-    doc, report = {"slurm": {"partitions": []}}, Report()
+    doc, report = {"slurm": {"partitions": []}}, ImportReport()
     associations(doc, dbd, report)
     got = {a["name"]: a for a in doc["slurm"]["accounts"]}
     bridged = {t.bridge.user: t.bridge.account for t in lab.estate.spec.kubernetes.tenants

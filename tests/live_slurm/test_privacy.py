@@ -18,7 +18,7 @@ import pytest
 from estate.lab import netns_bridge
 from estate.model.services import SLURM_USER
 from estate.render.monitoring import SLURM_EXPORTER_CONFIG
-from estate.report import UTC, slurm_gpu_hours
+from estate.operate.report.logic import UTC, slurm_gpu_hours
 from estate.telemetry import slurm_exporter as exporter
 from tests.live_slurm.conftest import ROOT, lab_on_each_release
 from tests.live_slurm.test_bridge import Client

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from estate.report import SACCT_ENV, SACCT_TIME, UTC, slurm_gpu_hours
+from estate.operate.report.logic import SACCT_ENV, SACCT_TIME, UTC, slurm_gpu_hours
 from tests.live_slurm.conftest import ROOT, lab_on_each_release
 
 pytestmark = pytest.mark.live_slurm

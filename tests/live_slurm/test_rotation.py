@@ -1,5 +1,5 @@
 """`estate rotate` on real Slurm daemons (the namespace lab, the host's release): a job runs
-while the munge key and then the JWT key rotate, in estate.rotate's order, carried out by
+while the munge key and then the JWT key rotate, in estate.operate.rotate.logic's order, carried out by
 estate.lab.netns_rotate; the job completes; a new job runs; a tenant's call over the bridge
 with a token minted after the rotation is accepted, and one minted before is refused (the
 key really changed). The keys are compared by hash, never printed."""
@@ -9,7 +9,7 @@ import hashlib
 
 import pytest
 
-from estate import rotate
+from estate.operate.rotate import logic as rotate
 from estate.lab import netns_bridge
 from estate.lab.netns_rotate import NetnsRunner, secrets_dir
 from estate.model.services import jwt_key_path

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from estate.check import check_spec
-from estate.check.findings import Finding
+from estate.findings import Finding
 from estate.spec.load import load_text
 from estate.spec.resolved import Estate
 

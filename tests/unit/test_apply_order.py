@@ -33,7 +33,7 @@ def test_workers_a_change_restarts_go_in_the_diffs_batches(tmp_path):
 def test_apply_diffs_the_render_it_writes(tmp_path, monkeypatch):
     """estate apply renders once: the batches from its build are the spec's, and the
     spec is not rendered again for them."""
-    import estate.diff as D
+    import estate.operate.diff.logic as D
     from estate.pipeline import rendered
     last = tmp_path / "tree"
     render_to(variant(tmp_path, "old", "22.05"), last)

@@ -165,3 +165,47 @@ def test_roles_import_no_stage(graph):
                  for mod, deps in graph.items()
                  if mod.startswith("roles") and ".tests" not in mod}
     assert {mod: deps for mod, deps in offenders.items() if deps} == {}
+
+
+def _operation_part(module: str) -> str | None:
+    """'estate.operate.drift.live' -> 'live'; None outside estate/operate/<op>/."""
+    parts = module.split(".")
+    return parts[3] if len(parts) == 4 and parts[:2] == ["estate", "operate"] else None
+
+
+def test_operations_live_in_estate_operate(graph):
+    """An operation's modules sit in estate/operate/<op>/ (logic.py and cli.py, live.py where
+    it reaches the estate), not loose at estate/'s root as drift_cli, drift_live and
+    handoff_runners once did (issue 45)."""
+    loose = [mod for mod in graph if mod.count(".") == 1 and mod.startswith("estate.")
+             and mod.endswith(("_cli", "_live", "_runners"))]
+    assert loose == []
+    ops = {m.split(".")[2] for m in graph if _operation_part(m)}
+    assert ops and all({f"estate.operate.{op}.logic", f"estate.operate.{op}.cli"} <= set(graph)
+                       for op in ops), ops
+
+
+def test_only_the_command_line_imports_an_operations_cli(graph):
+    """An operation's command is reached through estate.cli.LAZY only, so the logic and
+    live modules stay usable (and testable) without the command-line framework."""
+    offenders = {mod: sorted(d for d in deps if _operation_part(d) == "cli")
+                 for mod, deps in graph.items() if mod != "estate.cli"}
+    assert {mod: deps for mod, deps in offenders.items() if deps} == {}
+
+
+def test_an_operations_logic_reaches_nothing_live(graph):
+    """logic.py decides; live.py reaches the nodes: the logic imports neither its live side
+    nor a command line."""
+    offenders = {mod: sorted(d for d in deps if _operation_part(d) in ("live", "cli")
+                             or d in ("estate.cli", "estate.commands"))
+                 for mod, deps in graph.items() if _operation_part(mod) == "logic"}
+    assert {mod: deps for mod, deps in offenders.items() if deps} == {}
+
+
+def test_every_lazy_command_is_registered_the_one_way():
+    """estate.cli.LAZY names modules with register(app), each defining its command."""
+    import importlib
+
+    from estate import cli
+    for name, module in cli.LAZY.items():
+        assert callable(getattr(importlib.import_module(module), "register", None)), name

@@ -248,7 +248,7 @@ def test_doctor_warns_of_a_node_certificate_within_30_days_naming_its_renewal(la
 
 
 def test_drift_reports_a_certificate_within_30_days_with_its_renewal():
-    from estate import drift
+    from estate.operate.drift import logic as drift
     soon, later = _pem(5).decode(), _pem(60 * 24 * 45).decode()
     front, ca = certs.BY_NAME["slurmrestd-front"], certs.BY_NAME["estate-ca"]
     found = drift.certificate_findings(
@@ -257,6 +257,6 @@ def test_drift_reports_a_certificate_within_30_days_with_its_renewal():
     assert [(f.node, f.aspect, f.what, f.status, f.fix) for f in found] == [
         ("ctl1", "certificate", bridge.TLS_CERT, drift.DRIFT, "estate apply SPEC")]
     assert "expires in" in found[0].actual and "minutes" in found[0].actual
-    report = drift.Report()
+    report = drift.DriftReport()
     report.add("ctl1", "certificate", found, 3)
     assert not report.ok and b"certificate" in drift.junit(report)

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from estate.check.findings import Severity
+from estate.findings import Severity
 from tests.unit.checkutil import findings_for, keyed, spec_dict
 
 E, W = Severity.ERROR, Severity.WARNING

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from estate.check import kubernetes_schema as kcheck
-from estate.check.findings import Severity
+from estate.findings import Severity
 from estate.model import cni
 from estate.model.flows import matrix
 from estate.pulumi import plan as planning

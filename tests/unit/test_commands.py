@@ -54,7 +54,7 @@ def test_a_lazy_command_imports_its_module_when_it_runs():
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     imported = set(run.stdout.split())
-    assert "estate.diff_cli" in imported and "estate.lab.cli" not in imported, run.stderr
+    assert "estate.operate.diff.cli" in imported and "estate.lab.cli" not in imported, run.stderr
 
 
 def test_help_lists_every_command_once_in_order():

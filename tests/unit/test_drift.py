@@ -1,4 +1,4 @@
-"""estate.drift's comparisons on parsed inputs: output recorded from the Docker lab running
+"""estate.operate.drift.logic's comparisons on parsed inputs: output recorded from the Docker lab running
 stacks/lab.yaml (Slurm 22.05: scontrol, slurmd -C, systemctl show, stat, sha256sum), an
 nvidia-smi answer in its documented CSV form, and a node list in the shape of
 `kubectl get nodes -o json` built from the spec. tests/lab/test_drift.py runs the same
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from estate import drift as d
-from estate.drift import Finding, Fixes, Report
+from estate.operate.drift import logic as d
+from estate.operate.drift.logic import Finding, Fixes, DriftReport
 from estate.model import kubernetes as k8s
 from estate.spec.load import load
 from estate.spec.resolved import Estate
@@ -365,8 +365,8 @@ def test_what_the_spec_changed_since_the_last_render_is_pending():
     assert [(f.node, f.expected) for f in found] == [("gpu[1-2]", "removed by the spec")]
 
 
-def report() -> Report:
-    r = Report()
+def report() -> DriftReport:
+    r = DriftReport()
     r.add("gpu1", "file", [], 5)
     r.add("gpu2", "service", [Finding("gpu2", "service", "slurmd", "active", "inactive",
                                       FIX.apply("gpu2"))], 4)
@@ -426,7 +426,7 @@ def test_a_last_render_that_is_not_there_is_named(tmp_path):
 
 
 def test_the_fix_repeats_the_connection_options():
-    from estate.drift_cli import connect_flags
+    from estate.operate.drift.cli import connect_flags
     assert connect_flags(True, None, "root") == " --lab"
     assert connect_flags(False, "/k", "ops") == " --ssh-key /k --ssh-user ops"
     assert connect_flags(False, None, "root") == ""
@@ -435,7 +435,7 @@ def test_the_fix_repeats_the_connection_options():
 def test_a_node_lost_over_ssh_is_one_reach_finding(estate, tmp_path):
     """testinfra's ssh backend raises RuntimeError when ssh itself exits 255: that node is
     named unreachable with its fix, and the run goes on."""
-    from estate import drift_live
+    from estate.operate.drift import live as drift_live
     from estate.provision.inventory import Connection
     from estate.render import render_all, write_tree
 
@@ -458,10 +458,10 @@ def test_drift_lines_fit_a_200_column_terminal_and_the_json_keeps_the_reason(tmp
     """A reason of 300 characters (an unreachable node's ssh error) is cut in the printed
     rows, so that no line is wider than 200 columns; drift.json keeps it whole."""
     import json
-    from estate.drift_cli import print_report
+    from estate.operate.drift.cli import print_report
     from estate.output import Output
     reason = "unreachable (" + "ssh: connect to host 10.60.0.21 port 22: timed out " * 6 + ")"
-    report = Report()
+    report = DriftReport()
     report.add("k8s1", "reach", [Finding("k8s1", "reach", "ssh", "reachable", reason,
                                          "start k8s1 or fix its network or ssh, then " * 3)], 1)
     json_path = tmp_path / "drift.json"

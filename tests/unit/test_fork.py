@@ -89,7 +89,7 @@ def test_seeded_mistakes_and_stacks_give_the_serial_result(tmp_path):
 def test_a_validator_that_crashes_in_the_child_is_the_serial_internal_error(tmp_path):
     crash = textwrap.dedent("""
         from estate.check import load_domains, validator
-        from estate.check.findings import Severity
+        from estate.findings import Severity
         load_domains()
         @validator("test.crash", Severity.ERROR, "test", "raises")
         def _crash(estate):

@@ -1,5 +1,5 @@
 """`estate handoff` without a cluster: the overlay the loader merges (estate.spec.
-handoff_overlay), the refusals before anything changes, and the step logic (estate.handoff).
+handoff_overlay), the refusals before anything changes, and the step logic (estate.operate.handoff.logic).
 
 The steps' logic (deadline policies, resuming) is driven here by a scripted SlurmSide that
 answers as scontrol and squeue print: it proves the handoff's decisions, not Slurm's
@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from estate.capacity import gpu_budget
 from estate.cli import app
-from estate.handoff import Options, handoff, proposed_overlay, read_overlay, write_overlay
-from estate.handoff_cli import parse_duration
+from estate.operate.handoff.logic import Options, handoff, proposed_overlay, read_overlay, write_overlay
+from estate.operate.handoff.cli import parse_duration
 from estate.pipeline import build
 from estate.spec import handoff_overlay as ov
 from estate.spec.load import load
@@ -340,7 +340,7 @@ def test_interrupted_after_the_overlay_a_second_run_finishes(spec):
     """The controllers' step fails once (an unreachable controller, say): the overlay is
     written and the node drained, nothing else; the same command again goes on from
     there, finding the earlier steps done."""
-    from estate.handoff import StepError
+    from estate.operate.handoff.logic import StepError
     slurm = ScriptedSlurm(jobs=())
 
     def unreachable(spec):
@@ -364,7 +364,7 @@ def test_interrupted_after_the_overlay_a_second_run_finishes(spec):
 
 
 def test_one_handoff_of_a_spec_at_a_time(spec):
-    from estate.handoff import locked
+    from estate.operate.handoff.logic import locked
     with locked(spec):
         why = refused(handoff(spec, ["gpu2"], "kubernetes", Untouchable(), Untouchable(),
                               Options(tenant="serve")))

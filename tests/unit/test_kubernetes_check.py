@@ -9,8 +9,8 @@ import yaml
 
 from estate.check import check_artifacts
 from estate.check import kubernetes_schema as kcheck
-from estate.check.findings import Severity
 from estate.check.registry import REGISTRY
+from estate.findings import Severity
 from estate.pipeline import build
 from estate.model import kubernetes as k8s
 from estate.render import Artifacts, render_all

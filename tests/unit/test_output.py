@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from estate.check.findings import Finding, Severity
+from estate.findings import Finding, Severity
 from estate.output import (Output, annotation, escape_data, escape_property, finding_annotation,
                            finding_line, split_location)
 
@@ -173,12 +173,12 @@ def test_apply_and_verify_in_a_pipe_print_one_row_per_line(capsys):
     from estate.provision.apply import HostResult, Result
     from estate.provision.cli import print_apply
     from estate.verify.plugin import CheckResult
-    from estate.verify.run import Report, print_report
+    from estate.verify.run import VerifyReport, print_report
     op = "an_operation_name_long_enough_to_wrap_an_eighty_column_table"
     res = Result({"gpu1": HostResult(changed=[op], ops=9),
                   "ctl1": HostResult(failed=["slurmctld: start failed"], ops=2)}, 1.0)
     print_apply(res, output=Output.github)
-    report = Report([CheckResult("gpu1", "slurm_worker", "munge", "failed", "no [key]"),
+    report = VerifyReport([CheckResult("gpu1", "slurm_worker", "munge", "failed", "no [key]"),
                      CheckResult("ctl1", "cluster", "dns", "passed")], 1, Path("j"), Path("v"))
     print_report(report, ["ctl1", "gpu1"], make_console(), Output.text)
     lines = capsys.readouterr().out.splitlines()

@@ -13,8 +13,8 @@ import yaml
 
 import estate.render.kubernetes as rk
 from estate.check import check_artifacts, check_spec
-from estate.check.findings import Severity
 from estate.check.ownership import selects, tolerates
+from estate.findings import Severity
 from estate.pipeline import build
 from estate.render import Artifacts, render_all
 from estate.spec.load import load_text

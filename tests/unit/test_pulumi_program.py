@@ -21,7 +21,8 @@ from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.settings import get_root_resource
 
-from estate.diff import KEEP_UP, worker_batches
+from estate.operate.diff.logic import worker_batches
+from estate.operate.diff.order import KEEP_UP
 from estate.model import cni
 from estate.model import kubernetes as k8s_model
 from estate.pipeline import build
@@ -591,7 +592,7 @@ def _keeps_up(batches: list[list[str]], share: float, partitions: dict) -> bool:
 def test_a_change_restarting_workers_runs_them_in_the_diffs_batches(tmp_path, keep_up,
                                                                     expected):
     """controllers -> batch 1 -> batch 2 ...: each batch of worker steps depends on the
-    one before, as estate.diff.worker_batches (estate apply's function) orders them."""
+    one before, as estate.operate.diff.logic.worker_batches (estate apply's function) orders them."""
     tree = tmp_path / "applied"
     spec = _four_workers(tmp_path)
     config = {"appliedTree": str(tree), **({"keepUp": keep_up} if keep_up else {})}

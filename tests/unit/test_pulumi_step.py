@@ -228,7 +228,7 @@ def test_dry_run_restarts_the_changed_workers_batch_after_batch(fake_step, tmp_p
     """The order the program gives (tests/unit/test_pulumi_program.py): against the tree
     the last run kept, each batch of workers starts once the batch before has finished;
     on a first run (no tree) they start together."""
-    from estate.diff import worker_batches
+    from estate.operate.diff.logic import worker_batches
     from estate.pipeline import render_to
     monkeypatch.setenv("FAKE_SLEEP", "0.6")   # each step; the margins below are that long
     root, tree = _stack_root(tmp_path), tmp_path / "applied"

@@ -1,5 +1,5 @@
-"""`estate report`: GPU-hours per tenant on both planes (estate/report.py, the command in
-estate/report_cli.py). sacct output is written as sacct -n -P prints it (the first lines
+"""`estate report`: GPU-hours per tenant on both planes (estate/operate/report/logic.py, the command in
+estate/operate/report/cli.py). sacct output is written as sacct -n -P prints it (the first lines
 are copied from a lab's slurmdbd, Slurm 22.05); Prometheus' answers as its HTTP API
 gives them, and the Kubernetes query is run by promtool on the rendered rules."""
 from __future__ import annotations
@@ -16,12 +16,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from estate import report_cli
+from estate.operate.report import cli as report_cli
 from estate.cli import app
 from estate.model.entitlement import entitled_gpus as limits, fair_shares
 from estate.pipeline import build
 from estate.render import monitoring as render
-from estate.report import (PANEL_H, RULE, UTC, Job, Report, SourceError, Unreachable,
+from estate.operate.report.logic import (PANEL_H, RULE, UTC, Job, UsageReport, SourceError, Unreachable,
                            allocated_gpus, bucket_edges, default_per, entitled,
                            gpu_seconds, kubernetes_gpu_hours, kubernetes_promql,
                            kubernetes_usage, parse_sacct, parse_vector, parse_when,
@@ -350,8 +350,8 @@ def test_fair_shares_split_each_parents_share_among_its_children():
 
 # --- output -------------------------------------------------------------------------------
 
-def sample() -> Report:
-    found = Report(START, END, per="hour", edges=bucket_edges(START, END, "hour"))
+def sample() -> UsageReport:
+    found = UsageReport(START, END, per="hour", edges=bucket_edges(START, END, "hour"))
     found.hours = {"slurm": {"research": 2.0, HOSTILE: 1.25}, "kubernetes": {"inference": 0.5}}
     found.series = {"slurm": {"research": [0.0] * 10 + [1.5, 0.5] + [0.0] * 12,
                               HOSTILE: [1.25] + [0.0] * 23},

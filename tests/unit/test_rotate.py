@@ -1,4 +1,4 @@
-"""`estate rotate` (estate.rotate): the steps for each secret, in the order that keeps the
+"""`estate rotate` (estate.operate.rotate.logic): the steps for each secret, in the order that keeps the
 estate working, to exactly the Pulumi program's holders; a new key kept beside the old;
 the cluster CA refused with what to do; and, under the Pulumi mocks, a changed key in the
 stack's state changes the inputs of exactly its holders' steps (the engine re-runs those).
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from estate import rotate
+from estate.operate.rotate import logic as rotate
 from estate.model import bridge
 from estate.model.services import KEYS
 from estate.pipeline import build

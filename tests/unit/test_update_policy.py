@@ -1,5 +1,5 @@
 """The update policy (estate/model/update_policy.py, slurm_conf/update-policy/) and
-`estate diff` (estate/diff.py): every key Estate writes is classified for every release
+`estate diff` (estate/operate/diff/logic.py): every key Estate writes is classified for every release
 of the catalogue, the policy is what the manuals say, and a change is classified as
 Slurm needs it (the live proof: tests/live_slurm/test_diff.py)."""
 from __future__ import annotations
@@ -15,7 +15,8 @@ import yaml
 
 from estate.catalogue import SLURM_SUITES
 from estate.model.services import SLURMD_RESTART
-from estate.diff import CONFS, _fields, _lines, batches, diff, hostlist_of, unified_diff
+from estate.operate.diff.logic import CONFS, _fields, _lines, diff, hostlist_of, unified_diff
+from estate.operate.diff.order import batches
 from estate.spec.hostlist import Hostlist
 from estate.model import update_policy as up
 from estate.pipeline import build
@@ -370,6 +371,6 @@ def test_each_diff_renders_both_specs_as_they_are_now(tmp_path):
 
 
 def test_the_cli_default_share_is_the_orders():
-    import estate.diff
-    import estate.diff_cli
-    assert estate.diff_cli.KEEP_UP == estate.diff.KEEP_UP
+    import estate.operate.diff.order
+    import estate.operate.diff.cli
+    assert estate.operate.diff.cli.KEEP_UP == estate.operate.diff.order.KEEP_UP

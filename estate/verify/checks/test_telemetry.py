@@ -173,7 +173,7 @@ def test_a_running_job_shows_under_its_account_and_partition_then_in_the_report(
 
 
 def _charged(ctx, submit, account: str, started) -> None:
-    from estate.report import slurm_gpu_hours
+    from estate.operate.report.logic import slurm_gpu_hours
 
     def run(argv):
         return submit.run(shlex.join(argv)).stdout
@@ -343,7 +343,7 @@ def _webhook(ctx, receiver: str) -> tuple[str, int] | None:
 @contextlib.contextmanager
 def _listening(where: tuple[str, int]):
     """The pages the lab host's receivers get while the block runs."""
-    handler = type("Pages", (_Pages,), {"got": []})
+    handler: type[_Pages] = type("Pages", (_Pages,), {"got": []})
     try:
         server = ThreadingHTTPServer(where, handler)
     except OSError as exc:

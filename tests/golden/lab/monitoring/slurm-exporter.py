@@ -68,7 +68,7 @@ def _gres_gpus(gres: str) -> int:
 
 def jobs(squeue_json: str, now: float) -> dict[str, dict[tuple, float]]:
     """Job metrics from `squeue --json`, keyed by metric and label values."""
-    out = {"slurm_jobs": {}, "slurm_jobs_pending": {}, "slurm_job_pending_seconds_max": {},
+    out: dict[str, dict[tuple, float]] = {"slurm_jobs": {}, "slurm_jobs_pending": {}, "slurm_job_pending_seconds_max": {},
            "slurm_gpus_allocated": {}, "slurm_job_info": {}}
     for job in json.loads(squeue_json).get("jobs", []):
         state = _state(job.get("job_state"))
@@ -196,7 +196,7 @@ def main(argv: list[str]) -> int:
     with open(argv[1]) as f:
         config = json.load(f)
     addr, _, port = config["listen"].rpartition(":")
-    REGISTRY.register(SlurmCollector(config))
+    REGISTRY.register(SlurmCollector(config))   # type: ignore[arg-type]  # a collector by its collect()
     start_http_server(int(port), addr=addr)
     while True:
         time.sleep(3600)

@@ -18,242 +18,19 @@ that, and `estate apply` refuses a spec with errors.
 from __future__ import annotations
 
 import difflib
-import hashlib
-import json
 import re
 import subprocess
 from dataclasses import dataclass, field
-from itertools import repeat
 from pathlib import Path
 
-from estate import fork
-from estate.check.findings import Finding, Severity
 from estate.model import update_policy as up
 from estate.model.slurm_files import CONFS, Conf, fields as _fields, lines as _lines, \
     records as _records
 from estate.model.update_policy import CTLD_PART, SLURMD_PART
+from estate.operate.diff.order import KEEP_UP, Step, apply_order
+from estate.operate.diff.sides import NONE, File, Roles, Side, both_sides, new_side_split, \
+    read_tree
 from estate.spec.hostlist import Hostlist, HostlistError, hostlist_of
-
-NONE = Hostlist()
-
-
-# --- one side: a rendered estate ---------------------------------------------------------
-
-@dataclass
-class File:
-    content: bytes | None          # None: not read yet (a manifest's file, read on demand)
-    consumers: Hostlist
-    mode: str = "0644"
-    owner: str = "root"
-    sha256: str = ""
-    where: Path | None = None      # the file on disk, for a manifest's side
-
-    def digest(self) -> str:
-        if not self.sha256:
-            self.sha256 = hashlib.sha256(self.bytes()).hexdigest()
-        return self.sha256
-
-    def bytes(self) -> bytes:
-        if self.content is None:
-            self.content = self.where.read_bytes() if self.where else b""
-        return self.content
-
-
-@dataclass
-class Roles:
-    controllers: Hostlist = NONE
-    slurmd: Hostlist = NONE
-    login: Hostlist = NONE
-
-
-@dataclass
-class Side:
-    label: str
-    files: dict[str, File] = field(default_factory=dict)
-    version: str = ""
-    roles: Roles = field(default_factory=Roles)
-    partitions: dict[str, Hostlist] = field(default_factory=dict)
-    findings: list[Finding] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not any(f.severity is Severity.ERROR for f in self.findings) and \
-            bool(self.files or self.version)
-
-
-def prepare(spec_path: str | Path) -> tuple[Side, object | None]:
-    """The spec loaded and resolved, with the gate's findings (the limits that bound
-    rendering; the other validators are `estate check`'s); no Estate where it fails."""
-    from estate.check import check_gate, has_errors
-    from estate.pipeline import internal_error
-    from estate.spec.load import load
-    from estate.spec.resolved import Estate
-    side = Side(str(spec_path))
-    try:
-        loaded = load(spec_path)
-        side.findings = list(loaded.findings)
-        if loaded.spec is None:
-            return side, None
-        estate = Estate(loaded.spec, loaded.files)
-        gate = check_gate(estate, loaded.source.locate)
-        side.findings += gate
-        if has_errors(gate):
-            return side, None
-    except Exception as exc:  # noqa: BLE001 - reported as a finding, as build does
-        side.findings.append(internal_error(exc, "diff load"))
-        return side, None
-    describe(side, estate)
-    return side, estate
-
-
-def describe(side: Side, estate) -> None:
-    """What the diff reads of a spec besides its files: its release, roles, partitions."""
-    side.version = estate.spec.slurm.version
-    side.roles = Roles(Hostlist.from_names(estate.spec.slurm.controllers),
-                       estate.role_hosts("slurm_worker"), estate.role_hosts("slurm_login"))
-    from estate.model import model
-    side.partitions = {p.name: p.members.hostlist() for p in model(estate).partitions}
-
-
-def built_side(label: str, estate, artifacts) -> Side:
-    """A side from a spec already rendered (estate apply's build), as render_part gives
-    its files."""
-    side = Side(label, {p: File(a.content, a.consumers, f"{a.mode:04o}", a.owner)
-                        for p, a in artifacts.items()})
-    describe(side, estate)
-    return side
-
-
-def render_part(side: Side, estate, source: str, modules=None) -> dict[str, File] | None:
-    """Files of the builders in `modules` (default all); None, with a finding on the
-    side, where rendering fails. Never raises on bad input."""
-    from estate.pipeline import internal_error
-    from estate.render import assemble, render_each
-    from estate.render.templates import RenderError
-    try:
-        artifacts = assemble(render_each(estate, source, modules))
-    except RenderError as exc:
-        side.findings.append(Finding("render.unsafe_value", Severity.ERROR, "<root>",
-                                     str(exc), "change the spec value the message names"))
-        return None
-    except Exception as exc:  # noqa: BLE001
-        side.findings.append(internal_error(exc, "diff render"))
-        return None
-    return {p: File(a.content, a.consumers, f"{a.mode:04o}", a.owner)
-            for p, a in artifacts.items()}
-
-
-def render_side(spec_path: str | Path, source: str | None = None) -> Side:
-    """The spec rendered without its validators; source: the name the files' headers
-    carry (the new spec's, so that two spec files differ only where their contents do)."""
-    side, estate = prepare(spec_path)
-    if estate is not None:
-        side.files = render_part(side, estate, source or str(spec_path)) or {}
-    return side
-
-
-def _warm() -> None:
-    """Import the builders before a fork, so that the two processes do not both import
-    them (on a busy machine the second core is not free)."""
-    from estate.render import _builders
-    for _ in _builders():
-        pass
-
-
-def _in_child(fn):
-    """fn() in a forked child where that is usable, else None (then the caller runs it)."""
-    from estate.pipeline import debugging
-    if not fork.usable() or debugging():
-        return None
-    try:
-        return fork.Forked(fn)
-    except OSError:
-        return None
-
-
-def _joined(child, fallback):
-    try:
-        return child.join()
-    except fork.ChildLost:
-        return fallback()
-
-
-def read_tree(directory: Path) -> Side:
-    """The tree `estate render` (or apply) wrote: MANIFEST.json and its files, read only
-    where a hash differs."""
-    from estate.render.artifacts import MANIFEST
-    side = Side(str(directory))
-    try:
-        manifest = json.loads((directory / MANIFEST).read_text())
-    except (OSError, ValueError) as exc:
-        side.findings.append(Finding(
-            "diff.no_manifest", Severity.ERROR, "<root>",
-            f"{directory / MANIFEST} cannot be read: {exc}",
-            f"pass the directory `estate render SPEC --out DIR` wrote (it holds {MANIFEST})"))
-        return side
-    for path, m in manifest.items():
-        try:
-            consumers = Hostlist.parse(m.get("consumers", ""))
-        except HostlistError:
-            consumers = NONE
-        side.files[path] = File(None, consumers, m.get("mode", "0644"), m.get("owner", "root"),
-                                m.get("sha256", ""), directory / path)
-    return side
-
-
-def both_sides(old: Path, new: Path) -> tuple[Side, Side]:
-    """Both specs rendered, each time from the specs as they are now: the old one in a
-    forked child while the new one renders here."""
-    old_side, old_estate = prepare(old)
-    new_side, new_estate = prepare(new)
-    if old_estate is None or new_estate is None:
-        return old_side, new_side
-    _warm()
-
-    def old_files():
-        return render_part(old_side, old_estate, str(new)), old_side.findings
-    child = _in_child(old_files)
-    try:
-        new_side.files = render_part(new_side, new_estate, str(new)) or {}
-    except BaseException:
-        if child is not None:
-            child.cancel()
-        raise
-    files, old_side.findings = _joined(child, old_files) if child else old_files()
-    old_side.files = files or {}
-    return old_side, new_side
-
-
-def new_side_split(spec: Path) -> Side:
-    side, estate = prepare(spec)
-    return side if estate is None else split_render(side, estate, spec)
-
-
-# What the child renders when one side is rendered on two cores. Not the pipeline's
-# CHILD_BUILDERS (network, slurm): its child also runs the validators, which a diff does
-# not. At 10,000 nodes (bench/bench_diff.py) network and slurm took the child 0.027 s and
-# the rest the parent 0.065 s; with monitoring and storage instead, 0.043 and 0.049 s.
-SPLIT_CHILD = frozenset({"estate.render.monitoring", "estate.render.storage"})
-
-
-def split_render(side: Side, estate, spec: Path) -> Side:
-    """The spec rendered on two cores: SPLIT_CHILD's builders in a forked child, the
-    others here."""
-    from estate.render import BUILDERS
-    _warm()
-    theirs = set(SPLIT_CHILD)
-
-    def child_files():
-        return render_part(side, estate, str(spec), theirs), side.findings
-    child = _in_child(child_files)
-    mine = render_part(side, estate, str(spec),
-                       {m for m, _ in BUILDERS} - (theirs if child else set()))
-    files, found = _joined(child, child_files) if child else ({}, [])
-    side.findings += [f for f in found if f not in side.findings]
-    if mine is None or files is None:
-        return side
-    side.files = {**mine, **files}
-    return side
 
 
 # --- what changed ----------------------------------------------------------------------
@@ -534,8 +311,8 @@ def per_node(found: list[Change], old: Side, new: Side) -> list[NodeRow]:
                 scope = None   # inside or outside its nodes, a worker reconfigures
             alike.setdefault((e.cls, e.action, scope, c.consumers if e.cls else None),
                              []).append(e.label())
-    for (cls, action, scope, installs), labels in alike.items():
-        labels = tuple(labels)
+    for (cls, action, scope, installs), label_list in alike.items():
+        labels = tuple(label_list)
         if action:
             give(scope.names(), action, labels)
             continue
@@ -548,79 +325,18 @@ def per_node(found: list[Change], old: Side, new: Side) -> list[NodeRow]:
             give([n for n in slurmd_names if n not in inside], "reconfigure", labels)
         give([n for n in installs.names() if n not in daemons], "file", labels)
     groups: dict[tuple, list[str]] = {}
-    for n, items in contrib.items():
-        groups.setdefault(tuple(items), []).append(n)
+    for n, held_items in contrib.items():
+        groups.setdefault(tuple(held_items), []).append(n)
     merged: dict[tuple, list[str]] = {}
-    for items, names in groups.items():
+    for items, alike_names in groups.items():
         best = up.strongest(a for a, _ in items)
         because = tuple(dict.fromkeys(w for a, ws in items if a == best for w in ws))
-        merged.setdefault((best, because), []).extend(names)
+        merged.setdefault((best, because), []).extend(alike_names)
     # names in the order the roles' hostlists give them: ranges again, no sort
     rows = [NodeRow(hostlist_of(n), a, list(w)) for (a, w), n in merged.items()]
     return sorted(rows, key=lambda r: (-up.rank(r.action), str(r.hosts)))
 
 
-KEEP_UP = 0.75   # the share of each partition's nodes kept up while workers restart
-# What runs when, after the files are installed everywhere: controllers before workers,
-# the one cluster-wide reconfigure before the workers that restart (their slurmd then
-# reads the new configuration from slurmctld), Kubernetes last.
-ORDER = ("file", "restart_service", "restart_slurmctld", "reconfigure", "restart_slurmd",
-         "drain_restart", "k8s_rollout", "node_rejoin")
-BATCHED = ("restart_slurmd", "drain_restart")
-
-
-@dataclass
-class Step:
-    action: str
-    hosts: Hostlist
-    batch: int = 0     # 1, 2, ... for workers restarted in batches
-
-
-def apply_order(rows: list[NodeRow], partitions: dict[str, Hostlist],
-                keep_up: float = KEEP_UP) -> list[Step]:
-    """The order `estate apply` should follow: every node's files; then by ORDER, with
-    the workers that restart or drain in batches, each batch holding at most
-    1 - keep_up of any partition's nodes (at least one node: a partition of one goes
-    down for its restart). A node is placed in the first batch with room in all its
-    partitions, so batches stay few (four at 0.75)."""
-    by = {a: [n for row in rows if row.action == a for n in row.hosts.names()] for a in ORDER}
-    out = []
-    for action in ORDER:
-        names = by[action]
-        if not names:
-            continue
-        if action not in BATCHED:
-            out.append(Step(action, hostlist_of(names)))
-            continue
-        for i, batch in enumerate(batches(names, partitions, keep_up), 1):
-            out.append(Step(action, hostlist_of(batch), i))
-    return out
-
-
-def batches(names: list[str], partitions: dict[str, Hostlist],
-            keep_up: float) -> list[list[str]]:
-    budget = {p: max(1, int(len(hl) * (1 - keep_up))) for p, hl in partitions.items()}
-    member: dict[str, list[str]] = {}
-    wanted = set(names)
-    for p, hl in partitions.items():
-        for n in hl.names():
-            if n in wanted:
-                member.setdefault(n, []).append(p)
-    out: list[list[str]] = []
-    used: list[dict[str, int]] = []
-    for n in names:
-        parts = member.get(n, ())
-        for batch, count in zip(out, used):
-            if all(count.get(p, 0) < budget[p] for p in parts):
-                break
-        else:
-            batch, count = [], {}
-            out.append(batch)
-            used.append(count)
-        batch.append(n)
-        for p in parts:
-            count[p] = count.get(p, 0) + 1
-    return out
 
 
 
@@ -700,7 +416,7 @@ def running_jobs(scontrol: str, rows: list[NodeRow], found: list[Change],
 # --- the whole report ---------------------------------------------------------------------
 
 @dataclass
-class Report:
+class DiffReport:
     old: Side
     new: Side
     changes: list[Change]
@@ -738,14 +454,14 @@ class Report:
 
 
 def diff(old: Path, new: Path | None = None, against: Path | None = None,
-         scontrol: str | None = None, keep_up: float = KEEP_UP) -> Report:
+         scontrol: str | None = None, keep_up: float = KEEP_UP) -> DiffReport:
     """OLD NEW (two specs), or NEW --against DIR (the last applied tree)."""
     report = _diff(old, new, against, scontrol)
     report.keep_up = keep_up
     return report
 
 
-def _diff(old: Path, new: Path | None, against: Path | None, scontrol: str | None) -> Report:
+def _diff(old: Path, new: Path | None, against: Path | None, scontrol: str | None) -> DiffReport:
     if against is not None:
         return against_tree(new_side_split(new if new is not None else old), against,
                             scontrol)
@@ -753,7 +469,7 @@ def _diff(old: Path, new: Path | None, against: Path | None, scontrol: str | Non
     return _compared(old_side, new_side, scontrol)
 
 
-def against_tree(new_side: Side, against: Path, scontrol: str | None = None) -> Report:
+def against_tree(new_side: Side, against: Path, scontrol: str | None = None) -> DiffReport:
     """NEW (rendered) against the tree last applied at `against`."""
     old_side = read_tree(against)
     old_side.version = new_side.version
@@ -761,10 +477,10 @@ def against_tree(new_side: Side, against: Path, scontrol: str | None = None) -> 
     return _compared(old_side, new_side, scontrol)
 
 
-def _compared(old_side: Side, new_side: Side, scontrol: str | None) -> Report:
+def _compared(old_side: Side, new_side: Side, scontrol: str | None) -> DiffReport:
     if not (old_side.ok and new_side.ok):
-        return Report(old_side, new_side, [], [])
+        return DiffReport(old_side, new_side, [], [])
     found = classify(old_side, new_side)
     rows = per_node(found, old_side, new_side)
     jobs = running_jobs(scontrol, rows, found) if scontrol and found else None
-    return Report(old_side, new_side, found, rows, jobs)
+    return DiffReport(old_side, new_side, found, rows, jobs)

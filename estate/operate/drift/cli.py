@@ -50,7 +50,7 @@ def connect_flags(lab: bool, ssh_key: str | None, ssh_user: str) -> str:
 
 
 def print_report(report, output: Output, json_path: Path, junit_path: Path) -> None:
-    from estate.drift import DRIFT, order
+    from estate.operate.drift.logic import DRIFT, order
     if output is Output.json:
         typer.echo(json_path.read_text(), nl=False)
         return
@@ -94,8 +94,8 @@ def register(app: typer.Typer) -> None:
         import shutil
         import tempfile
 
-        from estate.drift import Fixes, junit
-        from estate.drift_live import run_drift
+        from estate.operate.drift.logic import Fixes, junit
+        from estate.operate.drift.live import run_drift
         from estate.provision.cli import _connection, _fail, _render
         try:
             previous, last_dir = last_manifest(spec, last)

@@ -4,7 +4,7 @@ the first controller, Kubernetes through ESTATE_KUBECONFIG on this machine.
 
 Every command is an argument list, quoted with shlex.join before it reaches the node's
 shell: destinations and unit names derive from the spec and are never code there. The
-comparisons are estate.drift's; this module only gathers their inputs.
+comparisons are estate.operate.drift.logic's; this module only gathers their inputs.
 """
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import shlex
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from estate import drift as d, paths
-from estate.drift import Finding, Fixes, Report
+from estate import paths
+from estate.operate.drift import logic as d
+from estate.operate.drift.logic import Finding, Fixes, DriftReport
 from estate.provision.inventory import Connection, select
 from estate.spec.resolved import Estate
 from estate.verify.context import VerifyContext
@@ -24,7 +25,7 @@ WORKERS = 8               # nodes read at once (each is a handful of short comma
 def run_drift(estate: Estate, render_dir: Path, conn: Connection, fixes: Fixes,
               limit: str | None = None, last: dict | None = None, last_dir: str = "",
               outdir: Path = Path("build/drift"), absent: dict[str, str] | None = None
-              ) -> Report:
+              ) -> DriftReport:
     """Compare the selected nodes (all without limit) with the spec rendered in
     render_dir; `last`: the manifest of the last render, where there is one; `absent`:
     nodes not to reach, each with why (a lab's machines it did not start), reported
@@ -38,7 +39,7 @@ def run_drift(estate: Estate, render_dir: Path, conn: Connection, fixes: Fixes,
     # at once can each meet the other's half-initialised pyinfra.api (seen in the lab tier)
     for deploy in {d for n in selected for d in ctx.nodes[n].deploys}:
         role_suite(deploy)
-    report = Report()
+    report = DriftReport()
     for name in [n for n in selected if n in (absent or {})]:
         report.add(name, "reach", [Finding(name, "reach", "ssh", "reachable", absent[name],
                                            "", d.SKIPPED)], 0)
@@ -180,7 +181,7 @@ def gpus_part(ctx: VerifyContext, host, name: str) -> tuple[list[Finding], int]:
 
 
 def slurm_report(ctx: VerifyContext, selected: set[str], unreachable: set[str],
-                 fixes: Fixes, report: Report) -> None:
+                 fixes: Fixes, report: DriftReport) -> None:
     """Slurm's view through the first controller, compared for the selected nodes."""
     from estate.verify.slurm_view import collect
     estate = ctx.estate
@@ -208,7 +209,7 @@ def slurm_report(ctx: VerifyContext, selected: set[str], unreachable: set[str],
         report.add(n, "slurm", [f for f in found if f.node == n], 1)
 
 
-def kubernetes_report(estate: Estate, selected: set[str], report: Report) -> None:
+def kubernetes_report(estate: Estate, selected: set[str], report: DriftReport) -> None:
     """Labels and taints where a cluster is configured; otherwise one skipped finding
     with the reason, whenever the spec has a Kubernetes plane."""
     from estate.model import kubernetes as k8s

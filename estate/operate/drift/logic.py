@@ -1,7 +1,7 @@
 """`estate drift`: how the live estate differs from the spec, each difference with its fix.
 
 This module holds the comparisons, on inputs already parsed from the nodes (the reading
-itself is estate.drift_live): Slurm's view (scontrol, estate.verify.slurm_view), the
+itself is estate.operate.drift.live): Slurm's view (scontrol, estate.verify.slurm_view), the
 hardware slurmd detects (`slurmd -C`) against the node class, installed files against the
 rendered tree's MANIFEST.json, the services each node's deploys run (estate.catalogue),
 the GPUs nvidia-smi lists, and the Kubernetes nodes' labels and taints. Expected values
@@ -59,7 +59,7 @@ class Finding:
 
 
 @dataclass
-class Report:
+class DriftReport:
     findings: list[Finding] = field(default_factory=list)
     # (node, aspect) -> how many things were compared there: JUnit's passing test cases
     checked: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -539,7 +539,7 @@ def render_findings(manifest: dict, last: dict, selected: set[str], last_dir: st
 
 # --- JUnit ----------------------------------------------------------------------------
 
-def junit(report: Report) -> bytes:
+def junit(report: DriftReport) -> bytes:
     """One test case per (node, aspect) compared: failed where anything drifted, skipped
     where it was not compared (the reason), passed otherwise; tolerated differences go to
     the case's system-out."""

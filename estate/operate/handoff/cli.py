@@ -1,4 +1,4 @@
-"""`estate handoff SPEC NODES --to kubernetes|slurm` (estate.handoff does the work)."""
+"""`estate handoff SPEC NODES --to kubernetes|slurm` (estate.operate.handoff.logic does the work)."""
 from __future__ import annotations
 
 import json
@@ -64,7 +64,7 @@ def register(app: typer.Typer) -> None:
         wait for the work, change the spec's overlay (SPEC's NAME.handoff.yaml), apply the
         controllers, and join the other plane. Safe to interrupt and run again. Refused,
         with the reasons, unless the resulting spec passes estate check."""
-        from estate.handoff import Options, gpu_moves, handoff as run_handoff
+        from estate.operate.handoff.logic import Options, gpu_moves, handoff as run_handoff
         opts = Options(deadline_s=parse_duration(deadline), at_deadline=at_deadline,
                        reason=reason, tenant=tenant, partitions=list(partition),
                        dry_run=dry_run)
@@ -105,7 +105,7 @@ class _LazySlurm:
         if self._side is None:
             spec, netns, lab, ssh_key, ssh_user, strict, conn_args = self._args
             if netns:
-                from estate.handoff_runners import NetnsSlurm
+                from estate.operate.handoff.live import NetnsSlurm
                 from estate.lab.netns import Lab
                 running = Lab(None)
                 if running.spec_path is None or \
@@ -114,7 +114,7 @@ class _LazySlurm:
                                              f"lab netns up {spec})")
                 self._side = NetnsSlurm(running)
             else:
-                from estate.handoff_runners import SshSlurm
+                from estate.operate.handoff.live import SshSlurm
                 from estate.pipeline import build
                 from estate.provision.inventory import connection
                 self._side = SshSlurm(build(spec, render=False).estate,
@@ -133,7 +133,7 @@ class _LazyKube:
 
     def __getattr__(self, name):
         if self._side is None:
-            from estate.handoff_runners import Kubectl
+            from estate.operate.handoff.live import Kubectl
             from estate.pipeline import build
             spec, conn_args, slurm = self._args
             est = build(spec, render=False).estate

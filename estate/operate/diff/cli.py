@@ -1,4 +1,4 @@
-"""`estate diff OLD NEW` and `estate diff SPEC --against DIR`: the command (estate.diff holds
+"""`estate diff OLD NEW` and `estate diff SPEC --against DIR`: the command (estate.operate.diff.logic holds
 the logic).
 
 Exit codes: 0 nothing changes; 3 something changes (the report says what); 1 a side does
@@ -15,7 +15,7 @@ import typer
 from estate.output import Output, echo, output_option, print_rows
 
 CHANGED = 3
-KEEP_UP = 0.75   # estate.diff.KEEP_UP, here without importing it for --help
+KEEP_UP = 0.75   # estate.operate.diff.order.KEEP_UP, here without importing it for --help
 
 
 def register(app: typer.Typer) -> None:
@@ -52,7 +52,7 @@ def register(app: typer.Typer) -> None:
 def run(old: Path, new: Path | None, against: Path | None, live: str | None,
         show_diff: bool, output: Output, keep_up: float = KEEP_UP) -> int:
     """The command's work and its exit status."""
-    from estate.diff import diff
+    from estate.operate.diff.logic import diff
     report = diff(old, new, against, live, keep_up)
     if not (report.old.ok and report.new.ok):
         from estate.commands import print_findings

@@ -5,7 +5,7 @@ Kubernetes plane's from Prometheus (the recording rule tenant:gpus_allocated:sum
 estate.render.monitoring renders, integrated over the period). Both are reached through
 callables the caller hands in, so everything here is pure: ``run`` takes an argv and
 returns its stdout (ssh to the controller, a lab's namespace), ``query`` takes PromQL and
-returns Prometheus' JSON answer. estate/report_cli.py wires them to the nodes.
+returns Prometheus' JSON answer. estate/operate/report/cli.py wires them to the nodes.
 """
 from __future__ import annotations
 
@@ -228,7 +228,7 @@ class Source:
 
 
 @dataclass
-class Report:
+class UsageReport:
     start: datetime
     end: datetime
     sources: list[Source] = field(default_factory=list)
@@ -275,7 +275,7 @@ class Report:
                            for p in PLANES if p in self.hours}}
 
 
-def measure(report: Report, plane: str, what: str, where: str,
+def measure(report: UsageReport, plane: str, what: str, where: str,
             count: Callable[[], Usage]) -> None:
     """Ask one source and add its answer, or a note saying why there is none."""
     try:
@@ -292,7 +292,7 @@ def measure(report: Report, plane: str, what: str, where: str,
     report.hours[plane], report.series[plane] = found.hours, found.series
 
 
-def skip(report: Report, plane: str, why: str) -> None:
+def skip(report: UsageReport, plane: str, why: str) -> None:
     report.sources.append(Source(plane, "skipped", "", why))
 
 
@@ -332,15 +332,15 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
-def table_rows(report: Report) -> list[list[str]]:
+def table_rows(report: UsageReport) -> list[list[str]]:
     return [[plane, printable(tenant) or "-", f"{h:.3f}"] for plane, tenant, h in report.rows()]
 
 
-def title(report: Report) -> str:
+def title(report: UsageReport) -> str:
     return f"GPU-hours per tenant, {iso(report.start)} .. {iso(report.end)}"
 
 
-def render_table(report: Report, output=None, console=None) -> None:
+def render_table(report: UsageReport, output=None, console=None) -> None:
     """The rows as estate.output prints any table; the notes after them."""
     from estate.output import Output, echo, print_rows
     output = output or Output.auto
@@ -350,7 +350,7 @@ def render_table(report: Report, output=None, console=None) -> None:
         echo(f"note: {printable(note)}")
 
 
-def render_json(report: Report) -> str:
+def render_json(report: UsageReport) -> str:
     return json.dumps(report.as_dict(), indent=2) + "\n"
 
 
@@ -376,13 +376,13 @@ def _text(parent, x: float, y: float, text: str, **attrs) -> ET.Element:
     return el
 
 
-def _x(report: Report, t: datetime) -> float:
+def _x(report: UsageReport, t: datetime) -> float:
     """Where a moment sits on the time axis."""
     span = (report.end - report.start).total_seconds() or 1.0
     return MARGIN + LABEL_W + PANEL_W * (t - report.start).total_seconds() / span
 
 
-def entitled(report: Report, plane: str, tenant: str) -> list[float] | None:
+def entitled(report: UsageReport, plane: str, tenant: str) -> list[float] | None:
     """GPU-hours the tenant's quota or fair share grants in each bucket."""
     gpus = report.limits.get(plane, {}).get(tenant)
     if gpus is None:
@@ -391,7 +391,7 @@ def entitled(report: Report, plane: str, tenant: str) -> list[float] | None:
             for a, b in zip(report.edges, report.edges[1:])]
 
 
-def render_svg(report: Report) -> str:
+def render_svg(report: UsageReport) -> str:
     rows, notes = report.chart_rows(), report.notes()
     height = TOP + ROW_H * (len(rows) or 1) + 18 * len(notes) + 2 * MARGIN + 8
     width = MARGIN * 2 + LABEL_W + PANEL_W + TOTAL_W
@@ -415,13 +415,13 @@ def render_svg(report: Report) -> str:
     return ET.tostring(svg, encoding="unicode") + "\n"
 
 
-def _legend(svg: ET.Element, report: Report) -> None:
+def _legend(svg: ET.Element, report: UsageReport) -> None:
     _text(svg, MARGIN, 48, f"bars: GPU-hours per {report.per} (UTC); dashed: what the tenant's "
           "quota (Kubernetes) or fair share (Slurm) grants", **{"font-size": "11",
                                                                 "fill": "#4b5563"})
 
 
-def _row(svg: ET.Element, report: Report, plane: str, tenant: str, y: float) -> None:
+def _row(svg: ET.Element, report: UsageReport, plane: str, tenant: str, y: float) -> None:
     hours, grant = report.bucket(plane, tenant), entitled(report, plane, tenant)
     total = report.hours.get(plane, {}).get(tenant, 0.0)
     most = max([*hours, *(grant or [])], default=0.0) or 1.0
@@ -452,7 +452,7 @@ def _row(svg: ET.Element, report: Report, plane: str, tenant: str, y: float) -> 
           **{"font-size": "12", "class": "total"})
 
 
-def _grant_line(g: ET.Element, report: Report, plane: str, tenant: str,
+def _grant_line(g: ET.Element, report: UsageReport, plane: str, tenant: str,
                 grant: list[float], most: float, base: float) -> None:
     """A step per bucket at the GPU-hours the tenant is entitled to there."""
     points = []

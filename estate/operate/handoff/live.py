@@ -1,7 +1,7 @@
-"""Where `estate handoff` reaches the two planes (estate.handoff's SlurmSide and KubeSide).
+"""Where `estate handoff` reaches the two planes (estate.operate.handoff.logic's SlurmSide and KubeSide).
 
 Production (SshSlurm, Kubectl): Slurm's clients run on the first controller over ssh, as
-`estate report` reads sacct there (estate.report_cli.ssh_runner: every word shell-quoted);
+`estate report` reads sacct there (estate.operate.report.cli.ssh_runner: every word shell-quoted);
 configs and daemons change through `estate apply` itself (the slurm_controller role
 restarts slurmctld on a changed config and then reconfigures, the slurm_worker role starts
 slurmd), so the handoff holds no second copy of what the roles know; kubectl runs here
@@ -35,7 +35,7 @@ class _Done:
 def _estate_apply(spec: Path, limit: str, conn_args: list[str], only: str | None = None
                   ) -> str:
     """`estate apply SPEC --limit LIMIT [--only ONLY]` as a subprocess of this Estate."""
-    from estate.handoff import StepError
+    from estate.operate.handoff.logic import StepError
     argv = [sys.executable, "-m", "estate", "apply", str(spec), "--limit", limit,
             *conn_args, *(["--only", only] if only else [])]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=APPLY_TIMEOUT_S)
@@ -81,7 +81,7 @@ class SshSlurm:
         return _estate_apply(spec, ctls, self.conn_args, "slurm_controller")
 
     def stop_slurmd(self, host: str) -> str:
-        from estate.handoff import StepError
+        from estate.operate.handoff.logic import StepError
         done = self._ssh(host, ["systemctl", "disable", "--now", "slurmd"])
         if done.returncode:
             raise StepError(f"{host}: systemctl disable --now slurmd: {done.stderr.strip()}")
@@ -99,7 +99,7 @@ class Kubectl:
         self.conn_args, self.control_plane, self.on_node = conn_args, control_plane, on_node
 
     def leave(self, host: str) -> str:
-        from estate.handoff import StepError
+        from estate.operate.handoff.logic import StepError
         for argv in (["kubeadm", "reset", "-f"], ["systemctl", "disable", "--now", "kubelet"]):
             done = self.on_node(host, argv) if self.on_node else _Done(1, "", "no way to "
                                                                         "reach the node")
@@ -135,7 +135,7 @@ def reconfigure(run, timeout_s: float = 30.0) -> int:
     slurmctld, just started, answered "slurm_reconfigure error: Connection reset by peer"
     to the first one (measured in tests/live_slurm/test_handoff.py), after `scontrol ping`
     already said UP; a moment later it takes it."""
-    from estate.handoff import StepError
+    from estate.operate.handoff.logic import StepError
     end, tries = time.monotonic() + timeout_s, 0
     while True:
         tries += 1
@@ -164,7 +164,7 @@ class NetnsSlurm:
         lab installed them; where any changed, slurmctld restarts on them (22.05 needs a
         restart for nodes that come or go) and `scontrol reconfigure` hands them to the
         configless slurmds."""
-        from estate.handoff import StepError
+        from estate.operate.handoff.logic import StepError
         from estate.lab.driver import LabError
         from estate.model.destinations import destination
         lab = self.lab

@@ -18,7 +18,7 @@ wait until the node is idle.
 
 Before anything changes, the resulting spec must pass `estate check` (capacity, quotas,
 boundaries); otherwise nothing is done and the findings say why. The planes are reached
-through two small interfaces (SlurmSide, KubeSide): estate.handoff_runners has the
+through two small interfaces (SlurmSide, KubeSide): estate.operate.handoff.live has the
 production ones (ssh to the controller, `estate apply`, kubectl through ESTATE_KUBECONFIG)
 and the netns lab's (its controller's namespace). Without a cluster the Kubernetes half is
 reported as skipped, with the commands it would run.
@@ -31,7 +31,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from estate.spec import handoff_overlay as overlay_mod
 from estate.spec.handoff_overlay import Lent, Overlay
@@ -184,7 +184,7 @@ def proposed_overlay(spec: Path, hosts: list[str], to: str, opts: Options) -> Ov
 def preflight(spec: Path, hosts: list[str], to: str, opts: Options):
     """(current build, resulting build, new overlay); Refused with the reasons where the
     nodes cannot move or the resulting spec does not pass estate check."""
-    from estate.check.findings import Severity
+    from estate.findings import Severity
     from estate.pipeline import build
     now = build(spec)
     if now.estate is None:
@@ -211,7 +211,7 @@ def preflight(spec: Path, hosts: list[str], to: str, opts: Options):
 
 
 def _errors(result, head: str) -> str:
-    from estate.check.findings import Severity
+    from estate.findings import Severity
     lines = [f"  {f.location or f.path}: {f.id} [{f.path}]: {f.message} ({f.hint})"
              for f in result.findings if f.severity is Severity.ERROR]
     return head + (":\n" + "\n".join(lines[:20]) if lines else "")
@@ -290,7 +290,7 @@ class _Ctx:
     kube: KubeSide
     opts: Options
     overlay: Overlay
-    after: object          # the resulting build
+    after: Any             # the resulting build (estate.pipeline.Result)
     result: Result
     log: Callable | None
 

@@ -4,7 +4,7 @@ Slurm accounting is read with sacct on the first controller over ssh, as `estate
 reaches nodes (the management address, estate.provision.inventory.connection: --lab is
 the lab's key as root without host-key checks); Prometheus is asked over HTTP at the
 monitoring host's address and port of the flow matrix's `prometheus` flow. The
-arithmetic is estate.report's.
+arithmetic is estate.operate.report.logic's.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import typer
 from estate.model.entitlement import entitled_gpus
 from estate.output import (
     Output, lab_option, output_option, ssh_key_option, ssh_user_option, strict_host_keys_option)
-from estate.report import (PER, UTC, Report, SourceError, Unreachable, bucket_edges,
+from estate.operate.report.logic import (PER, UTC, UsageReport, SourceError, Unreachable, bucket_edges,
                            default_per, kubernetes_usage, measure, parse_when,
                            render_json, render_svg, render_table, skip, slurm_usage,
                            step_seconds)
@@ -98,20 +98,20 @@ def slurm_source(estate) -> tuple[str, str] | str:
 def collect(estate, start: datetime, end: datetime,
             runner: Callable[[str], Callable[[list[str]], str]],
             query: Callable[[str], Callable[[str], dict]],
-            prometheus: str | None = None, per: str | None = None) -> Report:
+            prometheus: str | None = None, per: str | None = None) -> UsageReport:
     """Ask each plane's source (runner(address), query(url)); a source that is absent
     or does not answer becomes a note. GPU-hours are counted over the period and per
     hour or day (`per`; by default as default_per chooses), beside what the spec entitles
     each tenant to."""
     per = per or default_per(start, end)
-    report = Report(start, end, per=per, edges=bucket_edges(start, end, per),
+    report = UsageReport(start, end, per=per, edges=bucket_edges(start, end, per),
                     limits=entitled_gpus(estate))
     _ask_slurm(report, estate, runner)
     _ask_kubernetes(report, estate, query, prometheus)
     return report
 
 
-def _ask_slurm(report: Report, estate, runner) -> None:
+def _ask_slurm(report: UsageReport, estate, runner) -> None:
     where = slurm_source(estate)
     if isinstance(where, str):
         skip(report, "slurm", where)
@@ -121,7 +121,7 @@ def _ask_slurm(report: Report, estate, runner) -> None:
             lambda: slurm_usage(run, report.edges))
 
 
-def _ask_kubernetes(report: Report, estate, query, prometheus: str | None) -> None:
+def _ask_kubernetes(report: UsageReport, estate, query, prometheus: str | None) -> None:
     if not estate.spec.kubernetes:
         skip(report, "kubernetes", "the spec has no Kubernetes plane")
         return
@@ -210,7 +210,7 @@ def register(app: typer.Typer) -> None:
         raise typer.Exit(0 if found.answered else 1)
 
 
-def show(found: Report, output: Output, json_file: Path | None, svg: Path | None) -> None:
+def show(found: UsageReport, output: Output, json_file: Path | None, svg: Path | None) -> None:
     if json_file:
         _write(render_json(found), json_file, "JSON")
     if svg:
