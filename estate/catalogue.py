@@ -87,7 +87,11 @@ class Role:
 
 
 ROLES: dict[str, Role] = {r.name: r for r in (
-    Role("common", None, ("chrony",), ("chrony",)),
+    # directory: SSSD's LDAP back end and its NSS module where the spec has a directory;
+    # login: its PAM module on the login nodes only (no Recommends: sssd-common's would
+    # bring the AD, IPA and Kerberos back ends)
+    Role("common", None, ("chrony",), ("chrony",),
+         extras={"directory": ("sssd-ldap", "libnss-sss"), "login": ("libpam-sss",)}),
     Role("firewall", None, ("nftables",), ("nftables",)),
     Role("munge", "slurm", ("munge",), ("munge",)),
     Role("slurmdbd", "slurm", ("mariadb-server", "slurmdbd", "slurm-wlm-mysql-plugin",
