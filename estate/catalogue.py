@@ -225,6 +225,8 @@ HOST_TOOLS: dict[str, tuple[str, ...]] = {
 # a browser does and screenshots them (tests/lab, issue 39's "a real browser").
 TEST_TOOLS: dict[str, tuple[str, ...]] = {
     "browser": ("chromium-headless-shell",),
+    # a real directory for `estate import --directory` (tests/live_slurm/test_directory_import.py)
+    "directory": ("slapd", "ldap-utils"),
 }
 # Slurm releases the namespace lab runs, by slurm.version: the Debian suite that ships each.
 # The host's own suite (bookworm, 22.05) runs from the host; another release runs from a

@@ -164,3 +164,29 @@ def test_without_oidc_the_api_server_is_as_before():
     assert AUTH_CONFIG not in files
     assert b"authentication-config" not in files["kubernetes/kubeadm/init.yaml"].content
 
+
+# --- estate import --directory: entries to the spec (the live test reads a real slapd) ----
+
+def _user(name, uid, gid):
+    return {"dn": f"uid={name},ou=people,dc=x", "uid": [name], "uidNumber": uid,
+            "gidNumber": gid, "homeDirectory": f"/home/{name}", "loginShell": "/bin/bash"}
+
+
+def test_rfc2307bis_members_are_dns_and_narrow_the_import():
+    from estate.importer.directory import identity_of
+    users = [_user("alice", 20101, 20001), _user("bob", 20102, 20002), _user("eve", 1, 9)]
+    groups = [{"dn": "cn=research,ou=groups,dc=x", "cn": ["research"], "gidNumber": 20001,
+               "member": ["uid=alice,ou=people,dc=x", "uid=bob,ou=people,dc=x"]},
+              {"dn": "cn=ops,ou=groups,dc=x", "cn": ["ops"], "gidNumber": 20002, "member": []},
+              {"dn": "cn=x,ou=groups,dc=x", "cn": ["x"], "gidNumber": 9, "member": []}]
+    got = identity_of(users, groups, "rfc2307bis", ("research",))
+    assert [(u["name"], u["group"]) for u in got["users"]] == [("alice", "research"),
+                                                               ("bob", "ops")]
+    assert [g["name"] for g in got["groups"]] == ["research", "ops"]
+    assert all(a["source"] == "directory" for a in got["users"] + got["groups"])
+    # the service accounts stay the Slurm import's, local
+    from estate.importer.directory import merge
+    local = {"groups": [{"name": "slurm", "gid": 64030}],
+             "users": [{"name": "slurm", "uid": 64030, "group": "slurm", "system": True}]}
+    merged = merge(local, got, {"uris": ["ldaps://x"]})
+    assert [u["name"] for u in merged["users"]] == ["slurm", "alice", "bob"]
