@@ -87,7 +87,11 @@ class Role:
 
 
 ROLES: dict[str, Role] = {r.name: r for r in (
-    Role("common", None, ("chrony",), ("chrony",)),
+    # directory: SSSD's LDAP back end and its NSS module where the spec has a directory;
+    # login: its PAM module on the login nodes only (no Recommends: sssd-common's would
+    # bring the AD, IPA and Kerberos back ends)
+    Role("common", None, ("chrony",), ("chrony",),
+         extras={"directory": ("sssd-ldap", "libnss-sss"), "login": ("libpam-sss",)}),
     Role("firewall", None, ("nftables",), ("nftables",)),
     Role("munge", "slurm", ("munge",), ("munge",)),
     Role("slurmdbd", "slurm", ("mariadb-server", "slurmdbd", "slurm-wlm-mysql-plugin",
@@ -224,6 +228,8 @@ HOST_TOOLS: dict[str, tuple[str, ...]] = {
 # a browser does and screenshots them (tests/lab, issue 39's "a real browser").
 TEST_TOOLS: dict[str, tuple[str, ...]] = {
     "browser": ("chromium-headless-shell",),
+    # a real directory for `estate import --directory` (tests/live_slurm/test_directory_import.py)
+    "directory": ("slapd", "ldap-utils"),
 }
 # Slurm releases the namespace lab runs, by slurm.version: the Debian suite that ships each.
 # The host's own suite (bookworm, 22.05) runs from the host; another release runs from a

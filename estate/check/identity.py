@@ -140,3 +140,107 @@ def run_as_system(estate):
                 yield problem((*loc, "groups", i), f"tenant '{tenant.name}' is granted group "
                               f"'{name}', root's or a system account's: its pods could read "
                               "and write what the daemons' group owns", "grant a people's group")
+
+
+# --- a directory (identity.directory) ------------------------------------------------------
+
+def _directory(estate):
+    return estate.spec.identity.directory
+
+
+@validator("identity.directory_without_tls", E, "identity",
+           "a directory reached over ldap:// without StartTLS")
+def directory_without_tls(estate):
+    d = _directory(estate)
+    for i, uri in enumerate(d.uris if d and not d.start_tls else ()):
+        if uri.startswith("ldap://"):
+            yield problem(("identity", "directory", "uris", i), f"{uri} is plain LDAP and "
+                          "start_tls is off: the bind password and every user's password "
+                          "at login would cross the network in clear",
+                          "use ldaps://, or set identity.directory.start_tls: true")
+
+
+@validator("identity.bind_secret_inline", E, "identity",
+           "the directory's bind password is written in the spec")
+def bind_secret_inline(estate):
+    d = _directory(estate)
+    if d and d.bind_secret is not None and not hasattr(d.bind_secret, "file"):
+        # never echo it: the finding names where it is, not what it is
+        yield problem(("identity", "directory", "bind_secret"), "the bind password is "
+                      "written in the spec, which is versioned and rendered from; it must "
+                      "live with the munge key, outside the spec",
+                      "write {file: ldap-bind.secret, env: ESTATE_LDAP_BIND_B64} and put "
+                      "the password in that file of the secrets directory (or the variable)")
+
+
+@validator("identity.bind_dn_without_secret", E, "identity",
+           "a bind DN with nowhere to find its password, or a password without a DN")
+def bind_dn_without_secret(estate):
+    d = _directory(estate)
+    if d and (d.bind_dn is None) != (d.bind_secret is None):
+        have, lack = ("bind_dn", "bind_secret") if d.bind_secret is None else \
+            ("bind_secret", "bind_dn")
+        yield problem(("identity", "directory", lack), f"{have} is set but {lack} is not: "
+                      "SSSD cannot bind", "set both, or neither for anonymous binds")
+
+
+@validator("identity.directory_source_without_directory", E, "identity",
+           "a user or group with source directory, and no identity.directory")
+def source_without_directory(estate):
+    if _directory(estate):
+        return
+    for key, label, items, _ in _id_lists(estate.spec.identity):
+        for i, item in enumerate(items):
+            if item.source == "directory":
+                yield problem(("identity", key, i, "source"), f"{label} '{item.name}' is "
+                              "a directory account, but the spec names no directory: no "
+                              "node could resolve it", "add identity.directory, or make "
+                              "it source: local")
+
+
+def _shadowing(identity):
+    """(key, index, name, why) for each local account a node's `files` would answer for
+    instead of the directory (nsswitch reads files first)."""
+    wanted = set(identity.directory.groups)
+    for i, user in enumerate(identity.users):
+        if user.source == "local" and not _system_account(user):
+            yield "users", i, user.name, "a person, who belongs in the directory"
+    for i, group in enumerate(identity.groups):
+        if group.source == "local" and group.name in wanted:
+            yield "groups", i, group.name, "listed in identity.directory.groups"
+
+
+@validator("identity.local_shadows_directory", E, "identity",
+           "with a directory, a local account that shadows a directory one")
+def local_shadows_directory(estate):
+    ident = estate.spec.identity
+    if not ident.directory:
+        return
+    for key, i, name, why in _shadowing(ident):
+        yield problem(("identity", key, i, "source"), f"{key[:-1]} '{name}' is local and "
+                      f"{why}: nsswitch reads files before sss, so every node would answer "
+                      "with the local entry and the directory's would never be seen",
+                      "set source: directory (or system: true for a daemon's account)")
+
+
+@validator("identity.directory_group_unknown", E, "identity",
+           "identity.directory.groups names a group identity.groups does not define")
+def directory_group_unknown(estate):
+    ident = estate.spec.identity
+    known = {g.name for g in ident.groups}
+    for i, name in enumerate(ident.directory.groups if ident.directory else ()):
+        if name not in known:
+            yield problem(("identity", "directory", "groups", i), f"directory group "
+                          f"'{name}' is not in identity.groups: the spec has no GID for it "
+                          "to check the directory's against",
+                          f"add {{name: {name}, gid: <the directory's>, source: directory}}")
+
+
+@validator("identity.system_from_directory", E, "identity",
+           "a daemon's account (system, slurm, munge) is a directory account")
+def system_from_directory(estate):
+    for i, user in enumerate(estate.spec.identity.users):
+        if user.source == "directory" and _system_account(user):
+            yield problem(("identity", "users", i, "source"), f"user '{user.name}' is a "
+                          "daemon's account: a node that boots without the directory could "
+                          "not start the daemon", "make it source: local")

@@ -50,6 +50,10 @@ CONFIG_SCHEMAS = {      # apiVersion -> closed schema file under k8s/schemas/
     k8s.KUBEADM_API: "kubeadm.k8s.io_v1beta4.yaml",
     "kubelet.config.k8s.io/v1beta1": "kubelet.config.k8s.io_v1beta1.yaml",
     k8s.KIND_API: "kind.x-k8s.io_v1alpha4.yaml",
+    # the API server's AuthenticationConfiguration (kubernetes.oidc), both versions Estate
+    # renders (estate.model.kubernetes.auth_api)
+    "apiserver.config.k8s.io/v1beta1": "apiserver.config.k8s.io_authentication.yaml",
+    "apiserver.config.k8s.io/v1": "apiserver.config.k8s.io_authentication.yaml",
 }
 DEVICE_PLUGIN_SCHEMA = ("device-plugin-config_v1.yaml", "Config")
 

@@ -28,8 +28,30 @@ def _associations(cluster: str | None):
         return None, "sacctmgr did not answer in 60 s (is slurmdbd up?)"
 
 
+def _directory(doc: dict, source) -> str | None:
+    """The directory's people and groups merged into doc's identity, or why not."""
+    from estate.importer.directory import DirectoryFailed, directory_block, merge, read_directory
+    try:
+        imported = read_directory(source)
+    except DirectoryFailed as exc:
+        return str(exc)
+    doc["identity"] = merge(doc["identity"], imported, directory_block(source, imported))
+    return None
+
+
+def directory_source(uri: str, users_base: str | None, groups_base: str | None, schema: str,
+                     ca: Path | None, start_tls: bool, bind_dn: str | None,
+                     bind_secret: Path | None, groups: list[str]):
+    """--directory's options as a DirectorySource; the password from its file (never argv)."""
+    from estate.importer.directory import DirectorySource
+    password = bind_secret.read_text().splitlines()[0] if bind_secret else None
+    return DirectorySource(uri, users_base or "", groups_base or "", schema, ca, start_tls,
+                           bind_dn, password, tuple(groups))
+
+
 def run(slurm_conf: Path, gres: Path | None, topology: Path | None, cgroup: Path | None,
-        out: Path, strict: bool, version: str, accounting: bool = False) -> int:
+        out: Path, strict: bool, version: str, accounting: bool = False,
+        directory=None) -> int:
     # imported here: every other command pays for the importer otherwise
     import yaml
 
@@ -52,6 +74,9 @@ def run(slurm_conf: Path, gres: Path | None, topology: Path | None, cgroup: Path
         doc, report = import_slurm(src, version=version, accounting=dbd)
     except ImportFailed as exc:
         typer.echo(f"not written: {exc}", err=True)
+        return 1
+    if directory is not None and (why := _directory(doc, directory)):
+        typer.echo(f"not written: --directory: {why}", err=True)
         return 1
     report_differences(src.slurm, doc, report, src.slurm_name)
     for d in report.dropped:
@@ -91,8 +116,37 @@ def register(app: typer.Typer) -> None:
                                             "keys, and what Slurm moved by then."),
                 accounting: bool = typer.Option(False, "--accounting", help="Read accounts, "
                                                 "users, fair share and QOS from slurmdbd "
-                                                "with the local sacctmgr.")) -> None:
+                                                "with the local sacctmgr."),
+                directory: str | None = typer.Option(None, "--directory", help="Read people "
+                                                     "and groups from this LDAP server "
+                                                     "(ldaps://HOST[:PORT]) into identity, "
+                                                     "with source: directory."),
+                users_base: str | None = typer.Option(None, "--users-base",
+                                                      help="The directory's people, e.g. "
+                                                      "ou=people,dc=example,dc=org."),
+                groups_base: str | None = typer.Option(None, "--groups-base",
+                                                       help="The directory's groups."),
+                schema: str = typer.Option("rfc2307bis", "--ldap-schema",
+                                           help="rfc2307 or rfc2307bis."),
+                ca: Path | None = typer.Option(None, "--ca", exists=True, dir_okay=False,
+                                               help="CA file that signs the server."),
+                start_tls: bool = typer.Option(False, "--start-tls",
+                                               help="StartTLS on an ldap:// URI."),
+                bind_dn: str | None = typer.Option(None, "--bind-dn", help="Bind as this DN."),
+                bind_secret: Path | None = typer.Option(None, "--bind-secret", exists=True,
+                                                        dir_okay=False, help="File whose "
+                                                        "first line is the bind password."),
+                groups: list[str] = typer.Option([], "--directory-group", help="Only the "
+                                                 "members of this group (repeatable).")) -> None:
         """Write a spec from an existing cluster's Slurm configuration: every line the
         spec cannot express is reported with its line number (and kept as a comment)."""
+        source = None
+        if directory:
+            if not (users_base and groups_base) or schema not in ("rfc2307", "rfc2307bis"):
+                typer.echo("not written: --directory needs --users-base, --groups-base and "
+                           "--ldap-schema rfc2307 or rfc2307bis", err=True)
+                raise typer.Exit(2)
+            source = directory_source(directory, users_base, groups_base, schema, ca,
+                                      start_tls, bind_dn, bind_secret, groups)
         raise typer.Exit(run(slurm_conf, gres, topology, cgroup, out, strict, version,
-                             accounting))
+                             accounting, source))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from fnmatch import fnmatch
 
-from estate.model.kubernetes import (KUBE_VIP_INIT_PATH, KUBE_VIP_MANIFEST, KUBE_VIP_PATH,
+from estate.model.kubernetes import (AUTH_CONFIG, AUTH_CONFIG_PATH, KUBE_VIP_INIT_PATH, KUBE_VIP_MANIFEST, KUBE_VIP_PATH,
                                      SBIN, SYSTEMD_UNITS)
 from estate.model.services import (CGROUP_BIND, CGROUP_BIND_SBIN, CTLD_HOOKS, GPU_DEVICES,
                                    HOOK_DIR, HOOKS, MANIFESTS, OPENMPI, SEFF,
@@ -20,6 +20,8 @@ ESTATE_ETC = "/etc/estate"
 # First match wins; patterns are fnmatch on the artifact path.
 TABLE: list[tuple[str, str]] = [
     ("common/hosts", "/etc/hosts"),
+    ("common/sssd/sssd.conf", "/etc/sssd/sssd.conf"),   # estate.model.directory
+    ("common/nsswitch.conf", "/etc/nsswitch.conf"),
     ("network/nftables/*.nft", "/etc/nftables.conf"),
     ("slurm/slurmd.env", "/etc/default/slurmd"),
     (SLURMD_RESTART + "*", ESTATE_ETC + "/slurmd-restart.txt"),
@@ -62,6 +64,7 @@ TABLE: list[tuple[str, str]] = [
     ("kubernetes/node/sysctl.conf", "/etc/sysctl.d/90-estate-kubernetes.conf"),
     ("kubernetes/apt/*.list", "/etc/apt/sources.list.d/{name}"),
     ("kubernetes/apt/kubernetes.pref", "/etc/apt/preferences.d/kubernetes"),
+    (AUTH_CONFIG, AUTH_CONFIG_PATH),
     (KUBE_VIP_PATH, KUBE_VIP_MANIFEST),
     (KUBE_VIP_INIT_PATH, KUBE_VIP_MANIFEST),
     (SYSTEMD_UNITS + "*", "/etc/systemd/system/{name}"),
@@ -112,6 +115,7 @@ INSTALLERS: list[tuple[str, str]] = [
     ("kubernetes/node/*", "k8s_node"),
     ("kubernetes/apt/*", "k8s_packages"),
     ("kubernetes/kubeadm/init.yaml", "k8s_control_plane"),
+    (AUTH_CONFIG, "k8s_control_plane"),
     ("kubernetes/kube-vip/*", "k8s_control_plane"),
     (SYSTEMD_UNITS + "*", "k8s_control_plane"),
     (SBIN + "*", "k8s_control_plane"),

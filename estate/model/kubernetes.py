@@ -766,3 +766,38 @@ def run_as_ids(estate: Estate, tenant: Tenant) -> RunAsIds | None:
     groups = dict.fromkeys([*tenant.run_as.groups, *(u.group for u in granted)])
     return RunAsIds(tuple((u.name, u.uid) for u in granted),
                     tuple((g, gids[g]) for g in groups if g in gids))
+
+
+# --- people's tokens: the API server's AuthenticationConfiguration (kubernetes.oidc) --------
+
+AUTH_CONFIG = "kubernetes/kubeadm/authentication-config.yaml"
+AUTH_CONFIG_DIR = "/etc/kubernetes/estate"   # mounted read-only into the API server's pod
+AUTH_CONFIG_PATH = f"{AUTH_CONFIG_DIR}/authentication-config.yaml"
+# apiserver.config.k8s.io's AuthenticationConfiguration: v1beta1 from Kubernetes 1.30
+# (KEP-3331 beta, "Structured Authentication Configuration Moves to Beta", kubernetes.io
+# blog 2024-04-25), v1 from 1.34 (the feature stable and on by default; the 1.34 docs'
+# example names apiserver.config.k8s.io/v1). Estate renders for 1.31 on (MIN_MINOR).
+AUTH_API_V1_MINOR = 34
+
+
+def auth_api(version: str) -> str:
+    minor = int(version.split(".")[1])
+    return "apiserver.config.k8s.io/" + ("v1" if minor >= AUTH_API_V1_MINOR else "v1beta1")
+
+
+def authentication_config(oidc, version: str) -> dict:
+    """One JWT authenticator for the spec's issuer. Both prefixes are explicitly empty (the
+    API requires a prefix with a claim): a token's username is the directory's uid and its
+    groups the directory's groups, so a RoleBinding to Group ops binds the directory's ops."""
+    return {"apiVersion": auth_api(version), "kind": "AuthenticationConfiguration",
+            "jwt": [{"issuer": {"url": oidc.issuer, "audiences": list(oidc.audiences),
+                                **({"audienceMatchPolicy": "MatchAny"}
+                                   if len(oidc.audiences) > 1 else {})},
+                     "claimMappings": {
+                         "username": {"claim": oidc.username_claim, "prefix": ""},
+                         "groups": {"claim": oidc.groups_claim, "prefix": ""}}}]}
+
+
+def auth_volume() -> dict:
+    return {"name": "estate-authentication", "hostPath": AUTH_CONFIG_DIR,
+            "mountPath": AUTH_CONFIG_DIR, "readOnly": True, "pathType": "Directory"}

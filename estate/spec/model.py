@@ -12,7 +12,7 @@ command's start (tests/unit/test_entry.py keeps it out).
 
 from typing import TYPE_CHECKING, Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, SecretStr, StringConstraints, Tag
 
 from estate.catalogue import DEFAULT_SLURM, SLURM_SUITES, SPEC_ROLES
 from estate.kubernetes_releases import DEFAULT_VERSION
@@ -23,7 +23,7 @@ from estate.spec.bounds import (IPv4, BlockSize, CoresPerSocket, Fairshare, GpuM
                                  SlurmMemoryMB, SlurmPriority, SlurmWeight, Sockets)
 from estate.spec.types import (AbsolutePath, AptSource, CgroupMountpoint, DevicePrefix,
                                DnsName, EmailAddress, FreeText, LabelKey, LabelValue,
-                               OptionList, OwnedDirectory, ProgramPath, RelativeFile, SchedulerValue, SlurmConfValue, SlurmTime,
+                               LdapDn, LdapUri, SecretEnv, OptionList, OwnedDirectory, ProgramPath, RelativeFile, SchedulerValue, SlurmConfValue, SlurmTime,
                                StoragePath, Version, WebUrl)
 
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_.-]*$", max_length=63)]
@@ -604,6 +604,26 @@ class Kubelet(Strict):
         "100Mi); the kubelet evicts pods below it, so it is not allocatable either."))
 
 
+ClaimName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_.:-]*$",
+                                             max_length=128)]
+
+
+class Oidc(Strict):
+    """The API server's OpenID Connect issuer (Dex, Keycloak, the site's IdP), rendered as
+    the structured AuthenticationConfiguration. Groups carry no prefix, so a token's groups
+    are the directory's and a RoleBinding to Group ops binds the directory's ops."""
+    issuer: WebUrl = Field(description="The issuer URL, exactly as the tokens' iss claim "
+                           "has it (https).")
+    audiences: list[DnsName | Name] = Field(min_length=1, max_length=16, description="The "
+                                            "client IDs a token must be issued to (aud).")
+    username_claim: ClaimName = Field("preferred_username", description="The claim that "
+                                      "names the user: the directory's uid (no prefix).")
+    groups_claim: ClaimName = Field("groups", description="The claim that lists the user's "
+                                    "groups: the directory's group names (no prefix). The "
+                                    "issuer's CA must be in the control planes' trust store "
+                                    "(kubeadm mounts /etc/ssl/certs into the API server).")
+
+
 class Kubernetes(Strict):
     version: Version = Field(DEFAULT_VERSION, description=(
         "Kubernetes MAJOR.MINOR.PATCH; `estate check` warns once the minor is past its end "
@@ -627,6 +647,9 @@ class Kubernetes(Strict):
     kubelet: Kubelet = Kubelet()
     tenants: list[Tenant] = []
     cni: Cni = Cni()
+    oidc: Oidc | None = Field(None, description="People authenticate with the issuer's "
+                              "tokens (an AuthenticationConfiguration for the API server); "
+                              "none: client certificates and service accounts only.")
 
 
 # --- storage and identity ----------------------------------------------------
@@ -653,9 +676,16 @@ class Storage(Strict):
     mounts: list[Mount] = []
 
 
+Source = Literal["local", "directory"]
+_SOURCE = ("Where the account lives: local (written into every node's passwd/group) or "
+           "directory (identity.directory's LDAP, resolved through SSSD; the spec keeps its "
+           "id so that estate check and the admission policies can use it).")
+
+
 class Group(Strict):
     name: Name
     gid: int = Field(ge=0, le=2**31)
+    source: Source = Field("local", description=_SOURCE)
 
 
 class User(Strict):
@@ -665,11 +695,72 @@ class User(Strict):
     home: AbsolutePath | None = None
     shell: AbsolutePath = "/bin/bash"
     system: bool = False
+    source: Source = Field("local", description=_SOURCE)
+
+
+class SecretRef(Strict):
+    """Where `estate apply` finds a secret, as for the munge key: a file of the secrets
+    directory, or a base64 environment variable. Never the secret itself."""
+    file: RelativeFile = Field(description="Its file in the secrets directory "
+                               "(--secrets-dir), e.g. ldap-bind.secret.")
+    env: SecretEnv = Field(description="The variable that carries it base64-encoded "
+                           "instead, e.g. ESTATE_LDAP_BIND_B64.")
+
+
+class DirectoryCache(Strict):
+    """What a node keeps from the directory, so that it works on without it."""
+    offline_hours: int = Field(1, ge=1, le=720, description="How long a node that has lost "
+                               "the directory keeps resolving users and logging them in from "
+                               "its cache (sssd entry and credential cache).")
+
+
+def _secret_form(value) -> str:
+    return "ref[SecretRef]" if isinstance(value, (dict, SecretRef)) else "inline[str]"
+
+
+# A reference, or (refused by estate check, identity.bind_secret_inline) a password written
+# inline: tagged, so that a bad reference is reported at its own fields only.
+BindSecret = Annotated[Union[Annotated[SecretRef, Tag("ref[SecretRef]")],
+                             Annotated[SecretStr, Tag("inline[str]")]],
+                       Discriminator(_secret_form)]
+
+
+class Directory(Strict):
+    """An LDAP directory (FreeIPA, Active Directory, OpenLDAP) that the nodes of both planes
+    resolve people through, with SSSD (docs/identity.md)."""
+    uris: list[LdapUri] = Field(min_length=1, max_length=8, description="The servers, "
+                                "tried in order: ldaps://HOST[:PORT], or ldap://HOST[:PORT] "
+                                "with start_tls.")
+    start_tls: bool = Field(False, description="Upgrade ldap:// connections with StartTLS; "
+                            "estate check refuses ldap:// without it.")
+    users_base: LdapDn = Field(description="Search base of the people, e.g. "
+                               "ou=people,dc=example,dc=org.")
+    groups_base: LdapDn = Field(description="Search base of the groups, e.g. "
+                                "ou=groups,dc=example,dc=org.")
+    bind_dn: LdapDn | None = Field(None, description="The service account SSSD binds as; "
+                                   "none: anonymous binds.")
+    bind_secret: BindSecret | None = Field(None, description="Where the bind "
+                                                      "account's password is found: "
+                                                      "{file, env}. A password written here "
+                                                      "is refused by estate check.")
+    ca: AbsolutePath | Literal["estate"] = Field(description="The CA certificate that "
+                                                 "signs the servers, as a path on the nodes, "
+                                                 "or estate (the estate's own TLS CA).")
+    ldap_schema: Literal["rfc2307", "rfc2307bis"] = Field(description=(
+        "rfc2307 (memberUid, OpenLDAP's nis schema) or rfc2307bis (member DNs: FreeIPA, "
+        "Active Directory with its POSIX attributes)."))
+    groups: list[Name] = Field([], description="The directory groups the spec uses "
+                               "(identity.groups with source directory); only their members "
+                               "may log in to the login nodes.")
+    cache: DirectoryCache = DirectoryCache()
 
 
 class Identity(Strict):
     groups: list[Group] = []
     users: list[User] = []
+    directory: Directory | None = Field(None, description="Resolve the spec's directory "
+                                        "users and groups from LDAP through SSSD on every "
+                                        "node; none: every account is a local file entry.")
 
 
 # --- firewall ----------------------------------------------------------------

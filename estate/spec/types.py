@@ -490,3 +490,56 @@ LabelKey = Annotated[str, AfterValidator(_label_key), _schema(
     "[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$", "A Kubernetes label key.")]
 LabelValue = Annotated[str, AfterValidator(_label_value), _schema(
     "^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$", "A Kubernetes label value.", maxLength=63)]
+
+
+# --- a directory (LDAP) ----------------------------------------------------------------
+
+_LDAP_URI = re.compile(r"ldaps?://[A-Za-z0-9.-]+(:[0-9]{1,5})?/?")
+
+
+def _ldap_uri(value: str) -> str:
+    _single_line(value)
+    if not _LDAP_URI.fullmatch(value):
+        raise _error("ldap_uri", f"{value!r} is not an LDAP server URI; write "
+                     "ldaps://HOST[:PORT] (or ldap://HOST[:PORT] with start_tls), no "
+                     "credentials, base DN or filter, e.g. ldaps://ldap.example.org")
+    return value
+
+
+LdapUri = Annotated[str, AfterValidator(_ldap_uri), _schema(
+    "^ldaps?://[A-Za-z0-9.-]+(:[0-9]{1,5})?/?$", "ldaps://HOST[:PORT] or ldap://HOST[:PORT].",
+    maxLength=260)]
+"""An LDAP server: scheme, host and port only; sssd.conf prints it in ldap_uri."""
+
+# One RDN is attr=value; values here are plain words (letters, digits, space, '.', '_',
+# '-'): no escapes, '+', quotes or '#', which sssd.conf and ldap3 would read differently.
+_DN = re.compile(r"[A-Za-z][A-Za-z0-9-]*=[A-Za-z0-9._ -]+(,[A-Za-z][A-Za-z0-9-]*=[A-Za-z0-9._ -]+)*")
+
+
+def _ldap_dn(value: str) -> str:
+    _single_line(value)
+    if len(value) > 1024 or not _DN.fullmatch(value) or value != value.strip():
+        raise _error("ldap_dn", f"{value!r} is not a distinguished name Estate renders; "
+                     "write attr=value pairs joined by ',' (letters, digits, space, '.', "
+                     "'_', '-' in values), e.g. ou=people,dc=example,dc=org")
+    return value
+
+
+LdapDn = Annotated[str, AfterValidator(_ldap_dn), _schema(
+    "^[A-Za-z][A-Za-z0-9-]*=[A-Za-z0-9._ -]+(,[A-Za-z][A-Za-z0-9-]*=[A-Za-z0-9._ -]+)*$",
+    "An LDAP DN: attr=value pairs joined by ','.", maxLength=1024)]
+"""A DN (a base or a bind identity), printed into sssd.conf as one value."""
+
+
+def _secret_env(value: str) -> str:
+    _single_line(value)
+    if not re.fullmatch(r"ESTATE_[A-Z0-9_]{1,60}", value):
+        raise _error("secret_env", f"{value!r} is not an environment variable Estate reads "
+                     "a secret from; name one ESTATE_..., e.g. ESTATE_LDAP_BIND_B64")
+    return value
+
+
+SecretEnv = Annotated[str, AfterValidator(_secret_env), _schema(
+    "^ESTATE_[A-Z0-9_]{1,60}$", "The environment variable that hands a secret to "
+    "`estate apply` (base64), like ESTATE_MUNGE_KEY_B64.")]
+"""The name of the variable that carries a secret, never the secret."""

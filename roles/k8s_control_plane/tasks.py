@@ -99,6 +99,9 @@ def k8s_control_plane(join: bool = False) -> None:
     if revoke:
         revoke_token(revoke)
         return
+    # before init or join: the API server's flags name it (kubernetes.oidc)
+    for p in consumed(k8s.AUTH_CONFIG):
+        install(p)
     init = consumed("kubernetes/kubeadm/init.yaml")
     if not init:   # a further control plane
         join_control_plane(join)

@@ -1,5 +1,5 @@
 """k8s/templates/kubeadm-init.yaml.j2, compiled by estate.render.templates.write_compiled: do not edit."""
-STAMP = ('c714a79fcffade350deafec1e32d1f6ec1d358371eb99cf63d88b4193bbcfe14', '3.1.6', 'undefined=StrictUndefined,keep_trailing_newline=True,trim_blocks=True,lstrip_blocks=True,autoescape=False,finalize=_finalize')
+STAMP = ('8eec9967f84425434083c98f83d5bf7c3bbafe8a68f4ab55db29f8f80cf3943c', '3.1.6', 'undefined=StrictUndefined,keep_trailing_newline=True,trim_blocks=True,lstrip_blocks=True,autoescape=False,finalize=_finalize')
 from jinja2.runtime import LoopContext, Macro, Markup, Namespace, TemplateNotFound, TemplateReference, TemplateRuntimeError, Undefined, escape, identity, internalcode, markup_join, missing, str_join
 name = 'k8s/templates/kubeadm-init.yaml.j2'
 
@@ -21,6 +21,7 @@ def root(context, missing=missing):
     l_0_endpoint = resolve('endpoint')
     l_0_cert_sans = resolve('cert_sans')
     l_0_api_server_args = resolve('api_server_args')
+    l_0_api_server_volumes = resolve('api_server_volumes')
     l_0_k8s = resolve('k8s')
     l_0_dns_domain = resolve('dns_domain')
     l_0_kubelet = resolve('kubelet')
@@ -67,7 +68,13 @@ def root(context, missing=missing):
     yield str(environment.finalize(context, context.call((undefined(name='y') if l_0_y is missing else l_0_y), (undefined(name='cert_sans') if l_0_cert_sans is missing else l_0_cert_sans), 4)))
     yield "\n  # PodTolerationRestriction enforces the tenants' tolerationsWhitelist (GPU pools)\n  extraArgs:\n"
     yield str(environment.finalize(context, context.call((undefined(name='y') if l_0_y is missing else l_0_y), (undefined(name='api_server_args') if l_0_api_server_args is missing else l_0_api_server_args), 4)))
-    yield '\nnetworking:\n  podSubnet: '
+    yield '\n'
+    if (undefined(name='api_server_volumes') if l_0_api_server_volumes is missing else l_0_api_server_volumes):
+        pass
+        yield '  # the AuthenticationConfiguration (kubernetes.oidc) the authentication-config flag names\n  extraVolumes:\n'
+        yield str(environment.finalize(context, context.call((undefined(name='y') if l_0_y is missing else l_0_y), (undefined(name='api_server_volumes') if l_0_api_server_volumes is missing else l_0_api_server_volumes), 4)))
+        yield '\n'
+    yield 'networking:\n  podSubnet: '
     yield str(environment.finalize(context, t_2(context.eval_ctx, t_1(environment.getattr((undefined(name='k8s') if l_0_k8s is missing else l_0_k8s), 'pod_cidr')))))
     yield '\n  serviceSubnet: '
     yield str(environment.finalize(context, t_2(context.eval_ctx, t_1(environment.getattr((undefined(name='k8s') if l_0_k8s is missing else l_0_k8s), 'service_cidr')))))
@@ -78,4 +85,4 @@ def root(context, missing=missing):
     yield '\n'
 
 blocks = {}
-debug_info = '1=39&4=43&7=45&8=47&10=49&11=51&13=54&16=57&18=59&19=61&20=63&23=65&26=67&28=69&29=71&30=73&37=75'
+debug_info = '1=40&4=44&7=46&8=48&10=50&11=52&13=55&16=58&18=60&19=62&20=64&23=66&26=68&27=70&30=73&33=76&34=78&35=80&42=82'
