@@ -117,7 +117,7 @@ def _members(group: dict, schema: str) -> set[str]:
 def directory_block(src: DirectorySource, imported: dict) -> dict:
     """identity.directory for the spec: where the nodes find the directory. The password
     stays where it was read from; the spec names the secrets directory's file for it."""
-    block = {"uris": [src.uri], "users_base": src.users_base, "groups_base": src.groups_base,
+    block: dict[str, object] = {"uris": [src.uri], "users_base": src.users_base, "groups_base": src.groups_base,
              "ca": str(src.ca_file) if src.ca_file else "estate", "ldap_schema": src.ldap_schema,
              "groups": list(src.groups) or [g["name"] for g in imported["groups"]]}
     if src.start_tls:
