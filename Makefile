@@ -110,7 +110,7 @@ test-vm: deps venv
 
 ## Both Slurm releases: the host's (22.05) and every other release of the catalogue (24.11)
 ## from its debootstrapped root (scripts/slurm-root.sh; cached under build/slurm-root/).
-test-live-slurm: deps venv slurm-roots
+test-live-slurm: test-deps venv slurm-roots
 	$(PYTEST) -q tests/live_slurm
 
 slurm-roots: deps

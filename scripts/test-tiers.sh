@@ -17,9 +17,9 @@ summary=build/test-tiers.txt
 rm -f build/tier-*.status build/tier-*.log
 start_all=$SECONDS
 failed=()
-echo "== setup: Debian packages (estate/catalogue.py) and .venv"
+echo "== setup: Debian packages, the tiers' tools (estate/catalogue.py) and .venv"
 start=$SECONDS
-make -s deps venv || { echo "setup failed: no tier can run" >&2; exit 1; }
+make -s test-deps venv || { echo "setup failed: no tier can run" >&2; exit 1; }
 printf 'setup %-12s %-7s %4d s\n' "" done $((SECONDS - start)) | tee -a "$summary"
 echo "== lab-down: nothing of a previous lab may hold the tiers' names"
 make -s lab-down > build/lab-down.log 2>&1 || { echo "lab-down failed (build/lab-down.log):"; tail -20 build/lab-down.log; }
