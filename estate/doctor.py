@@ -793,13 +793,13 @@ def run_doctor(spec: Path, target: DoctorTarget, limit: str | None, secrets: Pat
 
 
 def _doctor_inventory(result, limit, secrets, lab, ssh_key, ssh_user) -> list[Check]:
-    from estate.provision.envsecrets import secrets_from_env
+    from estate.provision.envsecrets import secrets_from_env, spec_secrets
     from estate.provision.inventory import Connection, targets
     from estate.provision.secrets import LAB_SECRETS, LAB_SSH_KEY
     conn = Connection("root", str(LAB_SSH_KEY), False) if lab else \
         Connection(ssh_user, ssh_key, True)
     with tempfile.TemporaryDirectory(prefix="estate-doctor-") as tmp, \
-            secrets_from_env() as from_env:
+            secrets_from_env(named=spec_secrets(result.estate.spec)) as from_env:
         config = ssh_config(targets(result.estate, result.artifacts.manifest()), conn,
                             Path(tmp) / "ssh_config")
         chosen = secrets or from_env or (LAB_SECRETS if lab else None)

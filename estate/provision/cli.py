@@ -147,7 +147,7 @@ def register(app: typer.Typer) -> None:
         import shutil
         import tempfile
 
-        from estate.provision.envsecrets import secrets_from_env
+        from estate.provision.envsecrets import secrets_from_env, spec_secrets
         from estate.provision.secrets import LAB_SECRETS
         from estate.render import write_tree
         # Pulumi applies a stage's nodes in parallel: each run renders into its own tree.
@@ -160,7 +160,7 @@ def register(app: typer.Typer) -> None:
             batches = None if private else worker_batches(spec, out, keep_up, result)
             write_tree(result.artifacts, out)
             conn = _connection(lab, ssh_key, ssh_user, strict_host_keys)
-            with secrets_from_env() as from_env:
+            with secrets_from_env(named=spec_secrets(result.estate.spec)) as from_env:
                 chosen = secrets or from_env or (LAB_SECRETS if lab else None)
                 res = do_apply(result.estate, out, conn, limit, chosen, manifests,
                                only.split(",") if only else None, batches)

@@ -45,8 +45,9 @@ def step(spec: Path = typer.Argument(..., help="Path to the estate spec."),
          strict_host_keys: bool = typer.Option(True, "--strict-host-keys/--no-strict-host-keys")):
     """Provision NODE as one step of `pulumi up`: JSON outputs on stdout, exit 1 on failure
     or on an unsupported role the stack does not accept."""
-    from estate.provision.envsecrets import secrets_from_env
+    from estate.provision.envsecrets import secrets_from_env, spec_secrets
     from estate.provision.inventory import connection
+    from estate.spec.load import load
     from estate.provision.secrets import LAB_SECRETS
     from estate.pulumi.step import join_from_env, run_step, scrub_environment
     scrub_environment(os.environ)
@@ -56,7 +57,8 @@ def step(spec: Path = typer.Argument(..., help="Path to the estate spec."),
         return
     conn = connection(lab, ssh_key, ssh_user, strict_host_keys)
     try:
-        with secrets_from_env() as from_env:
+        loaded = load(spec).spec   # a spec that does not load fails in run_step, named
+        with secrets_from_env(named=spec_secrets(loaded) if loaded else None) as from_env:
             chosen = from_env or (LAB_SECRETS if lab else None)
             outputs, verdict = run_step(spec, node, conn, chosen, tuple(accept_unsupported),
                                         revoke_join, log=_log)

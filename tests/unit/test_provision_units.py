@@ -243,6 +243,18 @@ def test_secrets_from_the_environment_are_temporary():
         assert d is None
 
 
+def test_the_directorys_bind_password_comes_from_the_variable_the_spec_names():
+    from estate.provision.envsecrets import spec_secrets
+    spec = build(ROOT / "stacks" / "example-prod.yaml", render=False).estate.spec
+    named = spec_secrets(spec)
+    assert named == {"ESTATE_LDAP_BIND_B64": "ldap-bind.secret"}
+    env = {"ESTATE_LDAP_BIND_B64": base64.b64encode(b"s3cret").decode()}
+    with secrets_from_env(env, named=named) as d:
+        assert (d / "ldap-bind.secret").read_bytes() == b"s3cret"
+        assert stat.S_IMODE((d / "ldap-bind.secret").stat().st_mode) == 0o600
+    assert spec_secrets(build(LAB, render=False).estate.spec) == {}
+
+
 def test_bad_base64_secret_is_named_not_shown():
     with pytest.raises(ValueError) as err:
         with secrets_from_env({"ESTATE_JWT_KEY_B64": "not base64 !!secretvalue"}):
