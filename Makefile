@@ -73,7 +73,7 @@ lab-down: venv
 ## The lab tier: machines up, provisioned cold by the Pulumi graph without the engine
 ## (estate pulumi dry-run lab), idempotent second runs, verify, clean down (needs docker).
 test-lab: test-deps venv
-	$(PYTEST) -q tests/lab
+	$(PYTEST) -q --durations=15 tests/lab
 
 ## molecule: 4 scenarios cover every container role (docker driver, systemd containers, shared image).
 test-molecule: deps venv
@@ -87,7 +87,7 @@ test:
 
 ## Two workers: the fuzz tier beside it ends first, and a second core then idles otherwise.
 test-unit: venv scan-venv
-	$(PYTEST) -q -n 2 tests/unit tests/golden tests/live_k8s
+	$(PYTEST) -q -n 2 --durations=15 tests/unit tests/golden tests/live_k8s
 
 ## The type checker over estate/ ([tool.mypy] in pyproject.toml); the unit tier runs it too
 ## (tests/unit/test_typecheck.py).
@@ -106,12 +106,12 @@ test-fuzz: venv
 
 ## The VM tier: QEMU VMs with Debian's kernel prove the storage role's NFS for real.
 test-vm: deps venv
-	$(PYTEST) -q tests/vm
+	$(PYTEST) -q --durations=10 tests/vm
 
 ## Both Slurm releases: the host's (22.05) and every other release of the catalogue (24.11)
 ## from its debootstrapped root (scripts/slurm-root.sh; cached under build/slurm-root/).
 test-live-slurm: test-deps venv slurm-roots
-	$(PYTEST) -q tests/live_slurm
+	$(PYTEST) -q --durations=25 tests/live_slurm
 
 slurm-roots: deps
 	@for v in $$(python3 -m estate.catalogue releases); do scripts/slurm-root.sh $$v >/dev/null || exit 1; done
