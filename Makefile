@@ -34,18 +34,19 @@ doctor: deps venv
 ## test tiers add theirs to it). The namespace lab comes up beside the Vagrant lab (neither
 ## waits on the other, and each mostly waits on its daemons); its log is printed after.
 lab: VENV_EXTRA = lab
-lab: deps lab-image-ahead venv doctor check render
+lab: lab-image-ahead deps venv doctor check render
 	@mkdir -p build; { $(MAKE) -s lab-ns > build/lab-ns.log 2>&1; echo $$? > build/lab-ns.rc; } & \
 	  $(MAKE) -s lab-vagrant; rc=$$?; wait; \
 	  echo "== the namespace lab (build/lab-ns.log)"; cat build/lab-ns.log; \
 	  ns=$$(cat build/lab-ns.rc); [ "$$ns" = 0 ] || echo "the namespace lab failed (rc $$ns)"; \
 	  exit $$(( rc || ns ))
 
-## The lab's node image, built in the background while .venv, doctor and the namespace lab
-## run (on a fresh machine, the image and .venv are each about 45 s); the Vagrant lab's own
-## build then waits for it (a lock) and finds it. Its log: build/lab-image.log.
-lab-image-ahead: deps
-	@mkdir -p build && scripts/start-dockerd.sh && \
+## The lab's node image, built in the background while the other Debian packages, .venv and
+## doctor install and run (on a fresh machine the image takes about 60 s, the packages
+## longer): only docker and debootstrap are installed first. The Vagrant lab's own build
+## then waits for it (a lock) and finds it. Its log: build/lab-image.log.
+lab-image-ahead:
+	@scripts/install-deps.sh image && mkdir -p build && scripts/start-dockerd.sh && \
 	  { vagrant/image/build.sh > build/lab-image.log 2>&1 & }
 
 ## Slurm lab in network namespaces: real slurmctld/slurmd/munged on the rendered files.

@@ -223,6 +223,10 @@ HOST_TOOLS: dict[str, tuple[str, ...]] = {
     # .venv on Debian's own interpreter, built with PGO and LTO (scripts/venv.sh)
     "python": ("python3", "python3-venv"),
 }
+# What the lab's node image is built with (vagrant/image/build.sh), from HOST_TOOLS: `make lab`
+# installs these first and builds the image while it installs the rest (install-deps.sh image).
+IMAGE_TOOLS = ("docker.io", "debootstrap")
+assert set(IMAGE_TOOLS) <= set(HOST_TOOLS["containers"])
 # What only the test tiers use, installed by `make test` (scripts/install-deps.sh test) and
 # never by `make lab`: headless Chromium from Debian, which loads the lab's status pages as
 # a browser does and screenshots them (tests/lab, issue 39's "a real browser").
@@ -285,7 +289,7 @@ def root_extras() -> list[str]:
 
 
 def _main(argv: list[str]) -> int:
-    usage = ("usage: python3 -m estate.catalogue host | test-tools | conflicts | root | root-extras | releases | "
+    usage = ("usage: python3 -m estate.catalogue host | image-tools | test-tools | conflicts | root | root-extras | releases | "
              "suite VERSION | "
              "packages ROLE... [+EXTRA...] [--sep SEP]")
     sep = "\n"
@@ -297,6 +301,8 @@ def _main(argv: list[str]) -> int:
         return 2
     if argv[0] == "host":
         print(sep.join(host_packages()))
+    elif argv[0] == "image-tools":
+        print(sep.join(IMAGE_TOOLS))
     elif argv[0] == "test-tools":
         print(sep.join(p for group in TEST_TOOLS.values() for p in group))
     elif argv[0] == "conflicts":

@@ -5,8 +5,14 @@
 # (the namespace lab runs the Slurm roles' daemons here) plus the labs' tools.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# `install-deps.sh test`: also what only the test tiers use (a browser for the status pages)
-mapfile -t PKGS < <(python3 -m estate.catalogue host; [[ ${1:-} != test ]] || python3 -m estate.catalogue test-tools)
+# `install-deps.sh test`: also what only the test tiers use (a browser for the status pages);
+# `install-deps.sh image`: only what the lab's node image is built with, so that `make lab`
+# builds it while the rest installs.
+if [[ ${1:-} == image ]]; then
+  mapfile -t PKGS < <(python3 -m estate.catalogue image-tools)
+else
+  mapfile -t PKGS < <(python3 -m estate.catalogue host; [[ ${1:-} != test ]] || python3 -m estate.catalogue test-tools)
+fi
 mapfile -t CONFLICTS < <(python3 -m estate.catalogue conflicts)
 ((${#PKGS[@]})) || { echo "estate.catalogue named no packages" >&2; exit 1; }
 missing=()
