@@ -12,7 +12,13 @@ from estate.model.destinations import destination, installer
 from estate.model.services import SEFF
 from estate.pipeline import build
 
+# Job 13: the ReqMem 22.05's sacct printed once just after a lab job ended ('16?', NO_VAL).
 SACCT = """#!/bin/sh
+if [ "$2" = 13 ]; then cat <<'X'
+13|lab|alice|research|COMPLETED|0:0|1|1|00:01.900|00:00:02|16?||research|gpu
+13.0|lab|||COMPLETED|0:0|1|1|00:01.800|00:00:02||52224K||
+X
+exit 0; fi
 cat <<'X'
 12|lab|alice|research|COMPLETED|0:0|1|2|00:01.500|00:00:03|1920M||research|gpu
 12.batch|lab|||COMPLETED|0:0|1|2|00:00.100|00:00:03||2048K||
@@ -49,6 +55,14 @@ def test_seff_reports_cpu_and_memory_efficiency(seff):
     assert "CPU Efficiency: 25.00% of 00:00:06 core-walltime" in lines
     assert "Memory Utilized: 51.00 MB" in lines
     assert "Memory Efficiency: 2.66% of 1.88 GB" in lines
+
+
+def test_a_memory_request_sacct_does_not_know_yet_is_said_so(seff):
+    out = _run(seff, "13")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "Memory Utilized: 51.00 MB" in lines
+    assert "Memory Efficiency: unknown (sacct has no memory request for the job yet)" in lines
 
 
 def test_seff_refuses_what_is_not_a_job_id(seff):
