@@ -32,11 +32,13 @@ doctor: deps venv
 
 ## The main job on the embedded lab spec, on a venv with what it runs (the `lab` extra; the
 ## test tiers add theirs to it). The namespace lab comes up beside the Vagrant lab (neither
-## waits on the other, and each mostly waits on its daemons); its log is printed after.
+## waits on the other, and each mostly waits on its daemons); its log is printed after. Each
+## runs in a make of its own, told the extra (a target's variable does not reach a sub-make).
 lab: VENV_EXTRA = lab
 lab: lab-image-ahead deps venv doctor check render
-	@mkdir -p build; { $(MAKE) -s lab-ns > build/lab-ns.log 2>&1; echo $$? > build/lab-ns.rc; } & \
-	  $(MAKE) -s lab-vagrant; rc=$$?; wait; \
+	@mkdir -p build; { $(MAKE) -s lab-ns VENV_EXTRA=lab > build/lab-ns.log 2>&1; \
+	  echo $$? > build/lab-ns.rc; } & \
+	  $(MAKE) -s lab-vagrant VENV_EXTRA=lab; rc=$$?; wait; \
 	  echo "== the namespace lab (build/lab-ns.log)"; cat build/lab-ns.log; \
 	  ns=$$(cat build/lab-ns.rc); [ "$$ns" = 0 ] || echo "the namespace lab failed (rc $$ns)"; \
 	  exit $$(( rc || ns ))
