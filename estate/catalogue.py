@@ -165,7 +165,7 @@ PHASES: list[tuple[str, list[str]]] = [
     # The workers, and beside them the exporters and Prometheus: what these watch is up by
     # now (slurmctld) or comes up on their own node before them (slurmd, in deploy order),
     # and a target that is not up yet is only scraped later. So the controller installs
-    # Prometheus while the workers install slurmd (a lab apply: 119 -> s, two phases in one).
+    # Prometheus while the workers install slurmd (a lab apply: 119 -> 85 s, two phases in one).
     ("compute", ["slurm_worker", "node_exporter", "slurm_exporter", "dcgm_exporter",
                  "monitoring"]),
     # The Kubernetes plane: node prerequisites, then kubeadm init, then joins.

@@ -18,16 +18,18 @@ extra=${1:-test}
 stamp=.venv/.pyproject.sha256
 base=$( (cat pyproject.toml "$0"; "$py" -c 'import sys; print(sys.executable, sys.version)') |
        sha256sum | cut -d' ' -f1)
+# compat: a plain path entry in a .pth file. The default editable mode imports a finder
+# module in every interpreter the venv starts, 0.013 s of each `estate` command.
+install_extra() {
+  .venv/bin/uv pip install -q --python .venv/bin/python -e ".[$extra]" \
+      --config-setting editable_mode=compat
+  echo "$base $extra" > "$stamp"
+}
 if [[ -f $stamp ]]; then
   read -r have have_extra < "$stamp" || true
   # a test venv serves the lab too; a lab venv gains the test extra in place
   if [[ $have == "$base" && ( $have_extra == "$extra" || $have_extra == test ) ]]; then exit 0; fi
-  if [[ $have == "$base" && $have_extra == lab ]]; then
-    .venv/bin/uv pip install -q --python .venv/bin/python -e ".[$extra]" \
-        --config-setting editable_mode=compat
-    echo "$base $extra" > "$stamp"
-    exit 0
-  fi
+  if [[ $have == "$base" && $have_extra == lab ]]; then install_extra; exit 0; fi
 fi
 # a worktree's .venv may be a link to another checkout's venv: never clear through it
 if [[ -L .venv ]]; then
@@ -39,8 +41,4 @@ fi
 # time (BENCHMARKS.md: a fresh .venv with the lab extra, 45-78 s with pip, ~8 s with uv);
 # it comes into the venv through pip, pinned.
 .venv/bin/pip install -q --disable-pip-version-check "uv==$UV_VERSION" 2> >(grep -v "is ignored: it is neither" >&2)
-# compat: a plain path entry in a .pth file. The default editable mode imports a finder
-# module in every interpreter the venv starts, 0.013 s of each `estate` command.
-.venv/bin/uv pip install -q --python .venv/bin/python -e ".[$extra]" \
-    --config-setting editable_mode=compat
-echo "$base $extra" > "$stamp"
+install_extra

@@ -92,6 +92,14 @@ class _ErrorLog(logging.Handler):
         self.lines.append(record.getMessage())
 
 
+def _op_name(state, host, op_hash: str) -> str:
+    """The operation's name on this host: pyinfra's op_meta names gather every name that
+    shares the hash, which operations of different deploys on other hosts may."""
+    data = state.ops[host].get(op_hash)
+    named = data.global_arguments.get("name") if data else None
+    return named or ", ".join(sorted(state.op_meta[op_hash].names)) or op_hash
+
+
 def _timings(phase: str, into: list):
     """A pyinfra state callback that appends each operation's time on each host to into,
     as (seconds, phase, host, operation): Result.slowest says where an apply's time went."""
@@ -107,8 +115,8 @@ def _timings(phase: str, into: list):
         def operation_host_success(state, host, op_hash, *args, **kwargs):
             t0 = started.pop((host.name, op_hash), None)
             if t0 is not None:
-                name = ", ".join(sorted(state.get_op_meta(op_hash).names)) or op_hash
-                into.append((round(time.monotonic() - t0, 2), phase, host.name, name))
+                into.append((round(time.monotonic() - t0, 2), phase, host.name,
+                             _op_name(state, host, op_hash)))
 
         operation_host_error = operation_host_success
 
@@ -205,8 +213,7 @@ def _collect(state, results: dict[str, HostResult], errors: _ErrorLog) -> None:
             if data is None:
                 continue
             meta = data.operation_meta
-            name = data.global_arguments.get("name") or ", ".join(
-                sorted(state.op_meta[op_hash].names))
+            name = _op_name(state, host, op_hash)
             if not meta.is_complete():
                 stopped = stopped or name
                 continue
